@@ -1,0 +1,29 @@
+"""Train a small CNN on (Fashion-)MNIST with tf.estimator, correctly distributed.
+
+The stable API legacy pipelines import:
+
+    from estimator_trainer import (TrainConfig, make_input_fn, model_fn,
+                                   make_run_config, train_and_evaluate)
+
+Imported lazily, so that `python -m estimator_trainer.run` can set up
+TensorFlow's environment before TensorFlow loads.
+"""
+
+import importlib
+
+__version__ = '0.1.0'
+
+_API = {
+    'TrainConfig': 'estimator_trainer.config',
+    'make_input_fn': 'estimator_trainer.data',
+    'model_fn': 'estimator_trainer.estimator',
+    'make_run_config': 'estimator_trainer.estimator',
+    'train_and_evaluate': 'estimator_trainer.estimator',
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+  if name in _API:
+    return getattr(importlib.import_module(_API[name]), name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

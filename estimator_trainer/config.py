@@ -1,0 +1,136 @@
+"""The one frozen configuration of a run; every check of user input is here."""
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+from estimator_trainer.errors import UsageError
+
+DATASETS = ('fashion_mnist', 'mnist')
+DATA_SOURCES = ('auto', 'tfds', 'idx')
+MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict')
+STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
+              'parameter_server')
+COMMUNICATIONS = ('auto', 'ring', 'nccl')
+OPTIMIZERS = ('adam', 'sgd')
+DEFAULT_BATCH_SIZE_PER_REPLICA = 64
+DEFAULT_TRAIN_EPOCHS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Everything a run needs, validated on construction.
+
+  Batch: give `batch_size_per_replica` or `global_batch_size`, not both; with
+  neither, 64 per replica. Length: `train_steps` or `train_epochs`, not both;
+  with neither, 10 epochs.
+  """
+
+  model_dir: str
+  mode: str = 'train_and_evaluate'
+  dataset: str = 'fashion_mnist'
+  data_source: str = 'auto'
+  data_dir: Optional[str] = None
+  idx_dir: Optional[str] = None
+  strategy: str = 'default'
+  eval_strategy: str = 'default'
+  communication: str = 'auto'
+  cpu_replicas: int = 0
+  batch_size_per_replica: Optional[int] = None
+  global_batch_size: Optional[int] = None
+  optimizer: str = 'adam'
+  learning_rate: float = 1e-3
+  weight_decay: float = 0.0
+  train_steps: Optional[int] = None
+  train_epochs: Optional[float] = None
+  shuffle_buffer: int = 10000
+  seed: int = 42
+  save_checkpoints_steps: int = 1000
+  save_summary_steps: int = 100
+  log_step_count_steps: int = 100
+  keep_checkpoint_max: int = 5
+  throttle_secs: int = 60
+  num_predictions: int = 10
+  predictions_file: Optional[str] = None
+
+  def __post_init__(self):
+    _check_choice('mode', self.mode, MODES)
+    _check_choice('dataset', self.dataset, DATASETS)
+    _check_choice('data_source', self.data_source, DATA_SOURCES)
+    _check_choice('strategy', self.strategy, STRATEGIES)
+    _check_choice('eval_strategy', self.eval_strategy, STRATEGIES)
+    _check_choice('communication', self.communication, COMMUNICATIONS)
+    _check_choice('optimizer', self.optimizer, OPTIMIZERS)
+    if not self.model_dir:
+      raise UsageError('--model_dir must be given')
+    if self.data_source == 'idx' and not self.idx_dir:
+      raise UsageError('--data_source=idx needs --idx_dir')
+    if self.idx_dir and not os.path.isdir(self.idx_dir):
+      raise UsageError(f'--idx_dir {self.idx_dir!r} is not a directory')
+    if (self.batch_size_per_replica is not None and
+        self.global_batch_size is not None):
+      raise UsageError(
+          'give --batch_size_per_replica or --global_batch_size, not both')
+    _check_positive('batch_size_per_replica', self.batch_size_per_replica)
+    _check_positive('global_batch_size', self.global_batch_size)
+    if self.train_steps is not None and self.train_epochs is not None:
+      raise UsageError('give --train_steps or --train_epochs, not both')
+    _check_positive('train_steps', self.train_steps)
+    _check_positive('train_epochs', self.train_epochs)
+    _check_positive('learning_rate', self.learning_rate)
+    _check_positive('save_checkpoints_steps', self.save_checkpoints_steps)
+    _check_positive('save_summary_steps', self.save_summary_steps)
+    _check_positive('log_step_count_steps', self.log_step_count_steps)
+    _check_positive('keep_checkpoint_max', self.keep_checkpoint_max)
+    _check_positive('num_predictions', self.num_predictions)
+    for name in ('cpu_replicas', 'shuffle_buffer', 'throttle_secs',
+                 'weight_decay'):
+      if getattr(self, name) < 0:
+        raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')
+
+  def resolve_global_batch_size(self, num_replicas: int) -> int:
+    """The global batch for `num_replicas` replicas in sync."""
+    if self.global_batch_size is None:
+      per_replica = (self.batch_size_per_replica or
+                     DEFAULT_BATCH_SIZE_PER_REPLICA)
+      return per_replica * num_replicas
+    if self.global_batch_size % num_replicas:
+      raise UsageError(
+          f'--global_batch_size {self.global_batch_size} does not divide by '
+          f'the {num_replicas} replicas in sync')
+    return self.global_batch_size
+
+  def resolve_train_steps(self, num_train_examples: int,
+                          global_batch_size: int) -> int:
+    """`train_steps`, or the steps of `train_epochs` (10 by default)."""
+    if self.train_steps is not None:
+      return self.train_steps
+    epochs = self.train_epochs or DEFAULT_TRAIN_EPOCHS
+    return max(1, math.ceil(epochs * num_train_examples / global_batch_size))
+
+  @property
+  def resolved_predictions_file(self) -> str:
+    return self.predictions_file or os.path.join(self.model_dir,
+                                                 'predictions.jsonl')
+
+  def model_params(self, global_batch_size: int) -> dict:
+    """The `params` dict `model_fn` reads."""
+    return {
+        'optimizer': self.optimizer,
+        'learning_rate': self.learning_rate,
+        'weight_decay': self.weight_decay,
+        'global_batch_size': global_batch_size,
+        'seed': self.seed,
+    }
+
+
+def _check_choice(name, value, choices):
+  if value not in choices:
+    raise UsageError(
+        f'--{name} must be one of {", ".join(choices)}; got {value!r}')
+
+
+def _check_positive(name, value):
+  if value is not None and not value > 0:
+    raise UsageError(f'--{name} must be > 0, got {value}')

@@ -1,0 +1,241 @@
+"""Data sources (TFDS, original IDX files) and the Estimator `input_fn`.
+
+Both sources yield the same elements, `(uint8 image [28, 28, 1], int64 label)`,
+so everything after the source (sharding, preprocessing, batching) is shared.
+"""
+
+import functools
+import gzip
+import math
+import os
+import zlib
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from estimator_trainer.errors import DataError
+
+IMAGE_SHAPE = (28, 28, 1)
+NUM_CLASSES = 10
+TRAIN, TEST = 'train', 'test'
+IDX_FILES = {
+    TRAIN: ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
+    TEST: ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz'),
+}
+# Where Debian's `dataset-fashion-mnist` package installs the original files.
+DEBIAN_IDX_DIRS = {'fashion_mnist': '/usr/share/datasets/fashion-mnist'}
+_IMAGES_MAGIC, _LABELS_MAGIC = 2051, 2049
+_IMAGES_HEADER, _LABELS_HEADER = 16, 8
+_IMAGE_BYTES = int(np.prod(IMAGE_SHAPE))
+
+
+class IdxSource:
+  """The original MNIST-format files (`train-images-idx3-ubyte.gz`, ...)."""
+
+  def __init__(self, name, idx_dir):
+    self.name = name
+    self.idx_dir = idx_dir
+
+  def __str__(self):
+    return f'{self.name} from IDX files in {self.idx_dir}'
+
+  def _paths(self, split):
+    return [os.path.join(self.idx_dir, f) for f in IDX_FILES[split]]
+
+  @functools.lru_cache(maxsize=None)
+  def num_examples(self, split):
+    """Validates the split's two files and returns their example count."""
+    images_path, labels_path = self._paths(split)
+    num_images = _check_idx(images_path, _IMAGES_MAGIC, (28, 28),
+                            _IMAGE_BYTES)
+    labels = np.frombuffer(_read_gz(labels_path), np.uint8)
+    num_labels = _check_idx(labels_path, _LABELS_MAGIC, (), 1,
+                            data=labels.tobytes())
+    if num_images != num_labels:
+      raise DataError(f'{images_path}: {num_images} images but {labels_path} '
+                      f'has {num_labels} labels')
+    bad = labels[_LABELS_HEADER:] >= NUM_CLASSES
+    if bad.any():
+      raise DataError(f'{labels_path}: label {labels[_LABELS_HEADER:][bad][0]} '
+                      f'out of range 0..{NUM_CLASSES - 1}')
+    return num_images
+
+  def dataset(self, split):
+    self.num_examples(split)
+    images_path, labels_path = self._paths(split)
+    images = tf.data.FixedLengthRecordDataset(
+        images_path, _IMAGE_BYTES, header_bytes=_IMAGES_HEADER,
+        compression_type='GZIP').map(
+            lambda r: tf.reshape(tf.io.decode_raw(r, tf.uint8), IMAGE_SHAPE))
+    labels = tf.data.FixedLengthRecordDataset(
+        labels_path, 1, header_bytes=_LABELS_HEADER,
+        compression_type='GZIP').map(
+            lambda r: tf.cast(tf.io.decode_raw(r, tf.uint8)[0], tf.int64))
+    return tf.data.Dataset.zip((images, labels))
+
+
+def _read_gz(path):
+  try:
+    with gzip.open(path, 'rb') as f:
+      return f.read()
+  except FileNotFoundError:
+    raise DataError(f'{path}: no such file') from None
+  except (OSError, EOFError, zlib.error) as e:
+    raise DataError(f'{path}: not a complete gzip file ({e})') from None
+
+
+def _check_idx(path, magic, dims, record_bytes, data=None):
+  """Checks an IDX file's header and length; returns its record count."""
+  data = _read_gz(path) if data is None else data
+  header_len = 8 + 4 * len(dims)
+  if len(data) < header_len:
+    raise DataError(f'{path}: too short for an IDX header')
+  header = np.frombuffer(data[:header_len], '>u4')
+  if header[0] != magic:
+    raise DataError(f'{path}: magic number {header[0]:#x}, expected '
+                    f'{magic:#x}; not an IDX file of this kind')
+  count = int(header[1])
+  if tuple(header[2:]) != dims:
+    raise DataError(f'{path}: records of shape {tuple(header[2:])}, '
+                    f'expected {dims}')
+  if len(data) != header_len + count * record_bytes:
+    raise DataError(f'{path}: header says {count} records but the file '
+                    f'holds {(len(data) - header_len) / record_bytes:g}')
+  return count
+
+
+class TfdsSource:
+  """A TFDS dataset, downloaded and prepared by TFDS into `data_dir`."""
+
+  def __init__(self, name, data_dir=None):
+    import tensorflow_datasets as tfds  # Heavy import, only when used.
+    self.name = name
+    self._builder = tfds.builder(name, data_dir=data_dir)
+    self._prepared = False
+
+  def __str__(self):
+    return f'{self.name} from TFDS in {self._builder.data_dir}'
+
+  def _prepare(self):
+    if not self._prepared:
+      try:
+        self._builder.download_and_prepare()
+      except Exception as e:  # TFDS raises many types; all mean "no data".
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else ''
+        raise DataError(
+            f'TFDS could not prepare {self.name} in {self._builder.data_dir} '
+            f'({type(e).__name__}: {first_line}); offline, pass --idx_dir '
+            'with the original IDX .gz files') from None
+      self._prepared = True
+
+  @functools.lru_cache(maxsize=None)
+  def num_examples(self, split):
+    self._prepare()
+    if split in self._builder.info.splits:
+      return self._builder.info.splits[split].num_examples
+    # Datasets without split metadata (e.g. tfds.testing.mock_data): count.
+    return int(self.dataset(split).reduce(np.int64(0), lambda n, _: n + 1))
+
+  def dataset(self, split):
+    self._prepare()
+    return self._builder.as_dataset(
+        split=split, as_supervised=True, shuffle_files=False)
+
+
+def resolve_idx_dir(config):
+  """`--idx_dir`, or Debian's copy of the dataset when installed."""
+  if config.idx_dir or config.data_source == 'tfds':
+    return config.idx_dir
+  debian_dir = DEBIAN_IDX_DIRS.get(config.dataset)
+  if debian_dir and os.path.isdir(debian_dir):
+    return debian_dir
+  return None
+
+
+def make_source(config):
+  """The source `config` asks for; IDX files when available under `auto`."""
+  idx_dir = resolve_idx_dir(config)
+  if idx_dir and config.data_source != 'tfds':
+    source = IdxSource(config.dataset, idx_dir)
+  else:
+    source = TfdsSource(config.dataset, config.data_dir)
+  logging.info('Data: %s', source)
+  return source
+
+
+def _features(images, labels, weights=None):
+  """Batch preprocessing shared by every mode: uint8 -> float32 in [0, 1]."""
+  features = {'image': tf.cast(images, tf.float32) / 255.0}
+  if weights is not None:
+    features['weight'] = weights
+  return features, labels
+
+
+def eval_padded_size(num_examples, num_pipelines, local_replicas, batch_size):
+  """Examples each eval pipeline yields once padded.
+
+  Every pipeline must run the same number of steps, and each step needs one
+  batch per local replica, or the last examples would be dropped. Padding
+  examples carry weight 0, so metrics count every real example exactly once.
+  """
+  per_pipeline = math.ceil(num_examples / num_pipelines)
+  steps = math.ceil(per_pipeline / (batch_size * local_replicas))
+  return steps * local_replicas * batch_size
+
+
+def make_input_fn(config, global_batch_size, source=None):
+  """Returns `input_fn(mode, input_context=None)` for Estimator.
+
+  TRAIN reads the pipeline's own shard of the train split (shard, cache,
+  shuffle, repeat, batch); EVAL reads each test example exactly once (padded
+  with weight-0 examples to whole steps); PREDICT the first
+  `config.num_predictions` test images.
+  """
+  source = source or make_source(config)
+  num_test = source.num_examples(TEST)  # Validates the data before any graph.
+
+  def input_fn(mode, input_context=None):
+    num_pipelines, pipeline_id, batch_size, local_replicas = 1, 0, (
+        global_batch_size), 1
+    if input_context is not None:
+      num_pipelines = input_context.num_input_pipelines
+      pipeline_id = input_context.input_pipeline_id
+      # Evaluation may run on another strategy than training: any split of
+      # the batch will do there, as long as it does not fail.
+      batch_size = (
+          input_context.get_per_replica_batch_size(global_batch_size)
+          if mode == tf.estimator.ModeKeys.TRAIN else
+          max(1, global_batch_size // input_context.num_replicas_in_sync))
+      local_replicas = input_context.num_replicas_in_sync // num_pipelines
+
+    if mode == tf.estimator.ModeKeys.PREDICT:
+      ds = source.dataset(TEST).take(config.num_predictions)
+      return ds.batch(batch_size).map(
+          lambda x, y: _features(x, y)[0]).prefetch(tf.data.AUTOTUNE)
+
+    split = TRAIN if mode == tf.estimator.ModeKeys.TRAIN else TEST
+    ds = source.dataset(split)
+    if num_pipelines > 1:
+      logging.info('Input pipeline %d of %d reads its shard of %s',
+                   pipeline_id, num_pipelines, split)
+      ds = ds.shard(num_pipelines, pipeline_id)
+
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      ds = ds.cache()
+      if config.shuffle_buffer:
+        ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
+      ds = ds.repeat().batch(batch_size, drop_remainder=True).map(
+          _features, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+      padded = eval_padded_size(num_test, num_pipelines, local_replicas,
+                                batch_size)
+      padding = tf.data.Dataset.from_tensors(
+          (tf.zeros(IMAGE_SHAPE, tf.uint8), tf.constant(0, tf.int64),
+           0.0)).repeat()
+      ds = ds.map(lambda x, y: (x, y, 1.0)).concatenate(padding).take(padded)
+      ds = ds.batch(batch_size).map(
+          _features, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+  return input_fn

@@ -1,0 +1,45 @@
+"""Result files in model_dir, written atomically (never half-written)."""
+
+import json
+import os
+
+import tensorflow as tf
+
+
+def write_atomic(path, text):
+  """Writes `text` to `path` through a temporary file and a rename.
+
+  tf.io.gfile, so `model_dir` may be a local path or a gs:// URL.
+  """
+  directory = os.path.dirname(path)
+  if directory:
+    tf.io.gfile.makedirs(directory)
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with tf.io.gfile.GFile(tmp, 'w') as f:
+    f.write(text)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _plain(value):
+  """numpy scalars -> Python numbers, for JSON."""
+  return value.item() if hasattr(value, 'item') else value
+
+
+def write_metrics(model_dir, metrics):
+  """Writes `<model_dir>/metrics.json`; returns the dict written."""
+  result = {key: _plain(value) for key, value in sorted(metrics.items())}
+  write_atomic(os.path.join(model_dir, 'metrics.json'),
+               json.dumps(result, indent=2) + '\n')
+  return result
+
+
+def write_predictions(path, predictions):
+  """Writes JSON lines `{"index", "class", "probabilities"}` to `path`."""
+  lines = [
+      json.dumps({'index': i, 'class': int(p['classes']),
+                  'probabilities': [round(float(x), 6)
+                                    for x in p['probabilities']]})
+      for i, p in enumerate(predictions)
+  ]
+  write_atomic(path, ''.join(line + '\n' for line in lines))
+  return len(lines)

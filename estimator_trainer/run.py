@@ -1,0 +1,146 @@
+"""Command line: `python -m estimator_trainer.run --model_dir DIR [flags]`.
+
+Trains the CNN on Fashion-MNIST or MNIST with tf.estimator and writes
+checkpoints, TensorBoard events and `metrics.json` to `--model_dir`.
+Exit codes: 0 success, 1 runtime error, 2 usage error.
+"""
+
+import os
+import sys
+
+# Before TensorFlow loads: hide its C++ INFO chatter unless asked for.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
+
+# pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
+
+from estimator_trainer import config as config_lib
+from estimator_trainer.errors import TrainerError, UsageError
+
+_DEFAULTS = config_lib.TrainConfig.__dataclass_fields__
+
+flags.DEFINE_string(
+    'model_dir', os.path.join('/tmp', 'estimator_trainer'),
+    'Where checkpoints, events, metrics.json and predictions go.')
+flags.DEFINE_string('mode', _DEFAULTS['mode'].default,
+                    f'One of: {", ".join(config_lib.MODES)}.')
+flags.DEFINE_string('dataset', _DEFAULTS['dataset'].default,
+                    f'TFDS name, one of: {", ".join(config_lib.DATASETS)}.')
+flags.DEFINE_string(
+    'data_source', 'auto',
+    'tfds, idx, or auto: IDX files when --idx_dir is given (or Debian\'s '
+    '/usr/share/datasets/fashion-mnist is installed), else TFDS.')
+flags.DEFINE_string('data_dir', None, 'TFDS data_dir (TFDS default if unset).')
+flags.DEFINE_string(
+    'idx_dir', None,
+    'Directory of the original IDX files (train-images-idx3-ubyte.gz, ...).')
+flags.DEFINE_string(
+    'strategy', 'default',
+    f'Training strategy, one of: {", ".join(config_lib.STRATEGIES)} '
+    '(default: no strategy).')
+flags.DEFINE_string('eval_strategy', 'default',
+                    'Evaluation strategy, same choices as --strategy.')
+flags.DEFINE_string(
+    'communication', 'auto',
+    'multi_worker_mirrored all-reduce: auto, ring or nccl.')
+flags.DEFINE_integer(
+    'cpu_replicas', 0,
+    'Split the CPU into this many logical devices so that mirrored runs that '
+    'many replicas without GPUs (0: no split).')
+flags.DEFINE_integer(
+    'batch_size_per_replica', None,
+    f'Per-replica batch (default {config_lib.DEFAULT_BATCH_SIZE_PER_REPLICA}).')
+flags.DEFINE_integer(
+    'global_batch_size', None,
+    'Global batch instead of --batch_size_per_replica; must divide by the '
+    'replica count.')
+flags.DEFINE_string('optimizer', 'adam', 'adam or sgd.')
+flags.DEFINE_float('learning_rate', _DEFAULTS['learning_rate'].default,
+                   'Learning rate.')
+flags.DEFINE_float('weight_decay', 0.0, 'L2 regularization factor.')
+flags.DEFINE_integer('train_steps', None, 'Global steps to train to.')
+flags.DEFINE_float(
+    'train_epochs', None,
+    f'Epochs to train instead of --train_steps (default '
+    f'{config_lib.DEFAULT_TRAIN_EPOCHS}).')
+flags.DEFINE_integer('shuffle_buffer', _DEFAULTS['shuffle_buffer'].default,
+                     'Shuffle buffer in examples; 0 turns shuffling off.')
+flags.DEFINE_integer('seed', _DEFAULTS['seed'].default,
+                     'Seed of weights, shuffling and ops.')
+flags.DEFINE_integer('save_checkpoints_steps',
+                     _DEFAULTS['save_checkpoints_steps'].default,
+                     'Checkpoint (and so evaluation) cadence in steps.')
+flags.DEFINE_integer('save_summary_steps',
+                     _DEFAULTS['save_summary_steps'].default,
+                     'TensorBoard summary cadence in steps.')
+flags.DEFINE_integer('log_step_count_steps',
+                     _DEFAULTS['log_step_count_steps'].default,
+                     'Log loss and steps/sec every this many steps.')
+flags.DEFINE_integer('keep_checkpoint_max',
+                     _DEFAULTS['keep_checkpoint_max'].default,
+                     'Checkpoints to keep.')
+flags.DEFINE_integer(
+    'throttle_secs', _DEFAULTS['throttle_secs'].default,
+    'train_and_evaluate: evaluate a new checkpoint at most this often.')
+flags.DEFINE_integer('num_predictions', _DEFAULTS['num_predictions'].default,
+                     '--mode predict: how many test images to predict.')
+flags.DEFINE_string('predictions_file', None,
+                    '--mode predict output (default '
+                    '<model_dir>/predictions.jsonl).')
+
+FLAGS = flags.FLAGS
+
+
+def config_from_flags():
+  """The validated TrainConfig of the parsed flags."""
+  return config_lib.TrainConfig(
+      **{name: FLAGS[name].value for name in _DEFAULTS})
+
+
+def _run(config):
+  from estimator_trainer import estimator  # Imports TensorFlow.
+  modes = {
+      'train_and_evaluate': estimator.train_and_evaluate,
+      'train': estimator.train,
+      'evaluate': estimator.evaluate,
+      'predict': estimator.predict,
+  }
+  return modes[config.mode](config)
+
+
+def main(argv):
+  try:
+    if len(argv) > 1:
+      raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+    config = config_from_flags()
+    logging.info('Config: %s', config)
+    _run(config)
+  except TrainerError as e:
+    _fail(e.exit_code, str(e))
+  except Exception as e:  # pylint: disable=broad-except
+    # No traceback for users; --verbosity=1 shows it.
+    logging.debug('Failure', exc_info=True)
+    message = (str(e).strip().splitlines() or [''])[0]
+    _fail(1, f'{type(e).__name__}: {message}')
+
+
+def _fail(code, message):
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(code)
+
+
+def _parse_flags(argv):
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _fail(2, str(e))
+
+
+def run():
+  app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == '__main__':
+  run()

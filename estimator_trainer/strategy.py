@@ -1,0 +1,66 @@
+"""tf.distribute strategies from the config, and logical CPU replicas."""
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer.errors import TrainerError
+
+_COMMUNICATION = {
+    'auto': tf.distribute.experimental.CommunicationImplementation.AUTO,
+    'ring': tf.distribute.experimental.CommunicationImplementation.RING,
+    'nccl': tf.distribute.experimental.CommunicationImplementation.NCCL,
+}
+
+
+def configure_cpu_replicas(num_replicas):
+  """Splits the CPU into `num_replicas` logical devices (0 or 1: no split).
+
+  Lets `mirrored` run several replicas on a machine without GPUs. Must run
+  before TensorFlow initializes its devices.
+  """
+  if num_replicas <= 1:
+    return
+  cpu = tf.config.list_physical_devices('CPU')[0]
+  wanted = [tf.config.LogicalDeviceConfiguration()] * num_replicas
+  try:
+    tf.config.set_logical_device_configuration(cpu, wanted)
+  except RuntimeError:
+    # Already initialized: fine if it already has the split we want.
+    if len(tf.config.list_logical_devices('CPU')) != num_replicas:
+      raise TrainerError(
+          f'cannot split the CPU into {num_replicas} replicas: TensorFlow was '
+          'initialized before with another device layout') from None
+
+
+def replica_devices(cpu_replicas):
+  """Devices `mirrored` uses: every GPU, else `cpu_replicas` logical CPUs."""
+  if tf.config.list_physical_devices('GPU'):
+    return None  # MirroredStrategy's default: all GPUs.
+  return [f'/cpu:{i}' for i in range(max(cpu_replicas, 1))]
+
+
+def make_strategy(name, cpu_replicas=0, communication='auto'):
+  """The strategy named `name`, or None for `default` (no strategy)."""
+  if name == 'default':
+    return None
+  if name == 'one_device':
+    device = '/gpu:0' if tf.config.list_physical_devices('GPU') else '/cpu:0'
+    strategy = tf.distribute.OneDeviceStrategy(device)
+  elif name == 'mirrored':
+    configure_cpu_replicas(cpu_replicas)
+    strategy = tf.distribute.MirroredStrategy(replica_devices(cpu_replicas))
+  elif name == 'multi_worker_mirrored':
+    # The `experimental` class is the one Estimator supports (graph mode).
+    strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy(
+        communication=_COMMUNICATION[communication])
+  elif name == 'parameter_server':
+    strategy = tf.compat.v1.distribute.experimental.ParameterServerStrategy()
+  else:
+    raise ValueError(f'unknown strategy {name!r}')
+  logging.info('Strategy %s: %d replica(s) in sync', name,
+               strategy.num_replicas_in_sync)
+  return strategy
+
+
+def num_replicas(strategy):
+  return strategy.num_replicas_in_sync if strategy else 1

@@ -1,0 +1,28 @@
+# Sourced by train.sh and test.sh: creates the virtualenv and fetches data.
+# Idempotent; a no-op (well under a second) once done.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+FASHION_MNIST_DIR=/usr/share/datasets/fashion-mnist
+
+"$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
+  || { echo "error: needs Python 3.11 (TensorFlow 2.15); set PYTHON=" >&2; exit 1; }
+
+# Reinstall only when the dependency files change.
+stamp="$VENV/.installed-$(cat "$ROOT/constraints.txt" "$ROOT/setup.cfg" "$ROOT/setup.py" | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+    -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+
+# Offline copy of Fashion-MNIST (the original IDX files) from Debian.
+if [ ! -f "$FASHION_MNIST_DIR/train-images-idx3-ubyte.gz" ] && command -v apt-get >/dev/null; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq dataset-fashion-mnist >/dev/null
+fi
