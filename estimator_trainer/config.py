@@ -44,7 +44,7 @@ class TrainConfig:
   weight_decay: float = 0.0
   train_steps: Optional[int] = None
   train_epochs: Optional[float] = None
-  shuffle_buffer: int = 10000
+  shuffle_buffer: int = 60000
   seed: int = 42
   save_checkpoints_steps: int = 1000
   save_summary_steps: int = 100

@@ -1,0 +1,52 @@
+"""Shared fixtures. Splits the CPU into 2 logical devices before TensorFlow
+initializes, so that tests can run MirroredStrategy with 2 replicas."""
+
+import os
+import pathlib
+import shutil
+
+import pytest
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable=g-import-not-at-top
+
+TEST_REPLICAS = 2
+configure_cpu_replicas(TEST_REPLICAS)
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MNIST_T10K = pathlib.Path(
+    os.environ.get('MNIST_T10K_DIR', REPO.parent / 'shared/data/mnist-t10k'))
+FASHION_MNIST = pathlib.Path(data.DEBIAN_IDX_DIRS['fashion_mnist'])
+
+
+def _require(directory, how):
+  if not directory.is_dir():
+    pytest.fail(f'{directory} is missing: {how}')
+  return directory
+
+
+@pytest.fixture(scope='session')
+def fashion_mnist_dir():
+  """Real Fashion-MNIST (60k/10k), installed by scripts/setup_env.sh."""
+  return _require(FASHION_MNIST, 'run the tests through scripts/test.sh')
+
+
+@pytest.fixture(scope='session')
+def mnist_t10k_dir():
+  """The real MNIST test split (IDX), kept outside the repository."""
+  return _require(MNIST_T10K, 'set MNIST_T10K_DIR to the MNIST t10k files')
+
+
+@pytest.fixture(scope='session')
+def mnist_small_dir(tmp_path_factory, mnist_t10k_dir):
+  """An IDX dir whose train AND test splits are the real MNIST t10k files.
+
+  Lets TRAIN-mode code run on real digits without the 60k train split.
+  """
+  directory = tmp_path_factory.mktemp('mnist_small')
+  for split in (data.TRAIN, data.TEST):
+    for src, dst in zip(data.IDX_FILES[data.TEST], data.IDX_FILES[split]):
+      shutil.copy(mnist_t10k_dir / src, directory / dst)
+  return directory

@@ -1,0 +1,50 @@
+import pytest
+
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+
+
+def test_defaults_resolve_to_64_per_replica_and_10_epochs():
+  config = TrainConfig(model_dir='/tmp/x')
+  assert config.resolve_global_batch_size(1) == 64
+  assert config.resolve_global_batch_size(4) == 256
+  assert config.resolve_train_steps(60000, 64) == 9375
+
+
+def test_global_batch_must_divide_by_replicas():
+  config = TrainConfig(model_dir='/tmp/x', global_batch_size=100)
+  assert config.resolve_global_batch_size(4) == 100
+  with pytest.raises(UsageError, match='does not divide by the 3 replicas'):
+    config.resolve_global_batch_size(3)
+
+
+def test_epochs_round_up_to_whole_steps():
+  config = TrainConfig(model_dir='/tmp/x', train_epochs=1)
+  assert config.resolve_train_steps(10000, 64) == 157
+  assert TrainConfig(model_dir='/tmp/x', train_steps=7).resolve_train_steps(
+      10000, 64) == 7
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(strategy='horovod'), '--strategy must be one of'),
+    (dict(eval_strategy='x'), '--eval_strategy must be one of'),
+    (dict(dataset='cifar10'), '--dataset must be one of'),
+    (dict(mode='serve'), '--mode must be one of'),
+    (dict(optimizer='rmsprop'), '--optimizer must be one of'),
+    (dict(communication='mpi'), '--communication must be one of'),
+    (dict(batch_size_per_replica=0), '--batch_size_per_replica must be > 0'),
+    (dict(global_batch_size=-8), '--global_batch_size must be > 0'),
+    (dict(batch_size_per_replica=32, global_batch_size=64), 'not both'),
+    (dict(train_steps=0), '--train_steps must be > 0'),
+    (dict(train_epochs=-1.0), '--train_epochs must be > 0'),
+    (dict(train_steps=10, train_epochs=1.0), 'not both'),
+    (dict(learning_rate=0.0), '--learning_rate must be > 0'),
+    (dict(shuffle_buffer=-1), '--shuffle_buffer must be >= 0'),
+    (dict(idx_dir='/nonexistent'), 'is not a directory'),
+    (dict(data_source='idx'), 'needs --idx_dir'),
+    (dict(model_dir=''), '--model_dir must be given'),
+])
+def test_bad_values_are_usage_errors(kwargs, message):
+  kwargs = {'model_dir': '/tmp/x', **kwargs}
+  with pytest.raises(UsageError, match=message):
+    TrainConfig(**kwargs)

@@ -1,0 +1,268 @@
+import collections
+import gzip
+import hashlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from estimator_trainer import data
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import DataError
+
+TRAIN = tf.estimator.ModeKeys.TRAIN
+EVAL = tf.estimator.ModeKeys.EVAL
+PREDICT = tf.estimator.ModeKeys.PREDICT
+MNIST_T10K_LABEL_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974,
+                           1009]
+
+
+def _key(image):
+  return hashlib.sha1(np.asarray(image).tobytes()).hexdigest()
+
+
+def _split_keys(source, split):
+  """Keys of a split's examples as input_fn yields them (normalized)."""
+  return [_key(tf.cast(x, tf.float32) / 255.0)
+          for x, _ in source.dataset(split)]
+
+
+def _context(pipelines, pipeline_id, replicas):
+  return tf.distribute.InputContext(num_input_pipelines=pipelines,
+                                    input_pipeline_id=pipeline_id,
+                                    num_replicas_in_sync=replicas)
+
+
+@pytest.fixture(scope='module')
+def mock_source():
+  with tfds.testing.mock_data(num_examples=70):
+    source = data.TfdsSource('fashion_mnist')
+    source.num_examples(data.TRAIN)
+    source.num_examples(data.TEST)
+    yield source
+
+
+# --- Sources ---------------------------------------------------------------
+
+
+def test_idx_source_reads_real_mnist_test_split(mnist_t10k_dir,
+                                                mnist_small_dir):
+  source = data.IdxSource('mnist', str(mnist_small_dir))
+  assert source.num_examples(data.TEST) == 10000
+  ds = source.dataset(data.TEST)
+  assert ds.element_spec == (
+      tf.TensorSpec((28, 28, 1), tf.uint8), tf.TensorSpec((), tf.int64))
+  labels = np.concatenate([y.numpy() for _, y in ds.batch(2000)])
+  assert np.bincount(labels).tolist() == MNIST_T10K_LABEL_COUNTS
+  # The images are the file's bytes after the 16-byte header, in order.
+  with gzip.open(mnist_t10k_dir / 't10k-images-idx3-ubyte.gz') as f:
+    raw = np.frombuffer(f.read()[16:], np.uint8).reshape(-1, 28, 28, 1)
+  first = next(iter(ds.batch(3)))[0].numpy()
+  np.testing.assert_array_equal(first, raw[:3])
+
+
+def test_tfds_source_has_the_same_element_spec_as_idx(mock_source,
+                                                      mnist_small_dir):
+  idx = data.IdxSource('mnist', str(mnist_small_dir))
+  assert (mock_source.dataset(data.TRAIN).element_spec ==
+          idx.dataset(data.TRAIN).element_spec)
+  assert mock_source.num_examples(data.TEST) == 70
+
+
+def test_make_source_uses_idx_dir_and_tfds_when_asked(mnist_small_dir):
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir))
+  assert isinstance(data.make_source(config), data.IdxSource)
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir), data_source='tfds')
+  assert isinstance(data.make_source(config), data.TfdsSource)
+
+
+def test_tfds_failure_is_one_line_data_error(tmp_path):
+  # mnist is not prepared in this empty data_dir and there is no network.
+  source = data.TfdsSource('mnist', data_dir=str(tmp_path))
+  source._builder.download_and_prepare = _raise_connection_error
+  with pytest.raises(DataError, match=r'TFDS could not prepare mnist .*'
+                     r'ConnectionError.*--idx_dir') as e:
+    source.num_examples(data.TRAIN)
+  assert '\n' not in str(e.value)
+
+
+def _raise_connection_error(*args, **kwargs):
+  raise ConnectionError('Failed to resolve host\nmore detail')
+
+
+# --- IDX validation --------------------------------------------------------
+
+
+def _write_idx(path, magic, dims, payload, truncate=0):
+  header = np.array([magic, len(payload), *dims], '>u4').tobytes()
+  blob = gzip.compress(header + np.asarray(payload, np.uint8).tobytes())
+  path.write_bytes(blob[:len(blob) - truncate] if truncate else blob)
+
+
+def _write_split(directory, images=None, labels=None, image_magic=2051,
+                 label_magic=2049, truncate_images=0):
+  rng = np.random.default_rng(0)
+  images = rng.integers(0, 256, (5, 28, 28), np.uint8) if images is None \
+      else images
+  labels = np.arange(5) if labels is None else labels
+  names = data.IDX_FILES[data.TEST]
+  _write_idx(directory / names[0], image_magic, images.shape[1:], images,
+             truncate_images)
+  _write_idx(directory / names[1], label_magic, (), labels)
+  return directory
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(image_magic=2049), r't10k-images-idx3-ubyte.gz: magic number 0x801'),
+    (dict(label_magic=2051), r't10k-labels-idx1-ubyte.gz: magic number 0x803'),
+    (dict(labels=np.array([0, 1, 2, 3, 10])),
+     r't10k-labels-idx1-ubyte.gz: label 10 out of range 0..9'),
+    (dict(labels=np.arange(4)), r'5 images but .* has 4 labels'),
+    (dict(truncate_images=100),
+     r't10k-images-idx3-ubyte.gz: not a complete gzip file'),
+    (dict(images=np.zeros((5, 27, 28), np.uint8)),
+     r'records of shape \(27, 28\), expected \(28, 28\)'),
+])
+def test_bad_idx_files_are_one_line_errors_naming_the_file(tmp_path, kwargs,
+                                                           message):
+  source = data.IdxSource('mnist', str(_write_split(tmp_path, **kwargs)))
+  with pytest.raises(DataError, match=message) as e:
+    source.num_examples(data.TEST)
+  assert '\n' not in str(e.value)
+
+
+def test_idx_length_must_match_header(tmp_path):
+  names = data.IDX_FILES[data.TEST]
+  _write_split(tmp_path)
+  header = np.array([2051, 6, 28, 28], '>u4').tobytes()  # Says 6, holds 5.
+  payload = np.zeros((5, 28, 28), np.uint8).tobytes()
+  (tmp_path / names[0]).write_bytes(gzip.compress(header + payload))
+  with pytest.raises(DataError, match='header says 6 records but the file '
+                     'holds 5'):
+    data.IdxSource('mnist', str(tmp_path)).num_examples(data.TEST)
+
+
+def test_missing_idx_file_is_named(tmp_path):
+  with pytest.raises(DataError, match='t10k-images-idx3-ubyte.gz: no such'):
+    data.IdxSource('mnist', str(tmp_path)).num_examples(data.TEST)
+
+
+def test_make_input_fn_validates_before_building_any_graph(tmp_path):
+  _write_split(tmp_path, label_magic=7)
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(tmp_path))
+  with pytest.raises(DataError, match='magic number 0x7'):
+    data.make_input_fn(config, 64)
+
+
+# --- input_fn ---------------------------------------------------------------
+
+
+def _train_epoch_keys(input_fn, context, shard_size):
+  """Keys of the first `shard_size` examples a TRAIN pipeline yields."""
+  keys, labels = [], []
+  for features, y in input_fn(TRAIN, context):
+    keys += [_key(x) for x in features['image'].numpy()]
+    labels += y.numpy().tolist()
+    if len(keys) >= shard_size:
+      return keys[:shard_size], labels[:shard_size]
+  raise AssertionError('TRAIN input ended')
+
+
+@pytest.mark.parametrize('num_pipelines', [1, 2, 3])
+def test_train_shards_are_disjoint_and_cover_the_split(mock_source,
+                                                       num_pipelines):
+  config = TrainConfig(model_dir='/tmp/x', shuffle_buffer=0)
+  input_fn = data.make_input_fn(config, 6 * num_pipelines, mock_source)
+  everything = _split_keys(mock_source, data.TRAIN)
+  assert len(set(everything)) == 70  # Keys identify examples.
+  shards = []
+  for i in range(num_pipelines):
+    shard_size = len(range(i, 70, num_pipelines))
+    keys, _ = _train_epoch_keys(
+        input_fn, _context(num_pipelines, i, num_pipelines), shard_size)
+    assert len(set(keys)) == shard_size
+    shards.append(set(keys))
+  assert sum(len(s) for s in shards) == 70
+  assert set.union(*shards) == set(everything)
+
+
+def test_train_shards_real_mnist_digits(mnist_small_dir):
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir), shuffle_buffer=1000)
+  input_fn = data.make_input_fn(config, 500)
+  shards = [_train_epoch_keys(input_fn, _context(2, i, 2), 5000)
+            for i in range(2)]
+  keys = [set(k) for k, _ in shards]
+  assert not keys[0] & keys[1]
+  labels = shards[0][1] + shards[1][1]
+  assert np.bincount(labels).tolist() == MNIST_T10K_LABEL_COUNTS
+
+
+def test_train_batches_are_per_replica_and_normalized(mock_source):
+  config = TrainConfig(model_dir='/tmp/x')
+  input_fn = data.make_input_fn(config, 64, mock_source)
+  features, labels = next(iter(input_fn(TRAIN, _context(2, 1, 4))))
+  assert features['image'].shape == (16, 28, 28, 1)
+  assert features['image'].dtype == tf.float32
+  assert labels.dtype == tf.int64
+  assert 0.0 <= float(tf.reduce_min(features['image']))
+  assert float(tf.reduce_max(features['image'])) <= 1.0
+  # Without a strategy, Estimator passes no context: one global batch.
+  features, _ = next(iter(input_fn(TRAIN)))
+  assert features['image'].shape[0] == 64
+
+
+def test_shuffle_is_seeded_and_zero_turns_it_off(mock_source):
+  def first_labels(**kwargs):
+    config = TrainConfig(model_dir='/tmp/x', **kwargs)
+    ds = data.make_input_fn(config, 70, mock_source)(TRAIN)
+    return next(iter(ds))[1].numpy().tolist()
+
+  in_order = [int(y) for _, y in mock_source.dataset(data.TRAIN)]
+  assert first_labels(shuffle_buffer=0) == in_order
+  assert first_labels(seed=1) == first_labels(seed=1)
+  assert first_labels(seed=1) != in_order
+
+
+@pytest.mark.parametrize('pipelines, replicas, global_batch', [
+    (1, 1, 64), (1, 2, 64), (2, 2, 64), (2, 4, 32), (3, 3, 9)])
+def test_eval_sees_every_test_example_exactly_once(mnist_small_dir, pipelines,
+                                                   replicas, global_batch):
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir))
+  input_fn = data.make_input_fn(config, global_batch)
+  counts, steps = collections.Counter(), set()
+  for i in range(pipelines):
+    batches = list(input_fn(EVAL, _context(pipelines, i, replicas)))
+    # Same step count in every pipeline, whole steps for the local replicas.
+    assert len(batches) % (replicas // pipelines) == 0
+    steps.add(len(batches) // (replicas // pipelines))
+    for features, _ in batches:
+      for x, w in zip(features['image'].numpy(), features['weight'].numpy()):
+        if w:
+          counts[_key(x)] += 1
+  assert len(steps) == 1
+  reference = collections.Counter(_split_keys(
+      data.IdxSource('mnist', str(mnist_small_dir)), data.TEST))
+  assert counts == reference
+  assert sum(counts.values()) == 10000
+
+
+def test_eval_without_context_is_the_test_split_in_order(mock_source):
+  config = TrainConfig(model_dir='/tmp/x')
+  batches = list(data.make_input_fn(config, 32, mock_source)(EVAL))
+  labels = np.concatenate([y for _, y in batches])
+  weights = np.concatenate([f['weight'] for f, _ in batches])
+  in_order = [int(y) for _, y in mock_source.dataset(data.TEST)]
+  assert weights.tolist() == [1.0] * 70 + [0.0] * 26
+  assert labels[:70].tolist() == in_order
+
+
+def test_predict_yields_the_first_test_images(mock_source):
+  config = TrainConfig(model_dir='/tmp/x', num_predictions=5)
+  batches = list(data.make_input_fn(config, 64, mock_source)(PREDICT))
+  assert len(batches) == 1 and batches[0]['image'].shape == (5, 28, 28, 1)

@@ -1,0 +1,207 @@
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import estimator
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.strategy import configure_cpu_replicas
+
+ModeKeys = tf.estimator.ModeKeys
+PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'global_batch_size': 4,
+          'seed': 1}
+
+
+def _mnist_config(directory, idx_dir, **kwargs):
+  return TrainConfig(model_dir=str(directory), dataset='mnist',
+                     idx_dir=str(idx_dir), **kwargs)
+
+
+# --- model_fn ---------------------------------------------------------------
+
+
+def _call_model_fn(mode, monkeypatch=None):
+  with tf.Graph().as_default():
+    features = {'image': tf.zeros([4, 28, 28, 1])}
+    labels = tf.constant([0, 1, 2, 3], tf.int64)
+    return estimator.model_fn(features, labels, mode, PARAMS)
+
+
+def test_model_fn_predict_returns_classes_probabilities_logits():
+  spec = _call_model_fn(ModeKeys.PREDICT)
+  assert set(spec.predictions) == {'classes', 'probabilities', 'logits'}
+  assert spec.predictions['probabilities'].shape.as_list() == [4, 10]
+  assert spec.predictions['classes'].dtype == tf.int64
+  assert list(spec.export_outputs) == ['serving_default']
+  assert spec.train_op is None
+
+
+def test_model_fn_eval_returns_loss_and_metrics():
+  spec = _call_model_fn(ModeKeys.EVAL)
+  assert spec.loss.shape == ()
+  assert {'accuracy', 'average_loss', 'num_examples'} <= set(
+      spec.eval_metric_ops)
+  assert spec.train_op is None
+
+
+def test_model_fn_train_returns_train_op_that_steps_global_step():
+  with tf.Graph().as_default():
+    features = {'image': tf.random.uniform([4, 28, 28, 1], seed=1)}
+    spec = estimator.model_fn(features, tf.constant([0, 1, 2, 3], tf.int64),
+                              ModeKeys.TRAIN, PARAMS)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      losses = [sess.run([spec.train_op, spec.loss])[1] for _ in range(3)]
+      assert sess.run(tf.compat.v1.train.get_global_step()) == 3
+  # Mean cross-entropy of 10 classes starts near ln(10) and goes down.
+  assert 1.5 < losses[0] < 3.5 and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize('mode, training', [
+    (ModeKeys.TRAIN, True), (ModeKeys.EVAL, False), (ModeKeys.PREDICT, False)])
+def test_model_fn_sets_training_only_in_train(monkeypatch, mode, training):
+  seen = []
+  original = estimator.create_model
+
+  def recording_create_model(**kwargs):
+    model = original(**kwargs)
+    call = model.call
+    model.call = lambda x, training=None: (seen.append(training),
+                                           call(x, training=training))[1]
+    return model
+
+  monkeypatch.setattr(estimator, 'create_model', recording_create_model)
+  _call_model_fn(mode)
+  assert seen == [training]
+
+
+# --- RunConfig --------------------------------------------------------------
+
+
+@pytest.mark.parametrize('name, strategy_class, replicas', [
+    ('default', None, None),
+    ('one_device', tf.distribute.OneDeviceStrategy, 1),
+    ('mirrored', tf.distribute.MirroredStrategy, 2),
+    ('multi_worker_mirrored',
+     tf.distribute.experimental.MultiWorkerMirroredStrategy, 1),
+    ('parameter_server',
+     tf.compat.v1.distribute.experimental.ParameterServerStrategy, 1),
+])
+def test_run_config_for_every_strategy(tmp_path, name, strategy_class,
+                                       replicas):
+  config = TrainConfig(model_dir=str(tmp_path), strategy=name,
+                       eval_strategy='mirrored', cpu_replicas=2,
+                       save_checkpoints_steps=7, keep_checkpoint_max=3,
+                       seed=5)
+  run_config = estimator.make_run_config(config)
+  if strategy_class is None:
+    assert run_config.train_distribute is None
+  else:
+    assert isinstance(run_config.train_distribute, strategy_class)
+    assert run_config.train_distribute.num_replicas_in_sync == replicas
+  assert isinstance(run_config.eval_distribute, tf.distribute.MirroredStrategy)
+  assert run_config.eval_distribute.num_replicas_in_sync == 2
+  assert run_config.model_dir == str(tmp_path)
+  assert run_config.save_checkpoints_steps == 7
+  assert run_config.keep_checkpoint_max == 3
+  assert run_config.tf_random_seed == 5
+  assert run_config.session_config.device_count['CPU'] == 2
+
+
+def test_eval_strategy_is_independent_of_train_strategy(tmp_path):
+  run_config = estimator.make_run_config(TrainConfig(
+      model_dir=str(tmp_path), strategy='mirrored', cpu_replicas=2))
+  assert run_config.train_distribute.num_replicas_in_sync == 2
+  assert run_config.eval_distribute is None
+
+
+def test_cpu_replicas_cannot_change_after_initialization():
+  configure_cpu_replicas(2)  # What conftest set: accepted.
+  with pytest.raises(Exception, match='cannot split the CPU into 3'):
+    configure_cpu_replicas(3)
+
+
+# --- Loss scaling and evaluation under strategies ---------------------------
+
+
+def _weights(checkpoint):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.endswith(('kernel', 'bias'))}
+
+
+def _relative_difference(a, b):
+  return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def test_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
+                                                      mnist_small_dir):
+  """Same global batch, unshuffled: 2 replicas must step exactly like 1.
+
+  Compares the weight CHANGES: dividing the loss by the per-replica batch
+  doubles them, scaling it twice halves them.
+  """
+  steps, deltas = 5, {}
+  for name, replicas in [('default', 0), ('mirrored', 2)]:
+    model_dir = tmp_path / name
+    config = _mnist_config(model_dir, mnist_small_dir, strategy=name,
+                           cpu_replicas=replicas, global_batch_size=32,
+                           optimizer='sgd', learning_rate=0.05,
+                           shuffle_buffer=0, train_steps=steps)
+    assert estimator.train(config) == steps
+    initial = _weights(str(model_dir / 'model.ckpt-0'))
+    final = _weights(str(model_dir / f'model.ckpt-{steps}'))
+    deltas[name] = {k: final[k] - initial[k] for k in final}
+    deltas[name + '_initial'] = initial
+  for k, delta in deltas['default'].items():
+    np.testing.assert_array_equal(deltas['mirrored_initial'][k],
+                                  deltas['default_initial'][k])
+    assert np.linalg.norm(delta) > 1e-3 * np.linalg.norm(
+        deltas['default_initial'][k]), f'{k} did not train'
+    assert _relative_difference(deltas['mirrored'][k], delta) < 1e-5, k
+
+
+@pytest.fixture(scope='module')
+def trained_mnist_dir(tmp_path_factory, mnist_small_dir):
+  model_dir = tmp_path_factory.mktemp('trained')
+  estimator.train(_mnist_config(model_dir, mnist_small_dir, train_steps=60))
+  return model_dir
+
+
+def test_evaluate_is_the_same_without_strategy_and_with_2_replicas(
+    trained_mnist_dir, mnist_small_dir):
+  results = {}
+  for name in ('default', 'mirrored'):
+    config = _mnist_config(trained_mnist_dir, mnist_small_dir,
+                           mode='evaluate', eval_strategy=name,
+                           cpu_replicas=2 if name == 'mirrored' else 0)
+    results[name] = estimator.evaluate(config)
+  default, mirrored = results['default'], results['mirrored']
+  assert default['num_examples'] == mirrored['num_examples'] == 10000
+  assert default['global_step'] == mirrored['global_step'] == 60
+  assert default['accuracy'] == mirrored['accuracy']
+  assert default['accuracy'] > 0.5
+  assert mirrored['loss'] == pytest.approx(default['loss'], rel=1e-6)
+
+
+def test_predict_writes_json_lines(trained_mnist_dir, mnist_small_dir):
+  import json
+  config = _mnist_config(trained_mnist_dir, mnist_small_dir, mode='predict',
+                         num_predictions=7)
+  path = estimator.predict(config)
+  assert path == os.path.join(str(trained_mnist_dir), 'predictions.jsonl')
+  rows = [json.loads(line) for line in open(path)]
+  assert [r['index'] for r in rows] == list(range(7))
+  for row in rows:
+    assert len(row['probabilities']) == 10
+    assert sum(row['probabilities']) == pytest.approx(1.0, abs=1e-4)
+    assert row['class'] == int(np.argmax(row['probabilities']))
+
+
+def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):
+  config = _mnist_config(tmp_path, mnist_small_dir, mode='evaluate')
+  with pytest.raises(estimator.TrainerError, match='no checkpoint in'):
+    estimator.evaluate(config)
+  assert not (tmp_path / 'metrics.json').exists()

@@ -1,0 +1,101 @@
+"""The CLI as users run it: a subprocess per command."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*flags, timeout=600):
+  return subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *flags],
+      capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _error_line(result):
+  assert 'Traceback' not in result.stderr
+  return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--strategy=horovod'], 'error: --strategy must be one of default,'),
+    (['--dataset=cifar10'], 'error: --dataset must be one of'),
+    (['--train_steps=abc'], 'error: flag --train_steps=abc: invalid literal'),
+    (['--train_steps=0'], 'error: --train_steps must be > 0'),
+    (['--batch_size_per_replica=0'],
+     'error: --batch_size_per_replica must be > 0'),
+    (['--no_such_flag'], "error: Unknown command line flag 'no_such_flag'"),
+    (['stray_argument'], 'error: unexpected arguments: stray_argument'),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, flags, message):
+  result = _run(f'--model_dir={tmp_path}', *flags)
+  assert result.returncode == 2
+  assert _error_line(result).startswith(message)
+  assert not list(tmp_path.iterdir())
+
+
+def test_global_batch_not_divisible_by_replicas_exits_2(tmp_path):
+  result = _run(f'--model_dir={tmp_path}', '--strategy=mirrored',
+                '--cpu_replicas=2', '--global_batch_size=65')
+  assert result.returncode == 2
+  assert _error_line(result) == (
+      'error: --global_batch_size 65 does not divide by the 2 replicas in '
+      'sync')
+
+
+def test_evaluate_without_checkpoint_exits_1(tmp_path):
+  result = _run(f'--model_dir={tmp_path}', '--mode=evaluate')
+  assert result.returncode == 1
+  assert _error_line(result) == f'error: no checkpoint in {tmp_path}; ' \
+      'train first'
+
+
+def test_help_lists_the_flags():
+  result = _run('--help')  # absl's --help exits 1, by its convention.
+  for flag in ('--model_dir', '--strategy', '--eval_strategy',
+               '--cpu_replicas', '--global_batch_size', '--train_epochs',
+               '--mode', '--idx_dir', '--data_dir'):
+    assert flag in result.stdout
+
+
+@pytest.mark.slow
+def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
+                                                      fashion_mnist_dir):
+  """300 steps with 2 replicas, then evaluate without any strategy."""
+  model_dir = tmp_path / 'model'
+  result = _run(f'--model_dir={model_dir}', '--strategy=mirrored',
+                '--cpu_replicas=2', '--eval_strategy=mirrored',
+                '--train_steps=300', f'--idx_dir={fashion_mnist_dir}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f'Data: fashion_mnist from IDX files in {fashion_mnist_dir}' in (
+      result.stderr)
+  trained = json.loads((model_dir / 'metrics.json').read_text())
+  assert trained['global_step'] == 300
+  assert trained['num_examples'] == 10000
+  assert trained['accuracy'] > 0.75
+  assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
+  assert list(model_dir.glob('events.out.tfevents.*'))
+
+  result = _run(f'--model_dir={model_dir}', '--mode=evaluate')
+  assert result.returncode == 0, result.stderr[-3000:]
+  restored = json.loads((model_dir / 'metrics.json').read_text())
+  assert restored['accuracy'] == trained['accuracy']
+  assert restored['loss'] == pytest.approx(trained['loss'], rel=1e-5)
+
+  result = _run(f'--model_dir={model_dir}', '--mode=predict',
+                '--num_predictions=25')
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = [json.loads(line)
+          for line in (model_dir / 'predictions.jsonl').read_text().splitlines()]
+  assert [r['index'] for r in rows] == list(range(25))
+  # Predicted classes of a trained model mostly match the test labels.
+  labels = _fashion_mnist_test_labels(fashion_mnist_dir)[:25]
+  hits = sum(r['class'] == label for r, label in zip(rows, labels))
+  assert hits >= 15
+
+
+def _fashion_mnist_test_labels(directory):
+  import gzip
+  with gzip.open(directory / 't10k-labels-idx1-ubyte.gz') as f:
+    return list(f.read()[8:])
