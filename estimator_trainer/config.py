@@ -14,6 +14,7 @@ STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
 COMMUNICATIONS = ('auto', 'ring', 'nccl')
 OPTIMIZERS = ('adam', 'sgd')
+LR_DECAYS = ('cosine', 'none')
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
 
@@ -41,6 +42,7 @@ class TrainConfig:
   global_batch_size: Optional[int] = None
   optimizer: str = 'adam'
   learning_rate: float = 1e-3
+  lr_decay: str = 'cosine'
   weight_decay: float = 0.0
   train_steps: Optional[int] = None
   train_epochs: Optional[float] = None
@@ -62,6 +64,7 @@ class TrainConfig:
     _check_choice('eval_strategy', self.eval_strategy, STRATEGIES)
     _check_choice('communication', self.communication, COMMUNICATIONS)
     _check_choice('optimizer', self.optimizer, OPTIMIZERS)
+    _check_choice('lr_decay', self.lr_decay, LR_DECAYS)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
     if self.data_source == 'idx' and not self.idx_dir:
@@ -114,11 +117,13 @@ class TrainConfig:
     return self.predictions_file or os.path.join(self.model_dir,
                                                  'predictions.jsonl')
 
-  def model_params(self, global_batch_size: int) -> dict:
+  def model_params(self, global_batch_size: int, train_steps: int) -> dict:
     """The `params` dict `model_fn` reads."""
     return {
         'optimizer': self.optimizer,
         'learning_rate': self.learning_rate,
+        'lr_decay': self.lr_decay,
+        'decay_steps': train_steps,
         'weight_decay': self.weight_decay,
         'global_batch_size': global_batch_size,
         'seed': self.seed,

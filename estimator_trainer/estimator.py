@@ -33,12 +33,22 @@ def _train_op(optimizer, loss, variables):
       global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
+def _learning_rate(params):
+  """`learning_rate`, decayed to 0 at `decay_steps` under `lr_decay=cosine`."""
+  if params.get('lr_decay', 'none') == 'none':
+    return params['learning_rate']
+  return tf.compat.v1.train.cosine_decay(
+      params['learning_rate'], tf.compat.v1.train.get_or_create_global_step(),
+      params['decay_steps'])
+
+
 def model_fn(features, labels, mode, params):
   """Estimator model_fn for TRAIN, EVAL and PREDICT.
 
   `features` is `{'image': float32 [batch, 28, 28, 1]}` (EVAL may add a
   `'weight'` per example, 0 for padding); `params` holds `optimizer`,
-  `learning_rate`, `global_batch_size` and optionally `seed`, `weight_decay`.
+  `learning_rate`, `global_batch_size` and optionally `lr_decay` ('cosine'
+  needs `decay_steps`), `seed`, `weight_decay`.
   """
   model = create_model(seed=params.get('seed'),
                        weight_decay=params.get('weight_decay', 0.0))
@@ -74,7 +84,7 @@ def model_fn(features, labels, mode, params):
   loss = losses.replica_training_loss(labels, logits,
                                       params['global_batch_size'],
                                       model.losses)
-  optimizer = _OPTIMIZERS[params['optimizer']](params['learning_rate'])
+  optimizer = _OPTIMIZERS[params['optimizer']](_learning_rate(params))
   return tf.estimator.EstimatorSpec(
       mode, loss=loss,
       train_op=_train_op(optimizer, loss, model.trainable_variables))
@@ -109,15 +119,12 @@ class _Job:
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
     self.source = make_source(config)
+    self.max_steps = config.resolve_train_steps(
+        self.source.num_examples(TRAIN), self.global_batch_size)
     self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
     self.estimator = tf.estimator.Estimator(
         model_fn, config=self.run_config,
-        params=config.model_params(self.global_batch_size))
-
-  @property
-  def max_steps(self):
-    return self.config.resolve_train_steps(
-        self.source.num_examples(TRAIN), self.global_batch_size)
+        params=config.model_params(self.global_batch_size, self.max_steps))
 
   def write_metrics(self, eval_result):
     metrics = dict(eval_result)

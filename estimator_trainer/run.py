@@ -59,6 +59,10 @@ flags.DEFINE_integer(
 flags.DEFINE_string('optimizer', 'adam', 'adam or sgd.')
 flags.DEFINE_float('learning_rate', _DEFAULTS['learning_rate'].default,
                    'Learning rate.')
+flags.DEFINE_string(
+    'lr_decay', 'cosine',
+    'cosine: decay --learning_rate to 0 over the training steps; none: '
+    'constant.')
 flags.DEFINE_float('weight_decay', 0.0, 'L2 regularization factor.')
 flags.DEFINE_integer('train_steps', None, 'Global steps to train to.')
 flags.DEFINE_float(

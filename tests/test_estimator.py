@@ -1,3 +1,4 @@
+import json
 import os
 
 import numpy as np
@@ -21,7 +22,7 @@ def _mnist_config(directory, idx_dir, **kwargs):
 # --- model_fn ---------------------------------------------------------------
 
 
-def _call_model_fn(mode, monkeypatch=None):
+def _call_model_fn(mode):
   with tf.Graph().as_default():
     features = {'image': tf.zeros([4, 28, 28, 1])}
     labels = tf.constant([0, 1, 2, 3], tf.int64)
@@ -187,7 +188,6 @@ def test_evaluate_is_the_same_without_strategy_and_with_2_replicas(
 
 
 def test_predict_writes_json_lines(trained_mnist_dir, mnist_small_dir):
-  import json
   config = _mnist_config(trained_mnist_dir, mnist_small_dir, mode='predict',
                          num_predictions=7)
   path = estimator.predict(config)
@@ -205,3 +205,35 @@ def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):
   with pytest.raises(estimator.TrainerError, match='no checkpoint in'):
     estimator.evaluate(config)
   assert not (tmp_path / 'metrics.json').exists()
+
+
+def test_cosine_decay_goes_from_learning_rate_to_zero():
+  params = {**PARAMS, 'lr_decay': 'cosine', 'decay_steps': 100}
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    lr = estimator._learning_rate(params)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      values = []
+      for value in (0, 50, 100, 150):
+        sess.run(step.assign(value))
+        values.append(sess.run(lr))
+  np.testing.assert_allclose(values, [0.1, 0.05, 0.0, 0.0], atol=1e-7)
+  assert estimator._learning_rate({**PARAMS, 'lr_decay': 'none'}) == 0.1
+
+
+def test_weight_decay_adds_the_l2_penalty_once():
+  losses = {}
+  for decay in (0.0, 0.01):
+    with tf.Graph().as_default():
+      features = {'image': tf.random.uniform([4, 28, 28, 1], seed=1)}
+      spec = estimator.model_fn(features, tf.constant([0, 1, 2, 3], tf.int64),
+                                ModeKeys.TRAIN, {**PARAMS,
+                                                 'weight_decay': decay})
+      kernels = [v for v in tf.compat.v1.trainable_variables()
+                 if v.name.endswith('kernel:0')]
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        losses[decay], squares = sess.run(
+            [spec.loss, tf.add_n([tf.reduce_sum(k**2) for k in kernels])])
+  assert losses[0.01] - losses[0.0] == pytest.approx(0.01 * squares, rel=1e-4)
