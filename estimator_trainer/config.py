@@ -5,6 +5,7 @@ import math
 import os
 from typing import Optional
 
+from estimator_trainer import cluster as cluster_lib
 from estimator_trainer.errors import UsageError
 
 DATASETS = ('fashion_mnist', 'mnist')
@@ -55,6 +56,10 @@ class TrainConfig:
   throttle_secs: int = 60
   num_predictions: int = 10
   predictions_file: Optional[str] = None
+  cluster_timeout_secs: int = 600
+  # This process's place in a cluster: from TF_CONFIG, as in TensorFlow.
+  cluster: Optional[cluster_lib.Cluster] = dataclasses.field(
+      default_factory=cluster_lib.from_environment)
 
   def __post_init__(self):
     _check_choice('mode', self.mode, MODES)
@@ -87,6 +92,8 @@ class TrainConfig:
     _check_positive('log_step_count_steps', self.log_step_count_steps)
     _check_positive('keep_checkpoint_max', self.keep_checkpoint_max)
     _check_positive('num_predictions', self.num_predictions)
+    _check_positive('cluster_timeout_secs', self.cluster_timeout_secs)
+    cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
     for name in ('cpu_replicas', 'shuffle_buffer', 'throttle_secs',
                  'weight_decay'):
       if getattr(self, name) < 0:

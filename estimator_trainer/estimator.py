@@ -1,18 +1,29 @@
 """The Estimator engine: model_fn, RunConfig factory and the run modes."""
 
+import contextlib
+import dataclasses
 import itertools
+import json
+import os
+import time
 
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.model import create_model
 from estimator_trainer.strategy import make_strategy, num_replicas
+from estimator_trainer.watchdog import Watchdog, WatchdogHook
 
 ModeKeys = tf.estimator.ModeKeys
+# Written by the chief of a cluster: how long training runs.
+TRAIN_SPEC_FILE = 'train_spec.json'
+# Where training tasks of a cluster record that they finished.
+FINISHED_DIR = 'finished'
 _OPTIMIZERS = {
     'adam': tf.compat.v1.train.AdamOptimizer,
     'sgd': tf.compat.v1.train.GradientDescentOptimizer,
@@ -137,28 +148,195 @@ class _Job:
     return metrics
 
 
+def _write_train_spec(job):
+  """Tells the evaluator and parameter servers when training is over."""
+  outputs.write_atomic(
+      os.path.join(job.config.model_dir, TRAIN_SPEC_FILE),
+      json.dumps({'max_steps': job.max_steps,
+                  'global_batch_size': job.global_batch_size}) + '\n')
+
+
+def _read_train_spec(config, watchdog):
+  """Waits (bounded by the watchdog) for the chief's train spec."""
+  path = os.path.join(config.model_dir, TRAIN_SPEC_FILE)
+  while not tf.io.gfile.exists(path):
+    time.sleep(1)
+  with tf.io.gfile.GFile(path) as f:
+    spec = json.load(f)
+  watchdog.kick()
+  return spec
+
+
+def _checkpoint_step(model_dir):
+  path = tf.train.latest_checkpoint(model_dir)
+  return int(path.rsplit('-', 1)[1]) if path else -1
+
+
+@contextlib.contextmanager
+def _outside_cluster():
+  """Hides TF_CONFIG: evaluation runs on this task alone, not in the cluster.
+
+  With TF_CONFIG, RunConfig would point the evaluation session at the
+  cluster's master and filter its devices.
+  """
+  saved = os.environ.pop('TF_CONFIG', None)
+  try:
+    yield
+  finally:
+    if saved is not None:
+      os.environ['TF_CONFIG'] = saved
+
+
+def _eval_job(config):
+  """A job that only evaluates or predicts, on this task's own devices."""
+  with _outside_cluster():
+    return _Job(dataclasses.replace(config, strategy='default', cluster=None))
+
+
+def _watchdog(config, waiting_for):
+  return Watchdog(
+      config.cluster_timeout_secs,
+      f'no {waiting_for} in {config.cluster_timeout_secs} s: a cluster task '
+      'never started or died (--cluster_timeout_secs)')
+
+
+def _finished_path(config, task_type, index):
+  return os.path.join(config.model_dir, FINISHED_DIR,
+                      f'{task_type}-{index}.json')
+
+
+def _mark_finished(job):
+  """Records that this training task is done with these max_steps."""
+  cluster = job.config.cluster
+  outputs.write_atomic(
+      _finished_path(job.config, cluster.task_type, cluster.task_index),
+      json.dumps({'max_steps': job.max_steps}) + '\n')
+
+
+def _num_finished(config, max_steps):
+  """How many training tasks finished training to `max_steps`."""
+  count = 0
+  for task_type in (cluster_lib.CHIEF, cluster_lib.WORKER):
+    for index in range(len(config.cluster.jobs.get(task_type, []))):
+      path = _finished_path(config, task_type, index)
+      if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+          count += json.load(f)['max_steps'] == max_steps
+  return count
+
+
+def _serve_parameters(config):
+  """A ps task: serves variables until every training task has finished.
+
+  Exiting at the final checkpoint is too early: the other workers still
+  need the ps to see that training is over (tensorflow#21305).
+  """
+  cluster = config.cluster
+  tf.distribute.Server(tf.train.ClusterSpec(cluster.jobs),
+                       job_name=cluster_lib.PS,
+                       task_index=cluster.task_index, start=True)
+  watchdog = _watchdog(config, 'new checkpoint')
+  max_steps = _read_train_spec(config, watchdog)['max_steps']
+  progress = None
+  while progress != (max_steps, cluster.num_trainers):
+    time.sleep(1)
+    new_progress = (min(_checkpoint_step(config.model_dir), max_steps),
+                    _num_finished(config, max_steps))
+    if new_progress != progress:
+      progress = new_progress
+      watchdog.kick()
+  watchdog.stop()
+  logging.info('Training finished at step %d: parameter server exits',
+               max_steps)
+
+
+def _evaluate_until_trained(config):
+  """The evaluator task: evaluates each new checkpoint until the last one."""
+  watchdog = _watchdog(config, 'new checkpoint')
+  max_steps = _read_train_spec(config, watchdog)['max_steps']
+  job = _eval_job(config)
+  for checkpoint in tf.train.checkpoints_iterator(config.model_dir,
+                                                  min_interval_secs=1):
+    watchdog.kick()
+    result = job.estimator.evaluate(job.input_fn, steps=None,
+                                    checkpoint_path=checkpoint)
+    watchdog.kick()
+    if result['global_step'] >= max_steps:
+      watchdog.stop()
+      return job.write_metrics(result)
+
+
+def _train(config, train_fn):
+  """Runs `train_fn(job, hooks)` on a chief or worker, bounded in a cluster."""
+  job = _Job(config)
+  cluster = config.cluster
+  if cluster is None:
+    return job, train_fn(job, [])
+  if cluster.is_chief:
+    _write_train_spec(job)
+  watchdog = _watchdog(config, 'training step')
+  result = train_fn(job, [WatchdogHook(watchdog)])
+  watchdog.stop()
+  _mark_finished(job)
+  return job, result
+
+
+def _cluster_role(config):
+  """Sets up TF_CONFIG for TensorFlow; returns this task's type or None."""
+  if config.cluster is None:
+    return None
+  os.environ['TF_CONFIG'] = config.cluster.tf_config()
+  logging.info('Cluster task %s:%d of %s', config.cluster.task_type,
+               config.cluster.task_index, config.cluster.jobs)
+  return config.cluster.task_type
+
+
 def train_and_evaluate(config):
   """Trains, evaluates on the whole test set; returns metrics.json's dict.
 
-  Returns None on cluster tasks that do not run the final evaluation.
+  In a TF_CONFIG cluster the task type decides: chief and workers train, ps
+  tasks serve variables until training ends, the evaluator evaluates every
+  new checkpoint and writes metrics.json (the chief does, at the end, when
+  there is no evaluator). Returns None on tasks that write no metrics.
   """
-  job = _Job(config)
-  train_spec = tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps)
-  eval_spec = tf.estimator.EvalSpec(job.input_fn, steps=None,
-                                    start_delay_secs=0,
-                                    throttle_secs=config.throttle_secs)
-  result = tf.estimator.train_and_evaluate(job.estimator, train_spec,
+  role = _cluster_role(config)
+  if role == cluster_lib.PS:
+    return _serve_parameters(config)
+  if role == cluster_lib.EVALUATOR:
+    return _evaluate_until_trained(config)
+
+  def run(job, hooks):
+    train_spec = tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
+                                        hooks=hooks)
+    eval_spec = tf.estimator.EvalSpec(job.input_fn, steps=None,
+                                      start_delay_secs=0,
+                                      throttle_secs=config.throttle_secs)
+    return tf.estimator.train_and_evaluate(job.estimator, train_spec,
                                            eval_spec)
-  if result and result[0]:
+
+  job, result = _train(config, run)
+  if role is None:
     return job.write_metrics(result[0])
+  if config.cluster.is_chief and not config.cluster.has_evaluator:
+    return evaluate(config)
   return None
 
 
 def train(config):
-  """Trains to the configured step count; returns the final global step."""
-  job = _Job(config)
-  job.estimator.train(job.input_fn, max_steps=job.max_steps)
-  return job.estimator.get_variable_value('global_step')
+  """Trains to the configured step count; returns the latest checkpoint's
+  global step."""
+  role = _cluster_role(config)
+  if role == cluster_lib.PS:
+    return _serve_parameters(config)
+  if role == cluster_lib.EVALUATOR:
+    raise UsageError('--mode=train has no evaluator task; use '
+                     '--mode=train_and_evaluate')
+
+  def run(job, hooks):
+    job.estimator.train(job.input_fn, max_steps=job.max_steps, hooks=hooks)
+    return _checkpoint_step(config.model_dir)
+
+  return _train(config, run)[1]
 
 
 def _require_checkpoint(config):
@@ -169,14 +347,14 @@ def _require_checkpoint(config):
 def evaluate(config):
   """Evaluates the latest checkpoint on the whole test set."""
   _require_checkpoint(config)
-  job = _Job(config)
+  job = _eval_job(config)
   return job.write_metrics(job.estimator.evaluate(job.input_fn, steps=None))
 
 
 def predict(config):
   """Writes predictions for the first `num_predictions` test images."""
   _require_checkpoint(config)
-  job = _Job(config)
+  job = _eval_job(config)
   predictions = itertools.islice(job.estimator.predict(job.input_fn),
                                  config.num_predictions)
   path = config.resolved_predictions_file

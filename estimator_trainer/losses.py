@@ -22,8 +22,10 @@ def replica_training_loss(labels, logits, global_batch_size,
   Regularization is divided by the replica count so that it is counted once
   after the replicas' gradients are summed.
   """
-  loss = tf.nn.compute_average_loss(per_example_loss(labels, logits),
-                                    global_batch_size=global_batch_size)
+  # What tf.nn.compute_average_loss computes; called directly it leaves
+  # unused assert ops in Estimator's graph, which TensorFlow reports as an
+  # error with a stack trace on every run.
+  loss = tf.reduce_sum(per_example_loss(labels, logits)) / global_batch_size
   if regularization_losses:
     loss += tf.nn.scale_regularization_loss(tf.add_n(regularization_losses))
   return loss

@@ -94,13 +94,19 @@ flags.DEFINE_string('predictions_file', None,
                     '--mode predict output (default '
                     '<model_dir>/predictions.jsonl).')
 
+flags.DEFINE_integer(
+    'cluster_timeout_secs', 600,
+    'In a TF_CONFIG cluster, fail when no training step (evaluator and ps: '
+    'no new checkpoint) completes for this long: a peer never started or '
+    'died.')
+
 FLAGS = flags.FLAGS
 
 
 def config_from_flags():
   """The validated TrainConfig of the parsed flags."""
   return config_lib.TrainConfig(
-      **{name: FLAGS[name].value for name in _DEFAULTS})
+      **{name: FLAGS[name].value for name in _DEFAULTS if name in FLAGS})
 
 
 def _run(config):

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Starts a whole TF_CONFIG cluster of trainers on this machine.
+
+    python scripts/local_cluster.py --workers=2 --evaluator -- \\
+        --model_dir=/tmp/mwms --strategy=multi_worker_mirrored --train_steps=500
+    python scripts/local_cluster.py --chief --workers=1 --ps=1 -- \\
+        --model_dir=/tmp/ps --strategy=parameter_server --train_steps=500
+
+Every task listens on a free loopback port and gets its own TF_CONFIG; all
+run `python -m estimator_trainer.run` with the flags after `--`. Output lines
+are prefixed with the task (`[worker:1] ...`). If a task fails, the others are
+stopped and the launcher exits with that task's exit code.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def free_ports(count):
+  """Distinct free loopback ports (held open together so they differ)."""
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(('127.0.0.1', 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def make_cluster(chief, workers, ps, evaluator):
+  """{'cluster': ..., tasks: [(type, index)]} on free loopback ports."""
+  # The evaluator is listed, as Kubeflow's TFJob does, so that the chief
+  # knows to leave the final evaluation to it; the trainer keeps it out of
+  # the training cluster that TensorFlow sees.
+  counts = {'chief': int(chief), 'worker': workers, 'ps': ps,
+            'evaluator': int(evaluator)}
+  ports = iter(free_ports(sum(counts.values())))
+  cluster = {job: [f'127.0.0.1:{next(ports)}' for _ in range(n)]
+             for job, n in counts.items() if n}
+  tasks = [(job, i) for job, n in counts.items() for i in range(n)]
+  return cluster, tasks
+
+
+def _pump(name, stream, lock):
+  for line in stream:
+    with lock:
+      sys.stdout.write(f'[{name}] {line}')
+      sys.stdout.flush()
+
+
+def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
+  """Runs every task to completion; returns the launcher's exit code."""
+  lock = threading.Lock()
+  procs, pumps = {}, []
+  for task_type, index in tasks:
+    env = dict(os.environ, TF_CONFIG=json.dumps(
+        {'cluster': cluster, 'task': {'type': task_type, 'index': index}}))
+    proc = subprocess.Popen(
+        [python, '-m', 'estimator_trainer.run', *trainer_args], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    name = f'{task_type}:{index}'
+    procs[name] = proc
+    pump = threading.Thread(target=_pump, args=(name, proc.stdout, lock))
+    pump.start()
+    pumps.append(pump)
+
+  code = 0
+  try:
+    while any(p.poll() is None for p in procs.values()):
+      failed = [(n, p.returncode) for n, p in procs.items()
+                if p.returncode not in (None, 0)]
+      if failed:
+        name, code = failed[0]
+        print(f'[launcher] {name} exited with {code}: stopping the others',
+              flush=True)
+        break
+      time.sleep(0.2)
+  except KeyboardInterrupt:
+    code = 130
+  finally:
+    for proc in procs.values():
+      if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in procs.values():
+      try:
+        proc.wait(max(0.1, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for pump in pumps:
+      pump.join()
+  if code == 0:
+    code = next((p.returncode for p in procs.values() if p.returncode), 0)
+  summary = ', '.join(f'{n}={p.returncode}' for n, p in procs.items())
+  print(f'[launcher] exit codes: {summary}', flush=True)
+  return code
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n\n')[0],
+      usage='%(prog)s [options] -- TRAINER_FLAGS...')
+  parser.add_argument('--workers', type=int, default=2)
+  parser.add_argument('--chief', action='store_true',
+                      help='add a chief task (parameter_server needs one)')
+  parser.add_argument('--ps', type=int, default=0, help='parameter servers')
+  parser.add_argument('--evaluator', action='store_true',
+                      help='add an evaluator task')
+  parser.add_argument('trainer_args', nargs='*',
+                      help='flags for estimator_trainer.run, after --')
+  args = parser.parse_args(argv)
+  if args.workers < 0 or args.ps < 0 or not (args.workers or args.chief):
+    parser.error('the cluster needs a chief or at least one worker')
+  cluster, tasks = make_cluster(args.chief, args.workers, args.ps,
+                                args.evaluator)
+  print(f'[launcher] cluster {json.dumps(cluster)}', flush=True)
+  return run_cluster(cluster, tasks, args.trainer_args)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
