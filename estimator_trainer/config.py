@@ -94,6 +94,11 @@ class TrainConfig:
     _check_positive('num_predictions', self.num_predictions)
     _check_positive('cluster_timeout_secs', self.cluster_timeout_secs)
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
+    if self.cluster and self.mode == 'train':
+      # Estimator trains multi-worker only inside train_and_evaluate
+      # (its distribute coordinator; tensorflow#46556).
+      raise UsageError('in a TF_CONFIG cluster, train with '
+                       '--mode=train_and_evaluate')
     for name in ('cpu_replicas', 'shuffle_buffer', 'throttle_secs',
                  'weight_decay'):
       if getattr(self, name) < 0:

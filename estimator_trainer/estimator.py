@@ -14,7 +14,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
-from estimator_trainer.errors import TrainerError, UsageError
+from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
 from estimator_trainer.strategy import make_strategy, num_replicas
 from estimator_trainer.watchdog import Watchdog, WatchdogHook
@@ -268,15 +268,24 @@ def _evaluate_until_trained(config):
 
 def _train(config, train_fn):
   """Runs `train_fn(job, hooks)` on a chief or worker, bounded in a cluster."""
-  job = _Job(config)
   cluster = config.cluster
   if cluster is None:
+    job = _Job(config)
     return job, train_fn(job, [])
+  # Before the strategy exists: creating it may already wait for peers.
+  watchdog = _watchdog(config, 'training step')
+  job = _Job(config)
   if cluster.is_chief:
     _write_train_spec(job)
-  watchdog = _watchdog(config, 'training step')
   result = train_fn(job, [WatchdogHook(watchdog)])
   watchdog.stop()
+  if not cluster.is_chief:
+    # Collective saves run on every worker; TensorFlow points the others'
+    # at model_dir/tmp_<task>_<i>, which would show as a run in TensorBoard.
+    scratch = os.path.join(config.model_dir,
+                           f'tmp_{cluster.task_type}_{cluster.task_index}')
+    if tf.io.gfile.exists(scratch):
+      tf.io.gfile.rmtree(scratch)
   _mark_finished(job)
   return job, result
 
@@ -324,19 +333,10 @@ def train_and_evaluate(config):
 
 def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
-  global step."""
-  role = _cluster_role(config)
-  if role == cluster_lib.PS:
-    return _serve_parameters(config)
-  if role == cluster_lib.EVALUATOR:
-    raise UsageError('--mode=train has no evaluator task; use '
-                     '--mode=train_and_evaluate')
-
-  def run(job, hooks):
-    job.estimator.train(job.input_fn, max_steps=job.max_steps, hooks=hooks)
-    return _checkpoint_step(config.model_dir)
-
-  return _train(config, run)[1]
+  global step. (Clusters train through train_and_evaluate: config.py.)"""
+  job = _Job(config)
+  job.estimator.train(job.input_fn, max_steps=job.max_steps)
+  return _checkpoint_step(config.model_dir)
 
 
 def _require_checkpoint(config):

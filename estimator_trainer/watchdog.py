@@ -1,41 +1,47 @@
 """Bounded waits: a cluster that cannot make progress fails, never hangs."""
 
 import os
+import subprocess
 import sys
-import threading
-import time
 
-from absl import logging
 import tensorflow as tf
+
+# Runs in a separate process: while TensorFlow waits for a missing peer it
+# blocks in C++ holding the GIL (e.g. in context.ensure_initialized), where no
+# thread or signal handler of this process can run.
+_WATCHER = r'''
+import os, select, signal, sys
+parent, timeout, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+while True:
+  if not select.select([0], [], [], timeout)[0]:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+    os.kill(parent, signal.SIGKILL)
+    break
+  if not os.read(0, 4096):
+    break  # Stopped, or the parent is gone.
+'''
 
 
 class Watchdog:
-  """Ends the process with exit code 1 if not kicked for `timeout_secs`.
-
-  TensorFlow blocks inside C++ while it waits for a missing peer (collective
-  all-reduce, session creation), where no Python exception can reach it, so
-  the watchdog exits the process itself, after printing one line.
-  """
+  """Kills this process, after printing `error: <message>`, if not kicked
+  for `timeout_secs`."""
 
   def __init__(self, timeout_secs, message):
-    self._timeout = timeout_secs
-    self._message = message
-    self._last_kick = time.monotonic()
-    self._stopped = threading.Event()
-    threading.Thread(target=self._watch, daemon=True, name='watchdog').start()
+    self._watcher = subprocess.Popen(
+        [sys.executable, '-c', _WATCHER, str(os.getpid()), str(timeout_secs),
+         message], stdin=subprocess.PIPE)
 
   def kick(self):
-    self._last_kick = time.monotonic()
+    try:
+      os.write(self._watcher.stdin.fileno(), b'.')
+    except (BrokenPipeError, ValueError):
+      pass  # Already stopped.
 
   def stop(self):
-    self._stopped.set()
-
-  def _watch(self):
-    while not self._stopped.wait(min(1.0, self._timeout / 10)):
-      if time.monotonic() - self._last_kick > self._timeout:
-        logging.error('Watchdog: %s', self._message)
-        print(f'error: {self._message}', file=sys.stderr, flush=True)
-        os._exit(1)  # pylint: disable=protected-access
+    if not self._watcher.stdin.closed:
+      self._watcher.stdin.close()
+      self._watcher.wait()
 
 
 class WatchdogHook(tf.estimator.SessionRunHook):

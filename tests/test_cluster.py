@@ -1,0 +1,108 @@
+"""TF_CONFIG parsing and validation (no TensorFlow runtime needed)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from estimator_trainer import cluster
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+
+TWO_WORKERS = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
+
+
+def _tf_config(jobs, task_type='worker', index=0):
+  return json.dumps({'cluster': jobs,
+                     'task': {'type': task_type, 'index': index}})
+
+
+def test_unset_or_clusterless_tf_config_means_local():
+  assert cluster.parse(None) is None
+  assert cluster.parse('') is None
+  assert cluster.parse('{"task": {"type": "worker", "index": 0}}') is None
+
+
+def test_evaluator_is_kept_out_of_the_training_cluster():
+  jobs = {**TWO_WORKERS, 'evaluator': ['127.0.0.1:3']}
+  parsed = cluster.parse(_tf_config(jobs, 'evaluator'))
+  assert parsed.task_type == 'evaluator' and parsed.has_evaluator
+  assert json.loads(parsed.tf_config())['cluster'] == TWO_WORKERS
+  worker = cluster.parse(_tf_config(jobs, 'worker', 1))
+  assert worker.has_evaluator and not worker.is_chief
+  assert worker.num_trainers == 2
+
+
+def test_chief_is_the_chief_task_or_worker_0():
+  assert cluster.parse(_tf_config(TWO_WORKERS)).is_chief
+  jobs = {'chief': ['h:1'], 'worker': ['h:2'], 'ps': ['h:3']}
+  assert cluster.parse(_tf_config(jobs, 'chief')).is_chief
+  assert not cluster.parse(_tf_config(jobs, 'worker')).is_chief
+
+
+BAD_TF_CONFIGS = [
+    ('{"cluster": ', 'multi_worker_mirrored', 'TF_CONFIG: not valid JSON'),
+    ('[1, 2]', 'multi_worker_mirrored', 'must be a JSON object'),
+    (json.dumps({'cluster': TWO_WORKERS}), 'multi_worker_mirrored',
+     'TF_CONFIG: missing "task"'),
+    (_tf_config(TWO_WORKERS, 'worker', 2), 'multi_worker_mirrored',
+     'TF_CONFIG: task worker:2 is not in the cluster (2 worker task(s))'),
+    (_tf_config(TWO_WORKERS, 'worker', -1), 'multi_worker_mirrored',
+     'task index must be an integer >= 0'),
+    (_tf_config(TWO_WORKERS, 'master'), 'multi_worker_mirrored',
+     "unknown task type 'master'"),
+    (_tf_config({'master': ['h:1']}), 'multi_worker_mirrored',
+     "unknown task type 'master' in \"cluster\""),
+    (_tf_config({'worker': 'h:1'}), 'multi_worker_mirrored',
+     'must be a non-empty list of "host:port"'),
+    (_tf_config({'chief': ['h:1', 'h:2']}, 'chief'), 'multi_worker_mirrored',
+     'at most one chief'),
+    (_tf_config({'ps': ['h:1']}, 'ps'), 'parameter_server',
+     'the cluster has no chief or worker'),
+    (_tf_config({**TWO_WORKERS, 'ps': ['h:3']}), 'multi_worker_mirrored',
+     '"ps" tasks do not fit --strategy=multi_worker_mirrored'),
+    (_tf_config(TWO_WORKERS), 'parameter_server',
+     '--strategy=parameter_server needs "ps" and "chief" tasks'),
+    (_tf_config(TWO_WORKERS), 'mirrored',
+     'a cluster of 2 training task(s) needs --strategy=multi_worker_mirrored'),
+]
+
+
+@pytest.mark.parametrize('tf_config, strategy, message', BAD_TF_CONFIGS)
+def test_bad_tf_config_is_a_usage_error(monkeypatch, tf_config, strategy,
+                                        message):
+  monkeypatch.setenv('TF_CONFIG', tf_config)
+  with pytest.raises(UsageError) as e:
+    TrainConfig(model_dir='/tmp/x', strategy=strategy)
+  assert message in str(e.value)
+
+
+def test_clusters_train_through_train_and_evaluate(monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', _tf_config(TWO_WORKERS))
+  with pytest.raises(UsageError, match='--mode=train_and_evaluate'):
+    TrainConfig(model_dir='/tmp/x', strategy='multi_worker_mirrored',
+                mode='train')
+
+
+def test_eval_strategy_must_be_local_in_a_cluster(monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', _tf_config(TWO_WORKERS))
+  with pytest.raises(UsageError, match='--eval_strategy=multi_worker_mirrored'
+                     ': evaluation runs on one task'):
+    TrainConfig(model_dir='/tmp/x', strategy='multi_worker_mirrored',
+                eval_strategy='multi_worker_mirrored')
+
+
+@pytest.mark.parametrize('tf_config, strategy, message', BAD_TF_CONFIGS[::3])
+def test_cli_exits_2_with_one_line_before_starting(tmp_path, tf_config,
+                                                  strategy, message):
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={tmp_path}', f'--strategy={strategy}'],
+      env={'TF_CONFIG': tf_config, 'PATH': '/usr/bin:/bin'},
+      capture_output=True, text=True, timeout=120, check=False)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      result.stderr.strip().splitlines()[-1]]
+  assert message in result.stderr and 'Traceback' not in result.stderr
+  assert not list(tmp_path.iterdir())

@@ -1,0 +1,140 @@
+"""Real clusters of trainer processes on loopback, via the local launcher."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+pytestmark = pytest.mark.slow
+
+LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
+    'local_cluster.py')
+
+
+def _launch(cluster_args, trainer_flags, timeout=600):
+  return subprocess.run(
+      [sys.executable, str(LAUNCHER), *cluster_args, '--', *trainer_flags],
+      capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _task_lines(output, text):
+  """{task: [lines containing text]} from the launcher's prefixed output."""
+  found = {}
+  for line in output.splitlines():
+    if text in line and line.startswith('['):
+      found.setdefault(line[1:line.index(']')], []).append(line)
+  return found
+
+
+def _flags(model_dir, idx_dir, *extra):
+  return [f'--model_dir={model_dir}', '--dataset=mnist', f'--idx_dir={idx_dir}',
+          '--cluster_timeout_secs=120', *extra]
+
+
+def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  result = _launch(['--workers=2', '--evaluator'], _flags(
+      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
+      '--train_steps=200', '--save_checkpoints_steps=100'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  # Each worker reads its own half of the data.
+  assert set(_task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
+      'worker:0'}
+  assert set(_task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
+      'worker:1'}
+  # Checkpoints in model_dir come from the chief (worker 0) only, and the
+  # other worker's scratch directory is gone.
+  assert set(_task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
+      'worker:0'}
+  assert not list(model_dir.glob('tmp_*'))
+  # The evaluator evaluated while training ran and wrote the final metrics.
+  assert set(_task_lines(result.stdout, 'Final evaluation')) == {
+      'evaluator:0'}
+  evaluated = _task_lines(result.stdout, 'Saving dict for global step')
+  assert len(evaluated['evaluator:0']) >= 2
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 200
+  assert metrics['num_examples'] == 10000
+  assert metrics['accuracy'] > 0.5
+  assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
+
+
+def test_parameter_server_cluster(tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  result = _launch(['--chief', '--workers=1', '--ps=1'], _flags(
+      model_dir, mnist_small_dir, '--strategy=parameter_server',
+      '--train_steps=200', '--save_checkpoints_steps=100'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: chief:0=0, worker:0=0, ps:0=0' in result.stdout
+  assert set(_task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
+  assert set(_task_lines(result.stdout,
+                         'Training finished at step 200')) == {'ps:0'}
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] >= 200 and metrics['num_examples'] == 10000
+
+
+def _weight_changes(model_dir, steps):
+  changes = {}
+  initial = tf.train.load_checkpoint(str(model_dir / 'model.ckpt-0'))
+  final = tf.train.load_checkpoint(str(model_dir / f'model.ckpt-{steps}'))
+  for name in initial.get_variable_to_shape_map():
+    if name.endswith(('kernel', 'bias')):
+      changes[name] = final.get_tensor(name) - initial.get_tensor(name)
+  return changes
+
+
+def test_two_workers_step_like_one_at_the_same_global_batch(tmp_path,
+                                                            mnist_small_dir):
+  steps = 5
+  common = ['--optimizer=sgd', '--learning_rate=0.05', '--lr_decay=none',
+            '--shuffle_buffer=0', '--global_batch_size=32',
+            f'--train_steps={steps}']
+  one = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       *_flags(tmp_path / 'one', mnist_small_dir, *common)],
+      capture_output=True, text=True, timeout=600, check=False,
+      env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'})
+  assert one.returncode == 0, one.stderr[-3000:]
+  two = _launch(['--workers=2'], _flags(
+      tmp_path / 'two', mnist_small_dir, '--strategy=multi_worker_mirrored',
+      *common))
+  assert two.returncode == 0, two.stdout[-5000:]
+  reference = _weight_changes(tmp_path / 'one', steps)
+  changes = _weight_changes(tmp_path / 'two', steps)
+  assert set(changes) == set(reference)
+  for name, delta in reference.items():
+    assert np.linalg.norm(delta) > 0, name
+    relative = np.linalg.norm(changes[name] - delta) / np.linalg.norm(delta)
+    assert relative < 1e-5, (name, relative)
+
+
+def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
+  """Worker 1 never starts: worker 0 must give up, not hang."""
+  tf_config = {'cluster': {'worker': ['127.0.0.1:1', '127.0.0.1:2']},
+               'task': {'type': 'worker', 'index': 0}}
+  # Port 1 is privileged and unused; pick a free one for worker 0 instead.
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    tf_config['cluster']['worker'][0] = f'127.0.0.1:{s.getsockname()[1]}'
+  start = time.monotonic()
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       *_flags(tmp_path, mnist_small_dir, '--strategy=multi_worker_mirrored',
+               '--train_steps=50')[:-1], '--cluster_timeout_secs=20'],
+      capture_output=True, text=True, timeout=300, check=False,
+      env={**os.environ, 'TF_CONFIG': json.dumps(tf_config)})
+  elapsed = time.monotonic() - start
+  assert result.returncode == -9  # Killed by its watchdog.
+  assert result.stderr.strip().splitlines()[-1] == (
+      'error: no training step in 20 s: a cluster task never started or '
+      'died (--cluster_timeout_secs)')
+  assert elapsed < 20 + 60  # The timeout plus start-up, never a hang.
+  assert not (tmp_path / 'metrics.json').exists()
