@@ -1,5 +1,8 @@
 """Real clusters of trainer processes on loopback, via the local launcher."""
 
+import collections
+import hashlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -15,6 +18,13 @@ pytestmark = pytest.mark.slow
 
 LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
     'local_cluster.py')
+
+
+def _make_cluster(workers):
+  spec = importlib.util.spec_from_file_location('local_cluster', LAUNCHER)
+  launcher = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(launcher)
+  return launcher.make_cluster(False, workers, 0, False)
 
 
 def _launch(cluster_args, trainer_flags, timeout=600):
@@ -138,3 +148,32 @@ def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
       'died (--cluster_timeout_secs)')
   assert elapsed < 20 + 60  # The timeout plus start-up, never a hang.
   assert not (tmp_path / 'metrics.json').exists()
+
+
+def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
+                                                         mnist_small_dir):
+  """One epoch over 2 worker processes: every example read exactly once."""
+  from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  helper = pathlib.Path(__file__).with_name('read_shard.py')
+  cluster, tasks = _make_cluster(workers=2)
+  procs = []
+  for task_type, index in tasks:
+    tf_config = json.dumps({'cluster': cluster,
+                            'task': {'type': task_type, 'index': index}})
+    procs.append(subprocess.Popen(
+        [sys.executable, str(helper), str(tmp_path / f'{index}.json'),
+         str(mnist_small_dir), '10000'],
+        env={**os.environ, 'TF_CONFIG': tf_config},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  for proc in procs:
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, output[-3000:]
+  shards = [json.loads((tmp_path / f'{i}.json').read_text())
+            for i in range(2)]
+  assert [len(s) for s in shards] == [5000, 5000]
+  source = data.IdxSource('mnist', str(mnist_small_dir))
+  everything = collections.Counter(
+      hashlib.sha1((tf.cast(x, tf.float32) / 255.0).numpy().tobytes())
+      .hexdigest() for x, _ in source.dataset(data.TEST))
+  assert collections.Counter(shards[0]) + collections.Counter(
+      shards[1]) == everything
