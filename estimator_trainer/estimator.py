@@ -266,28 +266,17 @@ def _evaluate_until_trained(config):
       return job.write_metrics(result)
 
 
-def _train(config, train_fn):
-  """Runs `train_fn(job, hooks)` on a chief or worker, bounded in a cluster."""
+def _remove_scratch_dir(config):
+  """Deletes a non-chief worker's model_dir/tmp_<task>_<i>.
+
+  Collective saves run on every worker; TensorFlow points the others' at that
+  directory, which TensorBoard would show as a run.
+  """
   cluster = config.cluster
-  if cluster is None:
-    job = _Job(config)
-    return job, train_fn(job, [])
-  # Before the strategy exists: creating it may already wait for peers.
-  watchdog = _watchdog(config, 'training step')
-  job = _Job(config)
-  if cluster.is_chief:
-    _write_train_spec(job)
-  result = train_fn(job, [WatchdogHook(watchdog)])
-  watchdog.stop()
-  if not cluster.is_chief:
-    # Collective saves run on every worker; TensorFlow points the others'
-    # at model_dir/tmp_<task>_<i>, which would show as a run in TensorBoard.
-    scratch = os.path.join(config.model_dir,
-                           f'tmp_{cluster.task_type}_{cluster.task_index}')
-    if tf.io.gfile.exists(scratch):
-      tf.io.gfile.rmtree(scratch)
-  _mark_finished(job)
-  return job, result
+  scratch = os.path.join(config.model_dir,
+                         f'tmp_{cluster.task_type}_{cluster.task_index}')
+  if not cluster.is_chief and tf.io.gfile.exists(scratch):
+    tf.io.gfile.rmtree(scratch)
 
 
 def _cluster_role(config):
@@ -314,18 +303,25 @@ def train_and_evaluate(config):
   if role == cluster_lib.EVALUATOR:
     return _evaluate_until_trained(config)
 
-  def run(job, hooks):
-    train_spec = tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
-                                        hooks=hooks)
-    eval_spec = tf.estimator.EvalSpec(job.input_fn, steps=None,
-                                      start_delay_secs=0,
-                                      throttle_secs=config.throttle_secs)
-    return tf.estimator.train_and_evaluate(job.estimator, train_spec,
-                                           eval_spec)
-
-  job, result = _train(config, run)
+  hooks = []
+  if role:
+    # Before the strategy exists: creating it may already wait for peers.
+    watchdog = _watchdog(config, 'training step')
+    hooks.append(WatchdogHook(watchdog))
+  job = _Job(config)
+  if role and config.cluster.is_chief:
+    _write_train_spec(job)
+  result = tf.estimator.train_and_evaluate(
+      job.estimator,
+      tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
+                             hooks=hooks),
+      tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
+                            throttle_secs=config.throttle_secs))
   if role is None:
     return job.write_metrics(result[0])
+  watchdog.stop()
+  _remove_scratch_dir(config)
+  _mark_finished(job)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
     return evaluate(config)
   return None
