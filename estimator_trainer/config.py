@@ -10,7 +10,8 @@ from estimator_trainer.errors import UsageError
 
 DATASETS = ('fashion_mnist', 'mnist')
 DATA_SOURCES = ('auto', 'tfds', 'idx')
-MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict')
+MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
+EXPORTS = ('final', 'latest', 'best', 'none')
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
 COMMUNICATIONS = ('auto', 'ring', 'nccl')
@@ -54,6 +55,7 @@ class TrainConfig:
   log_step_count_steps: int = 100
   keep_checkpoint_max: int = 5
   throttle_secs: int = 60
+  export: str = 'final'
   num_predictions: int = 10
   predictions_file: Optional[str] = None
   cluster_timeout_secs: int = 600
@@ -70,6 +72,7 @@ class TrainConfig:
     _check_choice('communication', self.communication, COMMUNICATIONS)
     _check_choice('optimizer', self.optimizer, OPTIMIZERS)
     _check_choice('lr_decay', self.lr_decay, LR_DECAYS)
+    _check_choice('export', self.export, EXPORTS)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
     if self.data_source == 'idx' and not self.idx_dir:

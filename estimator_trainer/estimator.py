@@ -11,6 +11,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import export as export_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
@@ -255,13 +256,16 @@ def _evaluate_until_trained(config):
   watchdog = _watchdog(config, 'new checkpoint')
   max_steps = _read_train_spec(config, watchdog)['max_steps']
   job = _eval_job(config)
+  exporters = _exporters(config)  # Once: BestExporter remembers the best.
   for checkpoint in tf.train.checkpoints_iterator(config.model_dir,
                                                   min_interval_secs=1):
     watchdog.kick()
     result = job.estimator.evaluate(job.input_fn, steps=None,
                                     checkpoint_path=checkpoint)
+    final = result['global_step'] >= max_steps
+    _export(job, exporters, checkpoint, result, final)
     watchdog.kick()
-    if result['global_step'] >= max_steps:
+    if final:
       watchdog.stop()
       return job.write_metrics(result)
 
@@ -316,15 +320,33 @@ def train_and_evaluate(config):
       tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
                              hooks=hooks),
       tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
-                            throttle_secs=config.throttle_secs))
+                            throttle_secs=config.throttle_secs,
+                            exporters=_exporters(config)))
   if role is None:
     return job.write_metrics(result[0])
   watchdog.stop()
   _remove_scratch_dir(config)
   _mark_finished(job)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
-    return evaluate(config)
+    job = _eval_job(config)
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
+    _export(job, _exporters(config), checkpoint, result, is_final=True)
+    return job.write_metrics(result)
   return None
+
+
+def _exporters(config):
+  return export_lib.make_exporters(config.export, config.keep_checkpoint_max)
+
+
+def _export(job, exporters, checkpoint, eval_result, is_final):
+  """Runs exporters after an evaluation, as EvalSpec does in local training."""
+  for exporter in exporters:
+    exporter.export(job.estimator,
+                    os.path.join(job.config.model_dir, export_lib.EXPORT_DIR,
+                                 exporter.name),
+                    checkpoint, eval_result, is_final)
 
 
 def train(config):
@@ -356,4 +378,13 @@ def predict(config):
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, predictions)
   logging.info('Wrote %d predictions to %s', count, path)
+  return path
+
+
+def export(config):
+  """Writes a SavedModel of the latest checkpoint; returns its directory."""
+  _require_checkpoint(config)
+  job = _eval_job(config)
+  path = export_lib.export_latest_checkpoint(job.estimator, config.model_dir)
+  logging.info('Exported a SavedModel to %s', path)
   return path

@@ -88,6 +88,11 @@ flags.DEFINE_integer('keep_checkpoint_max',
 flags.DEFINE_integer(
     'throttle_secs', _DEFAULTS['throttle_secs'].default,
     'train_and_evaluate: evaluate a new checkpoint at most this often.')
+flags.DEFINE_string(
+    'export', 'final',
+    'SavedModels under <model_dir>/export/<name>/<timestamp>: final (after '
+    'the last evaluation), latest (after every evaluation), best (highest '
+    'eval accuracy so far) or none.')
 flags.DEFINE_integer('num_predictions', _DEFAULTS['num_predictions'].default,
                      '--mode predict: how many test images to predict.')
 flags.DEFINE_string('predictions_file', None,
@@ -116,6 +121,7 @@ def _run(config):
       'train': estimator.train,
       'evaluate': estimator.evaluate,
       'predict': estimator.predict,
+      'export': estimator.export,
   }
   return modes[config.mode](config)
 

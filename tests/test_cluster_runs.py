@@ -51,9 +51,13 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
-      '--train_steps=200', '--save_checkpoints_steps=100'))
+      '--train_steps=200', '--save_checkpoints_steps=100', '--export=latest'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  # The evaluator exports after each evaluation; nobody else exports.
+  assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 2
+  assert set(_task_lines(result.stdout, 'SavedModel written to')) == {
+      'evaluator:0'}
   # Each worker reads its own half of the data.
   assert set(_task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
       'worker:0'}
@@ -84,6 +88,9 @@ def test_parameter_server_cluster(tmp_path, mnist_small_dir):
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: chief:0=0, worker:0=0, ps:0=0' in result.stdout
   assert set(_task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
+  assert set(_task_lines(result.stdout, 'SavedModel written to')) == {
+      'chief:0'}
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   assert set(_task_lines(result.stdout,
                          'Training finished at step 200')) == {'ps:0'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())

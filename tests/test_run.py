@@ -66,7 +66,9 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   model_dir = tmp_path / 'model'
   result = _run(f'--model_dir={model_dir}', '--strategy=mirrored',
                 '--cpu_replicas=2', '--eval_strategy=mirrored',
-                '--train_steps=300', f'--idx_dir={fashion_mnist_dir}')
+                '--train_steps=300', '--save_checkpoints_steps=150',
+                '--throttle_secs=0', '--export=best',
+                f'--idx_dir={fashion_mnist_dir}')
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'Data: fashion_mnist from IDX files in {fashion_mnist_dir}' in (
       result.stderr)
@@ -76,6 +78,12 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   assert trained['accuracy'] > 0.75
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
   assert list(model_dir.glob('events.out.tfevents.*'))
+  # Evaluated at steps 150 and 300: the best one(s) exported.
+  assert list(model_dir.glob('export/best/*/saved_model.pb'))
+
+  result = _run(f'--model_dir={model_dir}', '--mode=export')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert len(list(model_dir.glob('export/manual/*/saved_model.pb'))) == 1
 
   result = _run(f'--model_dir={model_dir}', '--mode=evaluate')
   assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,65 @@
+"""SavedModel export: serving inputs, exporters, and the export mode."""
+
+import os
+
+import tensorflow as tf
+
+from estimator_trainer.data import IMAGE_SHAPE
+
+EXPORT_DIR = 'export'
+EXPORTERS = ('latest', 'best', 'final', 'none')
+# The signature that takes serialized tf.Example protos, beside
+# `serving_default`; Estimator names it `<receiver>:<output>`.
+EXAMPLES_SIGNATURE = 'examples:serving_default'
+
+
+def _parse_examples(serialized):
+  """tf.Example {'image': 784 floats in [0, 1]} -> [batch, 28, 28, 1]."""
+  features = tf.io.parse_example(serialized, {
+      'image': tf.io.FixedLenFeature(IMAGE_SHAPE, tf.float32)})
+  return features['image']
+
+
+def serving_input_receiver_fn():
+  """Two ways in: a float32 image batch, or serialized tf.Example protos.
+
+  The image input defaults to the parsed examples, so a signature that feeds
+  only `examples` computes from them, and one that feeds `image` overrides
+  them (with no examples, the parsed batch is empty and unused).
+  """
+  examples = tf.compat.v1.placeholder_with_default(
+      tf.constant([], tf.string), [None], name='examples')
+  images = tf.compat.v1.placeholder_with_default(
+      _parse_examples(examples), [None, *IMAGE_SHAPE], name='image')
+  return tf.estimator.export.ServingInputReceiver(
+      features={'image': images},
+      receiver_tensors={'image': images},
+      receiver_tensors_alternatives={'examples': {'examples': examples}})
+
+
+def _accuracy_at_least_best(best_eval_result, current_eval_result):
+  # >=, not >: BestExporter's first comparison is against the event files,
+  # which already hold the current evaluation, so > would never export it.
+  return current_eval_result['accuracy'] >= best_eval_result['accuracy']
+
+
+def make_exporters(kind, keep=5):
+  """The Estimator exporters of `--export` (an empty list for `none`)."""
+  if kind == 'latest':
+    return [tf.estimator.LatestExporter(
+        'latest', serving_input_receiver_fn, exports_to_keep=keep)]
+  if kind == 'best':
+    return [tf.estimator.BestExporter(
+        'best', serving_input_receiver_fn, compare_fn=_accuracy_at_least_best,
+        exports_to_keep=keep)]
+  if kind == 'final':
+    return [tf.estimator.FinalExporter('final', serving_input_receiver_fn)]
+  return []
+
+
+def export_latest_checkpoint(estimator, model_dir):
+  """Writes a SavedModel of the latest checkpoint; returns its directory."""
+  path = estimator.export_saved_model(
+      os.path.join(model_dir, EXPORT_DIR, 'manual'),
+      serving_input_receiver_fn)
+  return path.decode() if isinstance(path, bytes) else path
