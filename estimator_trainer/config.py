@@ -56,6 +56,9 @@ class TrainConfig:
   keep_checkpoint_max: int = 5
   throttle_secs: int = 60
   export: str = 'final'
+  early_stopping_evals: int = 0
+  warm_start_from: Optional[str] = None
+  warm_start_vars: str = '.*'
   num_predictions: int = 10
   predictions_file: Optional[str] = None
   cluster_timeout_secs: int = 600
@@ -102,8 +105,12 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
+    if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
+        '://' not in self.warm_start_from):
+      raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
+                       'exist')
     for name in ('cpu_replicas', 'shuffle_buffer', 'throttle_secs',
-                 'weight_decay'):
+                 'weight_decay', 'early_stopping_evals'):
       if getattr(self, name) < 0:
         raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')
 

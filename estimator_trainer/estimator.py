@@ -11,6 +11,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
@@ -134,9 +135,19 @@ class _Job:
     self.max_steps = config.resolve_train_steps(
         self.source.num_examples(TRAIN), self.global_batch_size)
     self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
+    warm_start = None
+    if config.warm_start_from:
+      warm_start = tf.estimator.WarmStartSettings(
+          config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
     self.estimator = tf.estimator.Estimator(
-        model_fn, config=self.run_config,
+        model_fn, config=self.run_config, warm_start_from=warm_start,
         params=config.model_params(self.global_batch_size, self.max_steps))
+
+  def train_hooks(self):
+    if not self.config.early_stopping_evals:
+      return []
+    return [early_stopping.make_hook(self.estimator,
+                                     self.config.early_stopping_evals)]
 
   def write_metrics(self, eval_result):
     metrics = dict(eval_result)
@@ -239,35 +250,64 @@ def _serve_parameters(config):
   watchdog = _watchdog(config, 'new checkpoint')
   max_steps = _read_train_spec(config, watchdog)['max_steps']
   progress = None
-  while progress != (max_steps, cluster.num_trainers):
+  while progress is None or progress[1] < cluster.num_trainers:
     time.sleep(1)
-    new_progress = (min(_checkpoint_step(config.model_dir), max_steps),
+    new_progress = (_checkpoint_step(config.model_dir),
                     _num_finished(config, max_steps))
     if new_progress != progress:
       progress = new_progress
       watchdog.kick()
   watchdog.stop()
   logging.info('Training finished at step %d: parameter server exits',
-               max_steps)
+               progress[0])
+
+
+def _chief_finished(config, max_steps):
+  cluster = config.cluster
+  chief = (cluster_lib.CHIEF if cluster_lib.CHIEF in cluster.jobs
+           else cluster_lib.WORKER)
+  path = _finished_path(config, chief, 0)
+  if not tf.io.gfile.exists(path):
+    return False
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)['max_steps'] == max_steps
 
 
 def _evaluate_until_trained(config):
-  """The evaluator task: evaluates each new checkpoint until the last one."""
+  """The evaluator task: evaluates each new checkpoint until the last one.
+
+  The last one is at max_steps, or whatever the chief saved when it
+  finished earlier (early stopping).
+  """
   watchdog = _watchdog(config, 'new checkpoint')
   max_steps = _read_train_spec(config, watchdog)['max_steps']
   job = _eval_job(config)
   exporters = _exporters(config)  # Once: BestExporter remembers the best.
-  for checkpoint in tf.train.checkpoints_iterator(config.model_dir,
-                                                  min_interval_secs=1):
-    watchdog.kick()
+
+  def evaluate_checkpoint(checkpoint):
     result = job.estimator.evaluate(job.input_fn, steps=None,
                                     checkpoint_path=checkpoint)
+    watchdog.kick()
+    return result
+
+  result, final = None, False
+  for checkpoint in tf.train.checkpoints_iterator(
+      config.model_dir, min_interval_secs=1, timeout=5,
+      timeout_fn=lambda: _chief_finished(config, max_steps)):
+    watchdog.kick()
+    result = evaluate_checkpoint(checkpoint)
     final = result['global_step'] >= max_steps
     _export(job, exporters, checkpoint, result, final)
-    watchdog.kick()
     if final:
-      watchdog.stop()
-      return job.write_metrics(result)
+      break
+  if not final:  # Training stopped early: its last checkpoint is final.
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    if result is None or result['global_step'] < _checkpoint_step(
+        config.model_dir):
+      result = evaluate_checkpoint(checkpoint)
+    _export(job, exporters, checkpoint, result, True)
+  watchdog.stop()
+  return job.write_metrics(result)
 
 
 def _remove_scratch_dir(config):
@@ -313,6 +353,7 @@ def train_and_evaluate(config):
     watchdog = _watchdog(config, 'training step')
     hooks.append(WatchdogHook(watchdog))
   job = _Job(config)
+  hooks += job.train_hooks()
   if role and config.cluster.is_chief:
     _write_train_spec(job)
   result = tf.estimator.train_and_evaluate(
@@ -353,7 +394,8 @@ def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
   global step. (Clusters train through train_and_evaluate: config.py.)"""
   job = _Job(config)
-  job.estimator.train(job.input_fn, max_steps=job.max_steps)
+  job.estimator.train(job.input_fn, max_steps=job.max_steps,
+                      hooks=job.train_hooks())
   return _checkpoint_step(config.model_dir)
 
 

@@ -5,6 +5,7 @@ checkpoints, TensorBoard events and `metrics.json` to `--model_dir`.
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
+import json
 import os
 import sys
 
@@ -24,6 +25,12 @@ _DEFAULTS = config_lib.TrainConfig.__dataclass_fields__
 flags.DEFINE_string(
     'model_dir', os.path.join('/tmp', 'estimator_trainer'),
     'Where checkpoints, events, metrics.json and predictions go.')
+flags.DEFINE_string('job_dir', None,
+                    'Alias of --model_dir (AI Platform convention).')
+flags.DEFINE_string(
+    'config', None,
+    'JSON or YAML file of flag values ({"learning_rate": 0.01, ...}); flags '
+    'given on the command line override it.')
 flags.DEFINE_string('mode', _DEFAULTS['mode'].default,
                     f'One of: {", ".join(config_lib.MODES)}.')
 flags.DEFINE_string('dataset', _DEFAULTS['dataset'].default,
@@ -93,6 +100,17 @@ flags.DEFINE_string(
     'SavedModels under <model_dir>/export/<name>/<timestamp>: final (after '
     'the last evaluation), latest (after every evaluation), best (highest '
     'eval accuracy so far) or none.')
+flags.DEFINE_integer(
+    'early_stopping_evals', 0,
+    'Stop training when eval accuracy has not improved for this many '
+    'evaluations (0: never).')
+flags.DEFINE_string(
+    'warm_start_from', None,
+    'Initialize from this checkpoint or model_dir (fine-tuning).')
+flags.DEFINE_string(
+    'warm_start_vars', '.*',
+    'Regex of the variables to warm-start, e.g. "^(?!logits/)" for all but '
+    'the last layer.')
 flags.DEFINE_integer('num_predictions', _DEFAULTS['num_predictions'].default,
                      '--mode predict: how many test images to predict.')
 flags.DEFINE_string('predictions_file', None,
@@ -108,10 +126,47 @@ flags.DEFINE_integer(
 FLAGS = flags.FLAGS
 
 
+def _apply_config_file(path):
+  """Sets the flags a --config file names, unless given on the command line."""
+  try:
+    with open(path) as f:
+      text = f.read()
+  except OSError as e:
+    raise UsageError(f'--config {path}: {e.strerror}') from None
+  try:
+    if path.endswith(('.yaml', '.yml')):
+      import yaml  # pylint: disable=g-import-not-at-top
+      values = yaml.safe_load(text)
+    else:
+      values = json.loads(text)
+  except Exception as e:  # pylint: disable=broad-except
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    raise UsageError(f'--config {path}: not valid JSON/YAML ({message})'
+                     ) from None
+  if not isinstance(values, dict):
+    raise UsageError(f'--config {path}: must map flag names to values')
+  for name, value in values.items():
+    if name not in FLAGS or name == 'config':
+      raise UsageError(f'--config {path}: unknown flag {name!r}')
+    if not FLAGS[name].present:
+      try:
+        FLAGS[name].parse(value if isinstance(value, str) else
+                          json.dumps(value) if isinstance(value, bool)
+                          else str(value))
+      except flags.Error as e:
+        raise UsageError(f'--config {path}: {e}') from None
+
+
 def config_from_flags():
-  """The validated TrainConfig of the parsed flags."""
-  return config_lib.TrainConfig(
-      **{name: FLAGS[name].value for name in _DEFAULTS if name in FLAGS})
+  """The validated TrainConfig of the parsed flags (and --config file)."""
+  if FLAGS.config:
+    _apply_config_file(FLAGS.config)
+  values = {name: FLAGS[name].value for name in _DEFAULTS if name in FLAGS}
+  if FLAGS.job_dir:
+    if FLAGS['model_dir'].present and FLAGS.model_dir != FLAGS.job_dir:
+      raise UsageError('--job_dir is an alias of --model_dir: give one')
+    values['model_dir'] = FLAGS.job_dir
+  return config_lib.TrainConfig(**values)
 
 
 def _run(config):

@@ -237,3 +237,42 @@ def test_weight_decay_adds_the_l2_penalty_once():
         losses[decay], squares = sess.run(
             [spec.loss, tf.add_n([tf.reduce_sum(k**2) for k in kernels])])
   assert losses[0.01] - losses[0.0] == pytest.approx(0.01 * squares, rel=1e-4)
+
+
+def test_warm_start_all_but_the_logits(trained_mnist_dir, mnist_small_dir,
+                                       tmp_path):
+  estimator.train(_mnist_config(
+      tmp_path, mnist_small_dir, train_steps=1, seed=7,
+      warm_start_from=str(trained_mnist_dir),
+      warm_start_vars='^(?!logits/)'))
+  source = tf.train.load_checkpoint(str(trained_mnist_dir))
+  started = tf.train.load_checkpoint(str(tmp_path / 'model.ckpt-0'))
+  for name in ('conv1/kernel', 'conv2/bias', 'hidden/kernel'):
+    np.testing.assert_array_equal(started.get_tensor(name),
+                                  source.get_tensor(name))
+  assert not np.array_equal(started.get_tensor('logits/kernel'),
+                            source.get_tensor('logits/kernel'))
+
+
+def test_evaluations_since_best_counts_from_the_first_best():
+  from estimator_trainer import early_stopping  # pylint: disable=g-import-not-at-top
+  assert early_stopping.evaluations_since_best({100: 0.5}) == 0
+  assert early_stopping.evaluations_since_best(
+      {100: 0.5, 200: 0.7, 300: 0.7, 400: 0.6}) == 2
+  assert early_stopping.evaluations_since_best({100: 0.5, 200: 0.9}) == 0
+
+
+@pytest.mark.parametrize('strategy, replicas', [('default', 0),
+                                               ('mirrored', 2)])
+def test_early_stopping_ends_training_without_improvement(
+    tmp_path, mnist_small_dir, strategy, replicas):
+  """A learning rate too small to change accuracy: stop after 2 evals."""
+  metrics = estimator.train_and_evaluate(_mnist_config(
+      tmp_path, mnist_small_dir, strategy=strategy, cpu_replicas=replicas,
+      optimizer='sgd', learning_rate=1e-12,
+      lr_decay='none', train_steps=2000, save_checkpoints_steps=20,
+      throttle_secs=0, early_stopping_evals=2, export='none'))
+  assert metrics['global_step'] < 2000
+  from estimator_trainer import early_stopping  # pylint: disable=g-import-not-at-top
+  accuracies = early_stopping.eval_accuracies(str(tmp_path / 'eval'))
+  assert early_stopping.evaluations_since_best(accuracies) >= 2

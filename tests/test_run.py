@@ -107,3 +107,46 @@ def _fashion_mnist_test_labels(directory):
   import gzip
   with gzip.open(directory / 't10k-labels-idx1-ubyte.gz') as f:
     return list(f.read()[8:])
+
+
+def _config_from(argv):
+  """TrainConfig of a command line, through the CLI's own flag handling."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import run  # pylint: disable=g-import-not-at-top
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(['run', *argv])
+  try:
+    return run.config_from_flags()
+  finally:
+    flags.FLAGS.unparse_flags()
+
+
+def test_config_file_sets_flags_that_the_command_line_overrides(tmp_path):
+  path = tmp_path / 'hparams.yaml'
+  path.write_text('learning_rate: 0.01\noptimizer: sgd\ntrain_steps: 7\n')
+  config = _config_from([f'--config={path}', '--train_steps=9',
+                         '--model_dir=/tmp/m'])
+  assert (config.learning_rate, config.optimizer, config.train_steps) == (
+      0.01, 'sgd', 9)
+  path = tmp_path / 'hparams.json'
+  path.write_text('{"shuffle_buffer": 0, "lr_decay": "none"}')
+  config = _config_from([f'--config={path}'])
+  assert config.shuffle_buffer == 0 and config.lr_decay == 'none'
+
+
+def test_job_dir_is_an_alias_of_model_dir():
+  assert _config_from(['--job_dir=/tmp/job']).model_dir == '/tmp/job'
+
+
+@pytest.mark.parametrize('content, message', [
+    ('{"learning_rate": ', 'not valid JSON/YAML'),
+    ('{"no_such_flag": 1}', "unknown flag 'no_such_flag'"),
+    ('{"train_steps": "many"}', 'train_steps'),
+    ('[1, 2]', 'must map flag names to values'),
+])
+def test_bad_config_file_exits_2(tmp_path, content, message):
+  path = tmp_path / 'bad.json'
+  path.write_text(content)
+  result = _run(f'--model_dir={tmp_path}/m', f'--config={path}')
+  assert result.returncode == 2
+  assert message in _error_line(result)
