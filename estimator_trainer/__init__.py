@@ -3,7 +3,8 @@
 The stable API legacy pipelines import:
 
     from estimator_trainer import (TrainConfig, make_input_fn, model_fn,
-                                   make_run_config, train_and_evaluate)
+                                   make_run_config, train_and_evaluate,
+                                   trainer_fn)
 
 Imported lazily, so that `python -m estimator_trainer.run` can set up
 TensorFlow's environment before TensorFlow loads.
@@ -19,6 +20,7 @@ _API = {
     'model_fn': 'estimator_trainer.estimator',
     'make_run_config': 'estimator_trainer.estimator',
     'train_and_evaluate': 'estimator_trainer.estimator',
+    'trainer_fn': 'estimator_trainer.estimator',
 }
 __all__ = sorted(_API)
 

@@ -36,6 +36,8 @@ class TrainConfig:
   data_source: str = 'auto'
   data_dir: Optional[str] = None
   idx_dir: Optional[str] = None
+  train_files: Optional[str] = None
+  eval_files: Optional[str] = None
   strategy: str = 'default'
   eval_strategy: str = 'default'
   communication: str = 'auto'
@@ -78,6 +80,8 @@ class TrainConfig:
     _check_choice('export', self.export, EXPORTS)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
+    if bool(self.train_files) != bool(self.eval_files):
+      raise UsageError('give both --train_files and --eval_files')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):

@@ -61,7 +61,7 @@ class IdxSource:
                       f'out of range 0..{NUM_CLASSES - 1}')
     return num_images
 
-  def dataset(self, split):
+  def dataset(self, split, num_shards=1, index=0):
     self.num_examples(split)
     images_path, labels_path = self._paths(split)
     images = tf.data.FixedLengthRecordDataset(
@@ -72,7 +72,7 @@ class IdxSource:
         labels_path, 1, header_bytes=_LABELS_HEADER,
         compression_type='GZIP').map(
             lambda r: tf.cast(tf.io.decode_raw(r, tf.uint8)[0], tf.int64))
-    return tf.data.Dataset.zip((images, labels))
+    return tf.data.Dataset.zip((images, labels)).shard(num_shards, index)
 
 
 def _read_gz(path):
@@ -137,10 +137,76 @@ class TfdsSource:
     # Datasets without split metadata (e.g. tfds.testing.mock_data): count.
     return int(self.dataset(split).reduce(np.int64(0), lambda n, _: n + 1))
 
-  def dataset(self, split):
+  def dataset(self, split, num_shards=1, index=0):
     self._prepare()
     return self._builder.as_dataset(
-        split=split, as_supervised=True, shuffle_files=False)
+        split=split, as_supervised=True, shuffle_files=False).shard(
+            num_shards, index)
+
+
+def encode_example(image, label):
+  """The tf.Example of one image: `image` 784 raw uint8 bytes, `label`."""
+  return tf.train.Example(features=tf.train.Features(feature={
+      'image': tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[np.asarray(image, np.uint8).tobytes()])),
+      'label': tf.train.Feature(int64_list=tf.train.Int64List(
+          value=[int(label)])),
+  })).SerializeToString()
+
+
+def decode_images(serialized):
+  """uint8 [batch, 28, 28, 1] from serialized tf.Examples' `image`."""
+  raw = tf.io.parse_example(
+      serialized, {'image': tf.io.FixedLenFeature([], tf.string)})['image']
+  return tf.reshape(tf.io.decode_raw(raw, tf.uint8), [-1, *IMAGE_SHAPE])
+
+
+def _decode_example(serialized):
+  features = tf.io.parse_single_example(serialized, {
+      'image': tf.io.FixedLenFeature([], tf.string),
+      'label': tf.io.FixedLenFeature([], tf.int64)})
+  image = tf.reshape(tf.io.decode_raw(features['image'], tf.uint8),
+                     IMAGE_SHAPE)
+  return image, features['label']
+
+
+class TFRecordSource:
+  """TFRecord files of tf.Example (`image`, `label`), one glob per split."""
+
+  def __init__(self, patterns):
+    self.patterns = patterns
+
+  def __str__(self):
+    return f'TFRecord files {self.patterns[TRAIN]} / {self.patterns[TEST]}'
+
+  @functools.lru_cache(maxsize=None)
+  def files(self, split):
+    """The files of comma-separated globs, sorted so every task agrees."""
+    files = sorted(f for pattern in self.patterns[split].split(',')
+                   for f in tf.io.gfile.glob(pattern.strip()))
+    if not files:
+      raise DataError(f'no files match {self.patterns[split]!r}')
+    return files
+
+  def _records(self, files):
+    # TFX's ExampleGen writes gzipped TFRecords (*.gz).
+    compression = 'GZIP' if files[0].endswith('.gz') else None
+    return tf.data.TFRecordDataset(files, compression_type=compression)
+
+  @functools.lru_cache(maxsize=None)
+  def num_examples(self, split):
+    try:
+      return sum(1 for _ in self._records(self.files(split)))
+    except tf.errors.OpError as e:
+      raise DataError(f'{self.patterns[split]}: {e.message}') from None
+
+  def dataset(self, split, num_shards=1, index=0):
+    files = self.files(split)
+    if len(files) >= num_shards:  # Whole files per pipeline: less reading.
+      ds = self._records(files[index::num_shards])
+    else:
+      ds = self._records(files).shard(num_shards, index)
+    return ds.map(_decode_example, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def resolve_idx_dir(config):
@@ -156,7 +222,10 @@ def resolve_idx_dir(config):
 def make_source(config):
   """The source `config` asks for; IDX files when available under `auto`."""
   idx_dir = resolve_idx_dir(config)
-  if idx_dir and config.data_source != 'tfds':
+  if config.train_files:
+    source = TFRecordSource({TRAIN: config.train_files,
+                             TEST: config.eval_files})
+  elif idx_dir and config.data_source != 'tfds':
     source = IdxSource(config.dataset, idx_dir)
   else:
     source = TfdsSource(config.dataset, config.data_dir)
@@ -215,11 +284,10 @@ def make_input_fn(config, global_batch_size, source=None):
           lambda x, y: _features(x, y)[0]).prefetch(tf.data.AUTOTUNE)
 
     split = TRAIN if mode == tf.estimator.ModeKeys.TRAIN else TEST
-    ds = source.dataset(split)
     if num_pipelines > 1:
       logging.info('Input pipeline %d of %d reads its shard of %s',
                    pipeline_id, num_pipelines, split)
-      ds = ds.shard(num_pipelines, pipeline_id)
+    ds = source.dataset(split, num_pipelines, pipeline_id)
 
     if mode == tf.estimator.ModeKeys.TRAIN:
       ds = ds.cache()

@@ -15,6 +15,7 @@ from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
+from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
@@ -430,3 +431,34 @@ def export(config):
   path = export_lib.export_latest_checkpoint(job.estimator, config.model_dir)
   logging.info('Exported a SavedModel to %s', path)
   return path
+
+
+def trainer_fn(trainer_fn_args, schema=None):
+  """TFX Trainer module function (Estimator flavour).
+
+  Reads `train_files`, `eval_files` (lists of TFRecord globs of our
+  tf.Example), `serving_model_dir` (used as model_dir, as in TFX's examples),
+  `train_steps` and `eval_steps` from `trainer_fn_args`; `schema` is not
+  needed (the example format is fixed). Returns `estimator`, `train_spec` and
+  `eval_spec` for `tf.estimator.train_and_evaluate`, with a final exporter.
+  TFX's `eval_input_receiver_fn` needs tensorflow-model-analysis, which this
+  package does not install; it is left out.
+  """
+  del schema
+  args = trainer_fn_args
+  config = TrainConfig(
+      model_dir=args.serving_model_dir,
+      train_files=','.join(args.train_files),
+      eval_files=','.join(args.eval_files),
+      train_steps=args.train_steps, export='final')
+  job = _Job(config)
+  return {
+      'estimator': job.estimator,
+      'train_spec': tf.estimator.TrainSpec(job.input_fn,
+                                           max_steps=job.max_steps,
+                                           hooks=job.train_hooks()),
+      'eval_spec': tf.estimator.EvalSpec(
+          job.input_fn, steps=getattr(args, 'eval_steps', None),
+          exporters=_exporters(config), start_delay_secs=0,
+          throttle_secs=config.throttle_secs),
+  }

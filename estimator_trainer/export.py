@@ -4,20 +4,13 @@ import os
 
 import tensorflow as tf
 
-from estimator_trainer.data import IMAGE_SHAPE
+from estimator_trainer.data import IMAGE_SHAPE, decode_images
 
 EXPORT_DIR = 'export'
 EXPORTERS = ('latest', 'best', 'final', 'none')
 # The signature that takes serialized tf.Example protos, beside
 # `serving_default`; Estimator names it `<receiver>:<output>`.
 EXAMPLES_SIGNATURE = 'examples:serving_default'
-
-
-def _parse_examples(serialized):
-  """tf.Example {'image': 784 floats in [0, 1]} -> [batch, 28, 28, 1]."""
-  features = tf.io.parse_example(serialized, {
-      'image': tf.io.FixedLenFeature(IMAGE_SHAPE, tf.float32)})
-  return features['image']
 
 
 def serving_input_receiver_fn():
@@ -29,8 +22,9 @@ def serving_input_receiver_fn():
   """
   examples = tf.compat.v1.placeholder_with_default(
       tf.constant([], tf.string), [None], name='examples')
+  parsed = tf.cast(decode_images(examples), tf.float32) / 255.0
   images = tf.compat.v1.placeholder_with_default(
-      _parse_examples(examples), [None, *IMAGE_SHAPE], name='image')
+      parsed, [None, *IMAGE_SHAPE], name='image')
   return tf.estimator.export.ServingInputReceiver(
       features={'image': images},
       receiver_tensors={'image': images},

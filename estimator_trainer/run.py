@@ -44,6 +44,12 @@ flags.DEFINE_string(
     'idx_dir', None,
     'Directory of the original IDX files (train-images-idx3-ubyte.gz, ...).')
 flags.DEFINE_string(
+    'train_files', None,
+    'Glob of TFRecord files of tf.Example (image: 784 raw uint8 bytes, '
+    'label: int64) to train on, instead of --dataset; needs --eval_files.')
+flags.DEFINE_string('eval_files', None,
+                    'Glob of TFRecord files to evaluate and predict on.')
+flags.DEFINE_string(
     'strategy', 'default',
     f'Training strategy, one of: {", ".join(config_lib.STRATEGIES)} '
     '(default: no strategy).')

@@ -60,17 +60,12 @@ def test_reloaded_savedmodel_matches_predict_mode(exported, test_images):
   assert outputs['logits'].shape == (NUM_IMAGES, 10)
 
 
-def _example(image):
-  return tf.train.Example(features=tf.train.Features(feature={
-      'image': tf.train.Feature(float_list=tf.train.FloatList(
-          value=image.reshape(-1)))})).SerializeToString()
-
-
 def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
   path, rows = exported
   signature = tf.saved_model.load(path).signatures[EXAMPLES_SIGNATURE]
+  raw = np.round(test_images[:50] * 255).astype(np.uint8)
   outputs = signature(examples=tf.constant(
-      [_example(x) for x in test_images[:50]]))
+      [data.encode_example(x, 0) for x in raw]))
   assert outputs['classes'].numpy().tolist() == [r['class']
                                                  for r in rows[:50]]
   np.testing.assert_allclose(outputs['probabilities'].numpy(),
