@@ -19,13 +19,17 @@ from absl import flags
 from estimator_trainer import data
 from estimator_trainer.config import TrainConfig
 
-flags.DEFINE_string('dataset', 'fashion_mnist', 'fashion_mnist or mnist.')
-flags.DEFINE_string('data_source', 'auto', 'tfds, idx or auto.')
-flags.DEFINE_string('data_dir', None, 'TFDS data_dir.')
-flags.DEFINE_string('idx_dir', None, 'Directory of the IDX .gz files.')
-flags.DEFINE_string('output_dir', None, 'Where the TFRecord files go.')
-flags.DEFINE_integer('num_shards', 8, 'Files per split.')
 FLAGS = flags.FLAGS
+
+
+def _define_flags():
+  """Only when run as a script: tests import write_split beside run.py's."""
+  flags.DEFINE_string('dataset', 'fashion_mnist', 'fashion_mnist or mnist.')
+  flags.DEFINE_string('data_source', 'auto', 'tfds, idx or auto.')
+  flags.DEFINE_string('data_dir', None, 'TFDS data_dir.')
+  flags.DEFINE_string('idx_dir', None, 'Directory of the IDX .gz files.')
+  flags.DEFINE_string('output_dir', None, 'Where the TFRecord files go.')
+  flags.DEFINE_integer('num_shards', 8, 'Files per split.')
 
 
 def write_split(source, split, output_dir, num_shards):
@@ -60,4 +64,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  _define_flags()
   app.run(main)
