@@ -7,7 +7,6 @@ import tensorflow as tf
 from estimator_trainer.data import IMAGE_SHAPE, decode_images
 
 EXPORT_DIR = 'export'
-EXPORTERS = ('latest', 'best', 'final', 'none')
 # The signature that takes serialized tf.Example protos, beside
 # `serving_default`; Estimator names it `<receiver>:<output>`.
 EXAMPLES_SIGNATURE = 'examples:serving_default'
