@@ -184,3 +184,20 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
       .hexdigest() for x, _ in source.dataset(data.TEST))
   assert collections.Counter(shards[0]) + collections.Counter(
       shards[1]) == everything
+
+
+def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
+  """Both workers stop together; the evaluator finishes on their last step."""
+  model_dir = tmp_path / 'model'
+  result = _launch(['--workers=2', '--evaluator'], _flags(
+      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
+      '--optimizer=sgd', '--learning_rate=1e-12', '--lr_decay=none',
+      '--train_steps=2000', '--save_checkpoints_steps=20',
+      '--throttle_secs=0', '--early_stopping_evals=2', '--export=none'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert set(_task_lines(result.stdout, 'Early stopping requested')) == {
+      'worker:0', 'worker:1'}
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] < 2000
+  assert metrics['global_step'] == int(
+      tf.train.latest_checkpoint(str(model_dir)).rsplit('-', 1)[1])
