@@ -202,7 +202,9 @@ class TFRecordSource:
 
   def dataset(self, split, num_shards=1, index=0):
     files = self.files(split)
-    if len(files) >= num_shards:  # Whole files per pipeline: less reading.
+    # Whole files per pipeline read less, but only training may have shards
+    # of unequal size: evaluation pads every shard to the same step count.
+    if split == TRAIN and len(files) >= num_shards:
       ds = self._records(files[index::num_shards])
     else:
       ds = self._records(files).shard(num_shards, index)

@@ -53,13 +53,18 @@ def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
   """4 files: by file for 2 and 3 pipelines, by record for 5."""
   source = data.TFRecordSource({data.TRAIN: str(tfrecords / 'train-*'),
                                 data.TEST: str(tfrecords / 'test-*')})
-  keys = []
-  for i in range(num_shards):
-    keys += [x.numpy().tobytes() + bytes([int(y)])
-             for x, y in source.dataset(data.TRAIN, num_shards, i)]
-  everything = [x.numpy().tobytes() + bytes([int(y)])
-                for x, y in source.dataset(data.TRAIN)]
-  assert sorted(keys) == sorted(everything) and len(keys) == 10000
+  for split in (data.TRAIN, data.TEST):
+    keys, sizes = [], []
+    for i in range(num_shards):
+      shard = [x.numpy().tobytes() + bytes([int(y)])
+               for x, y in source.dataset(split, num_shards, i)]
+      keys += shard
+      sizes.append(len(shard))
+    everything = [x.numpy().tobytes() + bytes([int(y)])
+                  for x, y in source.dataset(split)]
+    assert sorted(keys) == sorted(everything) and len(keys) == 10000
+    if split == data.TEST:  # By record: shard sizes differ by at most 1.
+      assert max(sizes) - min(sizes) <= 1
 
 
 def test_missing_tfrecords_are_a_one_line_error(tmp_path):
