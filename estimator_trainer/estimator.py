@@ -15,6 +15,7 @@ from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
+from estimator_trainer import summaries
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
@@ -98,7 +99,12 @@ def model_fn(features, labels, mode, params):
   loss = losses.replica_training_loss(labels, logits,
                                       params['global_batch_size'],
                                       model.losses)
-  optimizer = _OPTIMIZERS[params['optimizer']](_learning_rate(params))
+  learning_rate = _learning_rate(params)
+  # v1 summaries: written for the first replica only, at save_summary_steps.
+  tf.compat.v1.summary.scalar('learning_rate', learning_rate)
+  tf.compat.v1.summary.scalar('accuracy', tf.reduce_mean(
+      tf.cast(tf.equal(predictions['classes'], labels), tf.float32)))
+  optimizer = _OPTIMIZERS[params['optimizer']](learning_rate)
   return tf.estimator.EstimatorSpec(
       mode, loss=loss,
       train_op=_train_op(optimizer, loss, model.trainable_variables))
@@ -145,10 +151,17 @@ class _Job:
         params=config.model_params(self.global_batch_size, self.max_steps))
 
   def train_hooks(self):
-    if not self.config.early_stopping_evals:
-      return []
-    return [early_stopping.make_hook(self.estimator,
-                                     self.config.early_stopping_evals)]
+    hooks = []
+    cluster = self.config.cluster
+    if cluster is None or cluster.is_chief:  # Only the chief writes events.
+      hooks.append(summaries.ExamplesPerSecondHook(
+          self.config.model_dir, self.global_batch_size,
+          num_replicas(self.run_config.train_distribute),
+          self.config.save_summary_steps))
+    if self.config.early_stopping_evals:
+      hooks.append(early_stopping.make_hook(self.estimator,
+                                            self.config.early_stopping_evals))
+    return hooks
 
   def write_metrics(self, eval_result):
     metrics = dict(eval_result)

@@ -68,6 +68,8 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert set(_task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
       'worker:0'}
   assert not list(model_dir.glob('tmp_*'))
+  # One training event file in model_dir: the chief's.
+  assert len(list(model_dir.glob('events.out.tfevents.*'))) == 1
   # The evaluator evaluated while training ran and wrote the final metrics.
   assert set(_task_lines(result.stdout, 'Final evaluation')) == {
       'evaluator:0'}

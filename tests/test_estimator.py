@@ -276,3 +276,22 @@ def test_early_stopping_ends_training_without_improvement(
   from estimator_trainer import early_stopping  # pylint: disable=g-import-not-at-top
   accuracies = early_stopping.eval_accuracies(str(tmp_path / 'eval'))
   assert early_stopping.evaluations_since_best(accuracies) >= 2
+
+
+def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
+  estimator.train(_mnist_config(tmp_path, mnist_small_dir, train_steps=40,
+                                save_summary_steps=10, log_step_count_steps=10,
+                                strategy='mirrored', cpu_replicas=2))
+  tags = {}
+  for path in tmp_path.glob('events.out.tfevents.*'):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append(value.simple_value)
+  for tag in ('loss', 'accuracy', 'learning_rate', 'global_step/sec',
+              'examples_per_second', 'examples_per_second_per_replica'):
+    assert tag in tags, (tag, sorted(tags))
+  assert not [t for t in tags if t.startswith('replica_1')]
+  rates = zip(tags['examples_per_second'],
+              tags['examples_per_second_per_replica'])
+  assert all(total == pytest.approx(2 * one) for total, one in rates)
+  assert tags['learning_rate'][0] == pytest.approx(1e-3)  # Cosine from 1e-3.
