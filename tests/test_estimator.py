@@ -282,15 +282,17 @@ def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
   estimator.train(_mnist_config(tmp_path, mnist_small_dir, train_steps=40,
                                 save_summary_steps=10, log_step_count_steps=10,
                                 strategy='mirrored', cpu_replicas=2))
-  tags = {}
+  tags, graphs = {}, 0
   for path in tmp_path.glob('events.out.tfevents.*'):
     for event in tf.compat.v1.train.summary_iterator(str(path)):
+      graphs += bool(event.graph_def)  # What TensorBoard's Graphs tab shows.
       for value in event.summary.value:
         tags.setdefault(value.tag, []).append(value.simple_value)
   for tag in ('loss', 'accuracy', 'learning_rate', 'global_step/sec',
               'examples_per_second', 'examples_per_second_per_replica'):
     assert tag in tags, (tag, sorted(tags))
   assert not [t for t in tags if t.startswith('replica_1')]
+  assert graphs >= 1
   rates = zip(tags['examples_per_second'],
               tags['examples_per_second_per_replica'])
   assert all(total == pytest.approx(2 * one) for total, one in rates)
