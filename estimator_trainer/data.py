@@ -154,17 +154,19 @@ def encode_example(image, label):
   })).SerializeToString()
 
 
+_EXAMPLE_FEATURES = {'image': tf.io.FixedLenFeature([], tf.string),
+                     'label': tf.io.FixedLenFeature([], tf.int64)}
+
+
 def decode_images(serialized):
   """uint8 [batch, 28, 28, 1] from serialized tf.Examples' `image`."""
   raw = tf.io.parse_example(
-      serialized, {'image': tf.io.FixedLenFeature([], tf.string)})['image']
+      serialized, {'image': _EXAMPLE_FEATURES['image']})['image']
   return tf.reshape(tf.io.decode_raw(raw, tf.uint8), [-1, *IMAGE_SHAPE])
 
 
 def _decode_example(serialized):
-  features = tf.io.parse_single_example(serialized, {
-      'image': tf.io.FixedLenFeature([], tf.string),
-      'label': tf.io.FixedLenFeature([], tf.int64)})
+  features = tf.io.parse_single_example(serialized, _EXAMPLE_FEATURES)
   image = tf.reshape(tf.io.decode_raw(features['image'], tf.uint8),
                      IMAGE_SHAPE)
   return image, features['label']

@@ -133,14 +133,16 @@ def make_run_config(config):
 class _Job:
   """What every mode shares: run config, data, input_fn and Estimator."""
 
-  def __init__(self, config):
+  def __init__(self, config, training=True):
     self.config = config
     self.run_config = make_run_config(config)
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
     self.source = make_source(config)
+    # Only training needs the train split's size (reading it is not free).
     self.max_steps = config.resolve_train_steps(
-        self.source.num_examples(TRAIN), self.global_batch_size)
+        self.source.num_examples(TRAIN),
+        self.global_batch_size) if training else None
     self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
     warm_start = None
     if config.warm_start_from:
@@ -216,7 +218,8 @@ def _outside_cluster():
 def _eval_job(config):
   """A job that only evaluates or predicts, on this task's own devices."""
   with _outside_cluster():
-    return _Job(dataclasses.replace(config, strategy='default', cluster=None))
+    return _Job(dataclasses.replace(config, strategy='default', cluster=None),
+                training=False)
 
 
 def _watchdog(config, waiting_for):
