@@ -153,6 +153,7 @@ class TrainConfig:
         'weight_decay': self.weight_decay,
         'global_batch_size': global_batch_size,
         'seed': self.seed,
+        'dataset': self.dataset,  # Class names of eval images.
     }
 
 

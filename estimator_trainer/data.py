@@ -18,6 +18,11 @@ from estimator_trainer.errors import DataError
 
 IMAGE_SHAPE = (28, 28, 1)
 NUM_CLASSES = 10
+CLASS_NAMES = {
+    'fashion_mnist': ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
+                      'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot'),
+    'mnist': tuple(str(digit) for digit in range(NUM_CLASSES)),
+}
 TRAIN, TEST = 'train', 'test'
 IDX_FILES = {
     TRAIN: ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),

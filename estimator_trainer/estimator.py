@@ -15,9 +15,10 @@ from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import losses
 from estimator_trainer import outputs
+from estimator_trainer import progress
 from estimator_trainer import summaries
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.data import TRAIN, make_input_fn, make_source
+from estimator_trainer.data import CLASS_NAMES, TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
 from estimator_trainer.strategy import make_strategy, num_replicas
@@ -83,6 +84,12 @@ def model_fn(features, labels, mode, params):
     weights = features.get('weight', tf.ones_like(labels, tf.float32))
     num_examples = tf.keras.metrics.Sum(name='num_examples')
     num_examples.update_state(weights)
+    class_names = CLASS_NAMES[params.get('dataset', 'mnist')]
+    confusion = summaries.ConfusionMatrixImage(class_names)
+    confusion.update_state(labels, predictions['classes'], weights)
+    misclassified = summaries.MisclassifiedImage(class_names)
+    misclassified.update_state(features['image'], labels,
+                               predictions['classes'], weights)
     # A per-replica mean, not a share of the global batch: Estimator averages
     # the replicas' `loss`. `average_loss` is exact over the whole test set.
     return tf.estimator.EstimatorSpec(
@@ -94,6 +101,9 @@ def model_fn(features, labels, mode, params):
             'average_loss': tf.compat.v1.metrics.mean(
                 losses.per_example_loss(labels, logits), weights=weights),
             'num_examples': num_examples,
+            # Image summaries (strings), left out of metrics.json.
+            'confusion_matrix': confusion,
+            'misclassified': misclassified,
         })
 
   loss = losses.replica_training_loss(labels, logits,
@@ -104,6 +114,7 @@ def model_fn(features, labels, mode, params):
   tf.compat.v1.summary.scalar('learning_rate', learning_rate)
   tf.compat.v1.summary.scalar('accuracy', tf.reduce_mean(
       tf.cast(tf.equal(predictions['classes'], labels), tf.float32)))
+  tf.compat.v1.add_to_collection(progress.REPLICA_LOSSES, loss)
   optimizer = _OPTIMIZERS[params['optimizer']](learning_rate)
   return tf.estimator.EstimatorSpec(
       mode, loss=loss,
@@ -152,21 +163,50 @@ class _Job:
         model_fn, config=self.run_config, warm_start_from=warm_start,
         params=config.model_params(self.global_batch_size, self.max_steps))
 
+  @property
+  def is_chief(self):
+    return self.config.cluster is None or self.config.cluster.is_chief
+
+  @property
+  def num_replicas(self):
+    return num_replicas(self.run_config.train_distribute)
+
   def train_hooks(self):
+    """Training hooks; on the chief, writes the run's hyperparameters."""
     hooks = []
-    cluster = self.config.cluster
-    if cluster is None or cluster.is_chief:  # Only the chief writes events.
+    if self.is_chief:  # Only the chief writes events and shows progress.
+      summaries.write_hparams(self.config.model_dir, self.hparams())
       hooks.append(summaries.ExamplesPerSecondHook(
-          self.config.model_dir, self.global_batch_size,
-          num_replicas(self.run_config.train_distribute),
+          self.config.model_dir, self.global_batch_size, self.num_replicas,
           self.config.save_summary_steps))
+      hooks.append(progress.ProgressHook(
+          progress.Progress(self.max_steps, self.global_batch_size),
+          self.num_replicas))
     if self.config.early_stopping_evals:
       hooks.append(early_stopping.make_hook(self.estimator,
                                             self.config.early_stopping_evals))
     return hooks
 
+  def hparams(self):
+    """What the HParams plugin compares runs by."""
+    config = self.config
+    return {
+        'engine': 'estimator',
+        'dataset': config.dataset,
+        'strategy': config.strategy,
+        'replicas': self.num_replicas,
+        'global_batch_size': self.global_batch_size,
+        'optimizer': config.optimizer,
+        'learning_rate': config.learning_rate,
+        'lr_decay': config.lr_decay,
+        'weight_decay': config.weight_decay,
+        'train_steps': self.max_steps,
+        'seed': config.seed,
+    }
+
   def write_metrics(self, eval_result):
-    metrics = dict(eval_result)
+    metrics = {name: value for name, value in eval_result.items()
+               if not isinstance(value, bytes)}
     # Estimator's own `loss` is a mean of per-batch means; report the exact
     # mean per example under the conventional name.
     metrics['batch_mean_loss'] = metrics.pop('loss')

@@ -1,7 +1,11 @@
-"""Training summaries beyond Estimator's own (loss, global_step/sec)."""
+"""TensorBoard content beyond Estimator's own: training rates, eval images."""
 
+import functools
+import io
+import math
 import time
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -48,3 +52,171 @@ class ExamplesPerSecondHook(tf.estimator.SessionRunHook):
 
   def end(self, session):
     self._writer.flush()
+
+
+def _image_summary(tag, png):
+  """A serialized v1 Summary holding one PNG: what Estimator writes to
+  model_dir/eval when an eval metric's value is a string."""
+  image = tf.image.decode_png(png)
+  return tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(
+      tag=tag, image=tf.compat.v1.Summary.Image(
+          height=image.shape[0], width=image.shape[1],
+          colorspace=image.shape[2], encoded_image_string=png))
+                                    ]).SerializeToString()
+
+
+def _figure_png(figure):
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format='png', dpi=100)
+  return buffer.getvalue()
+
+
+def render_confusion_matrix(matrix, class_names):
+  """PNG of a confusion matrix: counts, shaded by row (true class)."""
+  from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
+  matrix = np.asarray(matrix)
+  rates = matrix / np.maximum(matrix.sum(axis=1, keepdims=True), 1)
+  figure = figure_lib.Figure(figsize=(7, 6.5), layout='tight')
+  axes = figure.add_subplot()
+  axes.imshow(rates, cmap='Blues', vmin=0, vmax=1)
+  ticks = np.arange(len(class_names))
+  axes.set_xticks(ticks, class_names, rotation=45, ha='right')
+  axes.set_yticks(ticks, class_names)
+  axes.set_xlabel('predicted')
+  axes.set_ylabel('true')
+  for (row, col), count in np.ndenumerate(matrix):
+    axes.text(col, row, f'{count:.0f}', ha='center', va='center', fontsize=7,
+              color='white' if rates[row, col] > 0.5 else 'black')
+  return _figure_png(figure)
+
+
+def render_misclassified(images, labels, predictions, class_names):
+  """PNG of a grid of images titled with their true and predicted labels."""
+  from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
+  columns = 4
+  rows = max(1, math.ceil(len(images) / columns))
+  figure = figure_lib.Figure(figsize=(columns * 1.8, rows * 2.0),
+                             layout='tight')
+  for i, (image, label, prediction) in enumerate(
+      zip(images, labels, predictions)):
+    axes = figure.add_subplot(rows, columns, i + 1)
+    axes.imshow(np.squeeze(image), cmap='gray_r', vmin=0, vmax=1)
+    axes.set_title(f'true: {class_names[label]}\npred: '
+                   f'{class_names[prediction]}', fontsize=8)
+    axes.axis('off')
+  return _figure_png(figure)
+
+
+class ConfusionMatrixImage(tf.keras.metrics.Metric):
+  """Eval metric whose value is a confusion-matrix image summary.
+
+  The counts are summed over replicas like any metric; Estimator writes a
+  string-valued metric to model_dir/eval as the Summary it holds.
+  """
+
+  def __init__(self, class_names, name='confusion_matrix'):
+    super().__init__(name=name)
+    self._class_names = tuple(class_names)
+    size = len(class_names)
+    self._matrix = self.add_weight('matrix', shape=(size, size),
+                                   initializer='zeros')
+
+  def update_state(self, labels, predictions, sample_weight):
+    self._matrix.assign_add(tf.math.confusion_matrix(
+        labels, predictions, num_classes=len(self._class_names),
+        weights=sample_weight, dtype=tf.float32))
+
+  def result(self):
+    return tf.py_function(
+        functools.partial(_confusion_summary, self.name, self._class_names),
+        [self._matrix], tf.string)
+
+
+class MisclassifiedImage(tf.keras.metrics.Metric):
+  """Eval metric whose value is an image summary of the first misclassified
+  test images, with their true and predicted labels.
+
+  Keeps the first replica's images only: summing image buffers across
+  replicas would be meaningless.
+  """
+
+  def __init__(self, class_names, max_images=16, name='misclassified'):
+    super().__init__(name=name)
+    self._class_names = tuple(class_names)
+    self._max_images = max_images
+
+    def weight(name, shape, dtype):
+      return self.add_weight(
+          name, shape=shape, dtype=dtype, initializer='zeros',
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    self._images = weight('images', (max_images, 28, 28, 1), tf.float32)
+    self._labels = weight('labels', (max_images,), tf.int64)
+    self._predictions = weight('predictions', (max_images,), tf.int64)
+    self._count = weight('count', (), tf.int64)
+
+  def update_state(self, images, labels, predictions, sample_weight):
+    wrong = tf.where(tf.logical_and(tf.not_equal(labels, predictions),
+                                    sample_weight > 0))[:, 0]
+    count = self._count.read_value()
+    take = tf.minimum(tf.size(wrong, tf.int64), self._max_images - count)
+    wrong = wrong[:take]
+
+    def append(buffer, values):
+      new = tf.gather(values, wrong)
+      kept = buffer.read_value()
+      buffer.assign(tf.concat([kept[:count], new, kept[count + take:]],
+                              axis=0))
+
+    append(self._images, images)
+    append(self._labels, labels)
+    append(self._predictions, predictions)
+    self._count.assign_add(take)
+
+  def result(self):
+    return tf.py_function(
+        functools.partial(_misclassified_summary, self.name,
+                          self._class_names),
+        [self._images, self._labels, self._predictions, self._count],
+        tf.string)
+
+
+# Module functions, not closures over the metric: tf.py_function runs them
+# eagerly, and autograph need not convert them.
+def _confusion_summary(tag, class_names, matrix):
+  return _image_summary(tag, render_confusion_matrix(matrix.numpy(),
+                                                     class_names))
+
+
+def _misclassified_summary(tag, class_names, images, labels, predictions,
+                           count):
+  count = int(count)
+  return _image_summary(tag, render_misclassified(
+      images.numpy()[:count], labels.numpy()[:count],
+      predictions.numpy()[:count], class_names))
+
+
+# The HParams plugin's table: final metrics by (run relative to model_dir, tag).
+_HPARAMS_METRICS = (
+    ('eval', 'accuracy', 'eval accuracy'),
+    ('eval', 'average_loss', 'eval loss'),
+    ('', 'loss', 'train loss'),
+    ('', 'examples_per_second', 'examples/s'),
+)
+
+
+def write_hparams(model_dir, hparams):
+  """Records a run's hyperparameters for TensorBoard's HParams plugin.
+
+  With the experiment config in every run, runs under one parent directory
+  share one table, whichever TensorBoard finds first.
+  """
+  from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
+  writer = tf.summary.create_file_writer(model_dir)
+  with writer.as_default():
+    hp.hparams_config(
+        hparams=[hp.HParam(name) for name in hparams],
+        metrics=[hp.Metric(tag, group=group, display_name=display)
+                 for group, tag, display in _HPARAMS_METRICS])
+    hp.hparams(hparams)
+  writer.close()

@@ -1,0 +1,107 @@
+"""Training progress a person can follow: a tqdm bar on a terminal, periodic
+plain log lines otherwise (CI, log files)."""
+
+import sys
+import time
+
+from absl import logging
+import tensorflow as tf
+import tqdm
+from tqdm import contrib as tqdm_contrib
+
+# model_fn adds each replica's training loss here (a share of the global
+# batch's loss) for the progress display.
+REPLICA_LOSSES = 'replica_training_losses'
+
+
+def _duration(seconds):
+  minutes, seconds = divmod(int(seconds), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m{seconds:02d}s'
+
+
+class Progress:
+  """Step, loss, examples/s and ETA of a run to `max_steps`."""
+
+  def __init__(self, max_steps, global_batch_size, stream=None,
+               every_secs=10.0):
+    self._max_steps = max_steps
+    self._global_batch_size = global_batch_size
+    self._stream = stream or sys.stderr
+    self._every_secs = every_secs
+    self._bar = None
+    self._log_stream = None
+    self._start = None  # (step, time) after the first step.
+    self._last = None  # (step, time) of the last display.
+
+  def update(self, step, loss):
+    now = time.monotonic()
+    if self._start is None:  # The first step includes tracing: not timed.
+      self._start = self._last = (step, now)
+      if self._stream.isatty():
+        self._bar = tqdm.tqdm(total=self._max_steps, initial=step,
+                              unit='step', file=self._stream,
+                              dynamic_ncols=True)
+        # Log lines go through tqdm, above the bar, instead of breaking it.
+        handler = logging.get_absl_handler().python_handler
+        self._log_stream = handler.stream
+        handler.stream = tqdm_contrib.DummyTqdmFile(self._log_stream)
+      return
+    if step == self._last[0]:
+      return
+    final = step >= self._max_steps
+    if now - self._last[1] < (1.0 if self._bar else self._every_secs) and (
+        not final):
+      return
+    # examples/s over the last interval; the ETA from the whole run, which
+    # includes the pauses for evaluation.
+    examples_per_second = ((step - self._last[0]) * self._global_batch_size /
+                           (now - self._last[1]))
+    self._last = (step, now)
+    if self._bar is not None:
+      self._bar.set_postfix(loss=f'{loss:.4f}',
+                            examples_per_s=f'{examples_per_second:,.0f}',
+                            refresh=False)
+      self._bar.update(step - self._bar.n)
+      return
+    steps_per_second = (step - self._start[0]) / (now - self._start[1])
+    eta = (self._max_steps - step) / steps_per_second
+    logging.info('step %d/%d (%.0f%%) loss %.4f %s examples/s ETA %s',
+                 step, self._max_steps, 100 * step / self._max_steps, loss,
+                 f'{examples_per_second:,.0f}', _duration(eta))
+
+  def close(self):
+    if self._bar is not None:
+      self._bar.close()
+      logging.get_absl_handler().python_handler.stream = self._log_stream
+      self._bar = None
+
+
+class ProgressHook(tf.estimator.SessionRunHook):
+  """Shows Progress from Estimator training (the chief's view)."""
+
+  def __init__(self, progress, num_replicas):
+    self._progress = progress
+    self._num_replicas = num_replicas
+
+  def begin(self):
+    losses = tf.compat.v1.get_collection(REPLICA_LOSSES)
+    # This process's replicas' share, scaled to the whole global batch (the
+    # exact loss when every replica is local).
+    self._loss = tf.add_n(losses) * (self._num_replicas / len(losses))
+    self._global_step = tf.compat.v1.train.get_global_step()
+    self._last_loss = None
+
+  def before_run(self, run_context):
+    return tf.estimator.SessionRunArgs((self._global_step, self._loss))
+
+  def after_run(self, run_context, run_values):
+    step, self._last_loss = run_values.results
+    self._progress.update(step, self._last_loss)
+
+  def end(self, session):
+    # The step fetched with the last train op may be read before its
+    # increment: show where training ended.
+    if self._last_loss is not None:
+      self._progress.update(session.run(self._global_step), self._last_loss)
+    self._progress.close()

@@ -1,0 +1,51 @@
+"""Progress display: a bar on a terminal, plain lines otherwise."""
+
+import io
+
+from absl import logging
+
+from estimator_trainer import progress
+
+
+class _Terminal(io.StringIO):
+
+  def isatty(self):
+    return True
+
+
+def test_terminal_gets_a_bar_with_loss_rate_and_eta(monkeypatch):
+  clock = iter(range(0, 100, 2))
+  monkeypatch.setattr(progress.time, 'monotonic', lambda: next(clock))
+  terminal = _Terminal()
+  shown = progress.Progress(max_steps=100, global_batch_size=64,
+                            stream=terminal)
+  handler = logging.get_absl_handler().python_handler
+  log_stream = handler.stream
+  for step in (1, 21, 41):
+    shown.update(step, loss=0.5)
+  # Meanwhile, log lines go through tqdm so that the bar stays below them.
+  assert handler.stream is not log_stream
+  shown.update(100, loss=0.25)
+  shown.close()
+  assert handler.stream is log_stream
+  bar = terminal.getvalue().split('\r')[-1]
+  # 59 steps of 64 examples in 2 s since the last display.
+  assert '100/100' in bar and 'loss=0.2500' in bar
+  assert 'examples_per_s=1,888' in bar
+
+
+def test_plain_lines_when_not_a_terminal(monkeypatch):
+  clock = iter([0, 5, 12, 13, 30])
+  monkeypatch.setattr(progress.time, 'monotonic', lambda: next(clock))
+  lines = []
+  monkeypatch.setattr(progress.logging, 'info',
+                      lambda fmt, *args: lines.append(fmt % args))
+  shown = progress.Progress(max_steps=1000, global_batch_size=10,
+                            stream=io.StringIO(), every_secs=10)
+  for step in (0, 100, 240, 250, 1000):
+    shown.update(step, loss=1.0)
+  # The first step starts the clock, then a line every 10 s and at the end.
+  assert lines == [
+      'step 240/1000 (24%) loss 1.0000 200 examples/s ETA 0m38s',
+      'step 1000/1000 (100%) loss 1.0000 422 examples/s ETA 0m00s',
+  ]

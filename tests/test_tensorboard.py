@@ -1,0 +1,178 @@
+"""model_dir as TensorBoard shows it: a real `tensorboard` server over two
+short runs, queried through its HTTP API."""
+
+import contextlib
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import summaries
+
+_RUNS = {'lr_1e-3': ['--learning_rate=0.001', '--train_steps=60'],
+         'lr_3e-3': ['--learning_rate=0.003', '--train_steps=30']}
+
+
+@pytest.fixture(scope='module')
+def logdir(tmp_path_factory, mnist_small_dir):
+  """Two short runs under one parent directory, as users compare runs."""
+  parent = tmp_path_factory.mktemp('runs')
+  for name, flags in _RUNS.items():
+    result = subprocess.run(
+        [sys.executable, '-m', 'estimator_trainer.run',
+         f'--model_dir={parent / name}', '--dataset=mnist',
+         f'--idx_dir={mnist_small_dir}', '--save_checkpoints_steps=30',
+         '--save_summary_steps=10', '--log_step_count_steps=10',
+         '--throttle_secs=0', '--export=none',
+         *flags],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Not a terminal: plain progress lines, ending at the last step.
+    steps = flags[-1].split('=')[1]
+    assert f'step {steps}/{steps} (100%) loss ' in result.stderr
+  return parent
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _tensorboard(directory):
+  port = _free_port()
+  server = subprocess.Popen(
+      [sys.executable, '-m', 'tensorboard.main', f'--logdir={directory}',
+       '--host=127.0.0.1', f'--port={port}', '--reload_interval=0'],
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  url = f'http://127.0.0.1:{port}'
+  try:
+    deadline = time.monotonic() + 120
+    while True:
+      assert server.poll() is None, server.stderr.read()
+      try:
+        urllib.request.urlopen(f'{url}/data/runs', timeout=5)
+        break
+      except OSError:
+        assert time.monotonic() < deadline, 'tensorboard did not start'
+        time.sleep(0.5)
+    yield url
+  finally:
+    server.terminate()
+    server.wait(timeout=30)
+
+
+@pytest.fixture(scope='module')
+def tensorboard(logdir):
+  with _tensorboard(logdir) as url:
+    yield url
+
+
+def _get(url):
+  with urllib.request.urlopen(url, timeout=60) as response:
+    return response.read()
+
+
+def _post(url, body):
+  request = urllib.request.Request(
+      url, data=json.dumps(body).encode(),
+      headers={'Content-Type': 'application/json'})
+  with urllib.request.urlopen(request, timeout=60) as response:
+    return json.loads(response.read())
+
+
+def test_scalars_of_training_and_evaluation_are_served(tensorboard):
+  tags = json.loads(_get(f'{tensorboard}/data/plugin/scalars/tags'))
+  for run in _RUNS:
+    assert {'loss', 'accuracy', 'learning_rate', 'global_step/sec',
+            'examples_per_second', 'examples_per_second_per_replica'
+            } <= set(tags[run])
+    assert {'loss', 'accuracy', 'average_loss'} <= set(tags[f'{run}/eval'])
+  points = json.loads(_get(f'{tensorboard}/data/plugin/scalars/scalars?'
+                           'run=lr_1e-3/eval&tag=accuracy'))
+  assert [step for _, step, _ in points] == [30, 60]
+
+
+@pytest.mark.parametrize('tag, size', [('confusion_matrix/0', (650, 700)),
+                                       ('misclassified/0', (800, 720))])
+def test_eval_images_are_served(tensorboard, tag, size):
+  images = json.loads(_get(f'{tensorboard}/data/plugin/images/images?'
+                           f'run=lr_1e-3/eval&tag={tag}'))
+  assert [image['step'] for image in images] == [30, 60]
+  png = _get(f'{tensorboard}/data/plugin/images/individualImage?'
+             f'{images[-1]["query"]}')
+  assert tf.image.decode_png(png).shape[:2] == size
+
+
+def test_hparams_table_compares_the_runs(tensorboard):
+  experiment = _post(f'{tensorboard}/data/plugin/hparams/experiment',
+                     {'experimentName': ''})
+  assert {'engine', 'dataset', 'strategy', 'replicas', 'global_batch_size',
+          'optimizer', 'learning_rate', 'train_steps'} <= {
+              info['name'] for info in experiment['hparamInfos']}
+  groups = _post(
+      f'{tensorboard}/data/plugin/hparams/session_groups',
+      {'experimentName': '', 'colParams': [], 'startIndex': 0,
+       'sliceSize': 10, 'allowedStatuses': [
+           'STATUS_UNKNOWN', 'STATUS_SUCCESS', 'STATUS_FAILURE',
+           'STATUS_RUNNING']})['sessionGroups']
+  by_rate = {group['hparams']['learning_rate']: group for group in groups}
+  assert set(by_rate) == {0.001, 0.003}
+  for group in groups:
+    assert group['hparams']['engine'] == 'estimator'
+    metrics = {(value['name']['group'], value['name']['tag']): value
+               for value in group['sessions'][0]['metricValues']}
+    # The final evaluation's accuracy, at the run's last step.
+    accuracy = metrics[('eval', 'accuracy')]
+    assert accuracy['trainingStep'] == group['hparams']['train_steps']
+    assert 0.5 < accuracy['value'] <= 1
+
+
+def test_server_is_stopped_when_an_assertion_fails(logdir):
+  with pytest.raises(AssertionError):
+    with _tensorboard(logdir) as url:
+      server_url = url
+      raise AssertionError('a failing check')
+  with pytest.raises(OSError):
+    urllib.request.urlopen(f'{server_url}/data/runs', timeout=5)
+
+
+def test_confusion_matrix_sums_replicas_and_renders():
+  metric = summaries.ConfusionMatrixImage(class_names=list('abc'))
+  metric.update_state(tf.constant([0, 1, 2, 2]), tf.constant([0, 2, 2, 1]),
+                      tf.constant([1., 1., 1., 0.]))
+  np.testing.assert_array_equal(
+      metric.weights[0].numpy(), [[1, 0, 0], [0, 0, 1], [0, 0, 1]])
+  summary = tf.compat.v1.Summary.FromString(metric.result().numpy())
+  assert summary.value[0].tag == 'confusion_matrix'
+  assert summary.value[0].image.encoded_image_string.startswith(b'\x89PNG')
+
+
+def test_misclassified_keeps_the_first_wrong_images_with_labels():
+  metric = summaries.MisclassifiedImage(class_names=list('abcd'),
+                                        max_images=3)
+  images = tf.reshape(tf.range(5, dtype=tf.float32), [5, 1, 1, 1]) * tf.ones(
+      [5, 28, 28, 1])
+  # Wrong: examples 1, 3 (example 4 is wrong but weight 0: padding).
+  metric.update_state(images, tf.constant([0, 1, 2, 3, 0], tf.int64),
+                      tf.constant([0, 2, 2, 0, 1], tf.int64),
+                      tf.constant([1., 1., 1., 1., 0.]))
+  metric.update_state(images + 10, tf.constant([1, 1, 1, 1, 1], tf.int64),
+                      tf.constant([3, 3, 1, 1, 1], tf.int64),
+                      tf.ones([5]))
+  stored_images, labels, predictions, count = metric.weights
+  assert count.numpy() == 3
+  np.testing.assert_array_equal(stored_images.numpy()[:, 0, 0, 0],
+                                [1, 3, 10])
+  np.testing.assert_array_equal(labels.numpy(), [1, 3, 1])
+  np.testing.assert_array_equal(predictions.numpy(), [2, 0, 3])
+  summary = tf.compat.v1.Summary.FromString(metric.result().numpy())
+  assert summary.value[0].image.encoded_image_string.startswith(b'\x89PNG')
