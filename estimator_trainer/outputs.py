@@ -1,9 +1,30 @@
-"""Result files in model_dir, written atomically (never half-written)."""
+"""model_dir's result files: checked writable up front, never half-written."""
 
 import json
 import os
 
 import tensorflow as tf
+
+from estimator_trainer.errors import TrainerError
+
+
+def require_writable_dir(path):
+  """Fails unless `path` is, or can be created as, a writable directory.
+
+  Checks permissions without writing anything, so that a run that cannot
+  save fails before training, and leaves no trace. Remote URLs (gs://...)
+  are left to their first write.
+  """
+  if '://' in path:
+    return
+  existing = os.path.abspath(path)
+  while not os.path.exists(existing):  # The nearest existing ancestor.
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise TrainerError(f'cannot write to {path}: {existing} is not a '
+                       'directory')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise TrainerError(f'cannot write to {path}: {existing} is not writable')
 
 
 def write_atomic(path, text):

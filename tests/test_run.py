@@ -18,39 +18,6 @@ def _error_line(result):
   return result.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize('flags, message', [
-    (['--strategy=horovod'], 'error: --strategy must be one of default,'),
-    (['--dataset=cifar10'], 'error: --dataset must be one of'),
-    (['--train_steps=abc'], 'error: flag --train_steps=abc: invalid literal'),
-    (['--train_steps=0'], 'error: --train_steps must be > 0'),
-    (['--batch_size_per_replica=0'],
-     'error: --batch_size_per_replica must be > 0'),
-    (['--no_such_flag'], "error: Unknown command line flag 'no_such_flag'"),
-    (['stray_argument'], 'error: unexpected arguments: stray_argument'),
-])
-def test_usage_errors_exit_2_with_one_line(tmp_path, flags, message):
-  result = _run(f'--model_dir={tmp_path}', *flags)
-  assert result.returncode == 2
-  assert _error_line(result).startswith(message)
-  assert not list(tmp_path.iterdir())
-
-
-def test_global_batch_not_divisible_by_replicas_exits_2(tmp_path):
-  result = _run(f'--model_dir={tmp_path}', '--strategy=mirrored',
-                '--cpu_replicas=2', '--global_batch_size=65')
-  assert result.returncode == 2
-  assert _error_line(result) == (
-      'error: --global_batch_size 65 does not divide by the 2 replicas in '
-      'sync')
-
-
-def test_evaluate_without_checkpoint_exits_1(tmp_path):
-  result = _run(f'--model_dir={tmp_path}', '--mode=evaluate')
-  assert result.returncode == 1
-  assert _error_line(result) == f'error: no checkpoint in {tmp_path}; ' \
-      'train first'
-
-
 def test_help_lists_the_flags():
   result = _run('--help')  # absl's --help exits 1, by its convention.
   for flag in ('--model_dir', '--strategy', '--eval_strategy',
