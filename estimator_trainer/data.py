@@ -170,6 +170,12 @@ def decode_images(serialized):
   return tf.reshape(tf.io.decode_raw(raw, tf.uint8), [-1, *IMAGE_SHAPE])
 
 
+def decode_labels(serialized):
+  """int64 [batch] from serialized tf.Examples' `label`."""
+  return tf.io.parse_example(
+      serialized, {'label': _EXAMPLE_FEATURES['label']})['label']
+
+
 def _decode_example(serialized):
   features = tf.io.parse_single_example(serialized, _EXAMPLE_FEATURES)
   image = tf.reshape(tf.io.decode_raw(features['image'], tf.uint8),

@@ -10,6 +10,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
@@ -84,27 +85,29 @@ def model_fn(features, labels, mode, params):
     weights = features.get('weight', tf.ones_like(labels, tf.float32))
     num_examples = tf.keras.metrics.Sum(name='num_examples')
     num_examples.update_state(weights)
-    class_names = CLASS_NAMES[params.get('dataset', 'mnist')]
-    confusion = summaries.ConfusionMatrixImage(class_names)
-    confusion.update_state(labels, predictions['classes'], weights)
-    misclassified = summaries.MisclassifiedImage(class_names)
-    misclassified.update_state(features['image'], labels,
-                               predictions['classes'], weights)
+    metrics = {
+        'accuracy': tf.compat.v1.metrics.accuracy(
+            labels, predictions['classes'], weights=weights),
+        'average_loss': tf.compat.v1.metrics.mean(
+            losses.per_example_loss(labels, logits), weights=weights),
+        'num_examples': num_examples,
+    }
+    # Image summaries (strings, left out of metrics.json). Rendered by
+    # tf.py_function, so not in graphs saved for another process (TFMA).
+    if params.get('eval_images', True):
+      class_names = CLASS_NAMES[params.get('dataset', 'mnist')]
+      metrics['confusion_matrix'] = summaries.ConfusionMatrixImage(
+          class_names)
+      metrics['confusion_matrix'].update_state(labels, predictions['classes'],
+                                               weights)
+      metrics['misclassified'] = summaries.MisclassifiedImage(class_names)
+      metrics['misclassified'].update_state(
+          features['image'], labels, predictions['classes'], weights)
     # A per-replica mean, not a share of the global batch: Estimator averages
     # the replicas' `loss`. `average_loss` is exact over the whole test set.
     return tf.estimator.EstimatorSpec(
-        mode,
-        loss=losses.weighted_mean_loss(labels, logits, weights),
-        eval_metric_ops={
-            'accuracy': tf.compat.v1.metrics.accuracy(
-                labels, predictions['classes'], weights=weights),
-            'average_loss': tf.compat.v1.metrics.mean(
-                losses.per_example_loss(labels, logits), weights=weights),
-            'num_examples': num_examples,
-            # Image summaries (strings), left out of metrics.json.
-            'confusion_matrix': confusion,
-            'misclassified': misclassified,
-        })
+        mode, loss=losses.weighted_mean_loss(labels, logits, weights),
+        eval_metric_ops=metrics)
 
   loss = losses.replica_training_loss(labels, logits,
                                       params['global_batch_size'],
@@ -144,8 +147,9 @@ def make_run_config(config):
 class _Job:
   """What every mode shares: run config, data, input_fn and Estimator."""
 
-  def __init__(self, config, training=True):
+  def __init__(self, config, training=True, eval_images=True):
     self.config = config
+    outputs.require_writable_dir(config.model_dir)
     self.run_config = make_run_config(config)
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
@@ -159,9 +163,12 @@ class _Job:
     if config.warm_start_from:
       warm_start = tf.estimator.WarmStartSettings(
           config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
+    params = dict(config.model_params(self.global_batch_size, self.max_steps),
+                  eval_images=eval_images)
+    checkpoints.check_compatible(config.model_dir, model_fn, params, training)
     self.estimator = tf.estimator.Estimator(
         model_fn, config=self.run_config, warm_start_from=warm_start,
-        params=config.model_params(self.global_batch_size, self.max_steps))
+        params=params)
 
   @property
   def is_chief(self):
@@ -496,9 +503,8 @@ def trainer_fn(trainer_fn_args, schema=None):
   tf.Example), `serving_model_dir` (used as model_dir, as in TFX's examples),
   `train_steps` and `eval_steps` from `trainer_fn_args`; `schema` is not
   needed (the example format is fixed). Returns `estimator`, `train_spec` and
-  `eval_spec` for `tf.estimator.train_and_evaluate`, with a final exporter.
-  TFX's `eval_input_receiver_fn` needs tensorflow-model-analysis, which this
-  package does not install; it is left out.
+  `eval_spec` for `tf.estimator.train_and_evaluate`, with a final exporter,
+  and TFMA's `eval_input_receiver_fn` (needs the `tfx` extra).
   """
   del schema
   args = trainer_fn_args
@@ -507,7 +513,8 @@ def trainer_fn(trainer_fn_args, schema=None):
       train_files=','.join(args.train_files),
       eval_files=','.join(args.eval_files),
       train_steps=args.train_steps, export='final')
-  job = _Job(config)
+  # TFMA exports the eval graph; images rendered in Python cannot be in it.
+  job = _Job(config, eval_images=False)
   return {
       'estimator': job.estimator,
       'train_spec': tf.estimator.TrainSpec(job.input_fn,
@@ -517,4 +524,5 @@ def trainer_fn(trainer_fn_args, schema=None):
           job.input_fn, steps=getattr(args, 'eval_steps', None),
           exporters=_exporters(config), start_delay_secs=0,
           throttle_secs=config.throttle_secs),
+      'eval_input_receiver_fn': export_lib.eval_input_receiver_fn,
   }

@@ -4,7 +4,7 @@ import os
 
 import tensorflow as tf
 
-from estimator_trainer.data import IMAGE_SHAPE, decode_images
+from estimator_trainer.data import IMAGE_SHAPE, decode_images, decode_labels
 
 EXPORT_DIR = 'export'
 # The signature that takes serialized tf.Example protos, beside
@@ -21,13 +21,28 @@ def serving_input_receiver_fn():
   """
   examples = tf.compat.v1.placeholder_with_default(
       tf.constant([], tf.string), [None], name='examples')
-  parsed = tf.cast(decode_images(examples), tf.float32) / 255.0
   images = tf.compat.v1.placeholder_with_default(
-      parsed, [None, *IMAGE_SHAPE], name='image')
+      _images(examples), [None, *IMAGE_SHAPE], name='image')
   return tf.estimator.export.ServingInputReceiver(
       features={'image': images},
       receiver_tensors={'image': images},
       receiver_tensors_alternatives={'examples': {'examples': examples}})
+
+
+def _images(examples):
+  return tf.cast(decode_images(examples), tf.float32) / 255.0
+
+
+def eval_input_receiver_fn():
+  """TFMA's input of the TFX Trainer contract: serialized tf.Example protos
+  with their labels. Needs tensorflow-model-analysis (the `tfx` extra)."""
+  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
+  examples = tf.compat.v1.placeholder(tf.string, [None],
+                                      name='input_example_tensor')
+  return tfma.export.EvalInputReceiver(
+      features={'image': _images(examples)},
+      labels=decode_labels(examples),
+      receiver_tensors={'examples': examples})
 
 
 def _accuracy_at_least_best(best_eval_result, current_eval_result):

@@ -14,7 +14,7 @@ stamp="$VENV/.installed-$(cat "$ROOT/constraints.txt" "$ROOT/setup.cfg" "$ROOT/s
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+    -c "$ROOT/constraints.txt" -e "$ROOT[test,tfx]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi

@@ -7,6 +7,8 @@ import types
 
 import pytest
 import tensorflow as tf
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.eval_saved_model import load as tfma_load
 
 import estimator_trainer
 from estimator_trainer import data
@@ -81,13 +83,28 @@ def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
       serving_model_dir=str(tmp_path / 'serving'),
       train_steps=60, eval_steps=None)
   spec = estimator_trainer.trainer_fn(args, schema=None)
-  assert set(spec) == {'estimator', 'train_spec', 'eval_spec'}
+  assert set(spec) == {'estimator', 'train_spec', 'eval_spec',
+                       'eval_input_receiver_fn'}
   metrics, exports = tf.estimator.train_and_evaluate(
       spec['estimator'], spec['train_spec'], spec['eval_spec'])
   assert metrics['global_step'] == 60 and metrics['accuracy'] > 0.5
   assert len(exports) == 1
   assert list((tmp_path / 'serving' / 'export' / 'final').glob(
       '*/saved_model.pb'))
+
+  # What TFX's Trainer does next: export the eval graph for TFMA, which
+  # computes the model's own metrics from serialized examples and labels.
+  eval_model_dir = tfma.export.export_eval_savedmodel(
+      estimator=spec['estimator'], export_dir_base=str(tmp_path / 'eval'),
+      eval_input_receiver_fn=spec['eval_input_receiver_fn'])
+  eval_model = tfma_load.EvalSavedModel(eval_model_dir.decode())
+  examples = [record.numpy() for record in tf.data.TFRecordDataset(
+      sorted(map(str, tfrecords.glob('test-*'))))]
+  eval_model.metrics_reset_update_get_list(examples)
+  tfma_metrics = eval_model.get_metric_values()
+  assert tfma_metrics['num_examples'] == 10000
+  assert tfma_metrics['accuracy'] == pytest.approx(metrics['accuracy'],
+                                                   abs=1e-6)
 
 
 def test_readme_pipeline_example_runs(tmp_path, fashion_mnist_dir):
