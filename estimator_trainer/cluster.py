@@ -38,6 +38,11 @@ class Cluster:
   def num_trainers(self):
     return len(self.jobs.get(CHIEF, [])) + len(self.jobs.get(WORKER, []))
 
+  def scratch_dir(self, model_dir):
+    """Where a non-chief worker's collective saves go (TensorFlow's own
+    naming): not a run for TensorBoard, and removed after training."""
+    return os.path.join(model_dir, f'tmp_{self.task_type}_{self.task_index}')
+
   def tf_config(self):
     """TF_CONFIG as TensorFlow should see it.
 

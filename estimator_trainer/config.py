@@ -11,6 +11,10 @@ from estimator_trainer.errors import UsageError
 DATASETS = ('fashion_mnist', 'mnist')
 DATA_SOURCES = ('auto', 'tfds', 'idx')
 MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
+ENGINES = ('estimator', 'ctl', 'keras')
+# What the TF2 engines (ctl, keras) do not offer: Estimator features.
+TF2_MODES = ('train_and_evaluate', 'train', 'evaluate')
+TF2_STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored')
 EXPORTS = ('final', 'latest', 'best', 'none')
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
@@ -32,6 +36,7 @@ class TrainConfig:
 
   model_dir: str
   mode: str = 'train_and_evaluate'
+  engine: str = 'estimator'
   dataset: str = 'fashion_mnist'
   data_source: str = 'auto'
   data_dir: Optional[str] = None
@@ -52,6 +57,7 @@ class TrainConfig:
   train_epochs: Optional[float] = None
   shuffle_buffer: int = 60000
   seed: int = 42
+  steps_per_loop: int = 1
   save_checkpoints_steps: int = 1000
   save_summary_steps: int = 100
   log_step_count_steps: int = 100
@@ -70,6 +76,7 @@ class TrainConfig:
 
   def __post_init__(self):
     _check_choice('mode', self.mode, MODES)
+    _check_choice('engine', self.engine, ENGINES)
     _check_choice('dataset', self.dataset, DATASETS)
     _check_choice('data_source', self.data_source, DATA_SOURCES)
     _check_choice('strategy', self.strategy, STRATEGIES)
@@ -97,6 +104,7 @@ class TrainConfig:
     _check_positive('train_steps', self.train_steps)
     _check_positive('train_epochs', self.train_epochs)
     _check_positive('learning_rate', self.learning_rate)
+    _check_positive('steps_per_loop', self.steps_per_loop)
     _check_positive('save_checkpoints_steps', self.save_checkpoints_steps)
     _check_positive('save_summary_steps', self.save_summary_steps)
     _check_positive('log_step_count_steps', self.log_step_count_steps)
@@ -104,7 +112,9 @@ class TrainConfig:
     _check_positive('num_predictions', self.num_predictions)
     _check_positive('cluster_timeout_secs', self.cluster_timeout_secs)
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
-    if self.cluster and self.mode == 'train':
+    if self.engine != 'estimator':
+      self._check_tf2_engine()
+    elif self.cluster and self.mode == 'train':
       # Estimator trains multi-worker only inside train_and_evaluate
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
@@ -117,6 +127,18 @@ class TrainConfig:
                  'weight_decay', 'early_stopping_evals'):
       if getattr(self, name) < 0:
         raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')
+
+  def _check_tf2_engine(self):
+    engine = f'--engine={self.engine}'
+    _check_choice('mode', self.mode, TF2_MODES, f' with {engine}')
+    _check_choice('strategy', self.strategy, TF2_STRATEGIES, f' with {engine}')
+    for name in ('early_stopping_evals', 'warm_start_from'):
+      if getattr(self, name):
+        raise UsageError(f'--{name} needs --engine=estimator')
+    if self.cluster and (self.cluster.has_evaluator or
+                         cluster_lib.PS in self.cluster.jobs):
+      raise UsageError(f'TF_CONFIG: {engine} runs chief and worker tasks '
+                       'only (no ps or evaluator)')
 
   def resolve_global_batch_size(self, num_replicas: int) -> int:
     """The global batch for `num_replicas` replicas in sync."""
@@ -157,10 +179,10 @@ class TrainConfig:
     }
 
 
-def _check_choice(name, value, choices):
+def _check_choice(name, value, choices, context=''):
   if value not in choices:
-    raise UsageError(
-        f'--{name} must be one of {", ".join(choices)}; got {value!r}')
+    raise UsageError(f'--{name} must be one of {", ".join(choices)}'
+                     f'{context}; got {value!r}')
 
 
 def _check_positive(name, value):

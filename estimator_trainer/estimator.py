@@ -182,7 +182,10 @@ class _Job:
     """Training hooks; on the chief, writes the run's hyperparameters."""
     hooks = []
     if self.is_chief:  # Only the chief writes events and shows progress.
-      summaries.write_hparams(self.config.model_dir, self.hparams())
+      # Estimator's summaries go through this writer: one events file.
+      writer = tf.compat.v1.summary.FileWriterCache.get(self.config.model_dir)
+      for summary in summaries.hparams_summaries(self.hparams()):
+        writer.add_summary(tf.compat.v1.Summary.FromString(summary))
       hooks.append(summaries.ExamplesPerSecondHook(
           self.config.model_dir, self.global_batch_size, self.num_replicas,
           self.config.save_summary_steps))
@@ -195,32 +198,11 @@ class _Job:
     return hooks
 
   def hparams(self):
-    """What the HParams plugin compares runs by."""
-    config = self.config
-    return {
-        'engine': 'estimator',
-        'dataset': config.dataset,
-        'strategy': config.strategy,
-        'replicas': self.num_replicas,
-        'global_batch_size': self.global_batch_size,
-        'optimizer': config.optimizer,
-        'learning_rate': config.learning_rate,
-        'lr_decay': config.lr_decay,
-        'weight_decay': config.weight_decay,
-        'train_steps': self.max_steps,
-        'seed': config.seed,
-    }
+    return summaries.run_hparams(self.config, self.num_replicas,
+                                 self.global_batch_size, self.max_steps)
 
   def write_metrics(self, eval_result):
-    metrics = {name: value for name, value in eval_result.items()
-               if not isinstance(value, bytes)}
-    # Estimator's own `loss` is a mean of per-batch means; report the exact
-    # mean per example under the conventional name.
-    metrics['batch_mean_loss'] = metrics.pop('loss')
-    metrics['loss'] = metrics['average_loss']
-    metrics = outputs.write_metrics(self.config.model_dir, metrics)
-    logging.info('Final evaluation: %s', metrics)
-    return metrics
+    return outputs.write_eval_metrics(self.config.model_dir, eval_result)
 
 
 def _write_train_spec(job):
@@ -375,15 +357,10 @@ def _evaluate_until_trained(config):
 
 
 def _remove_scratch_dir(config):
-  """Deletes a non-chief worker's model_dir/tmp_<task>_<i>.
-
-  Collective saves run on every worker; TensorFlow points the others' at that
-  directory, which TensorBoard would show as a run.
-  """
-  cluster = config.cluster
-  scratch = os.path.join(config.model_dir,
-                         f'tmp_{cluster.task_type}_{cluster.task_index}')
-  if not cluster.is_chief and tf.io.gfile.exists(scratch):
+  """Deletes a non-chief worker's scratch dir, where TensorFlow points its
+  collective saves (TensorBoard would show it as a run)."""
+  scratch = config.cluster.scratch_dir(config.model_dir)
+  if not config.cluster.is_chief and tf.io.gfile.exists(scratch):
     tf.io.gfile.rmtree(scratch)
 
 

@@ -15,6 +15,15 @@ def per_example_loss(labels, logits):
                                                         logits=logits)
 
 
+def num_replicas_in_sync():
+  """Replicas whose gradients get summed: the same in a replica context,
+  in a strategy's cross-replica context and with no strategy (1)."""
+  replica_context = tf.distribute.get_replica_context()
+  if replica_context is not None:
+    return replica_context.num_replicas_in_sync
+  return tf.distribute.get_strategy().num_replicas_in_sync
+
+
 def replica_training_loss(labels, logits, global_batch_size,
                           regularization_losses=()):
   """This replica's share of the global-batch mean loss.
@@ -27,7 +36,7 @@ def replica_training_loss(labels, logits, global_batch_size,
   # error with a stack trace on every run.
   loss = tf.reduce_sum(per_example_loss(labels, logits)) / global_batch_size
   if regularization_losses:
-    loss += tf.nn.scale_regularization_loss(tf.add_n(regularization_losses))
+    loss += tf.add_n(regularization_losses) / num_replicas_in_sync()
   return loss
 
 

@@ -3,6 +3,7 @@
 import json
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_trainer.errors import TrainerError
@@ -52,6 +53,22 @@ def write_metrics(model_dir, metrics):
   write_atomic(os.path.join(model_dir, 'metrics.json'),
                json.dumps(result, indent=2) + '\n')
   return result
+
+
+def write_eval_metrics(model_dir, eval_result):
+  """metrics.json of a final evaluation (Estimator's eval dict); returns it.
+
+  Estimator's own `loss` is a mean of per-batch means: kept as
+  `batch_mean_loss`, while `loss` is the exact mean per example. Image
+  summaries (bytes) are left out.
+  """
+  metrics = {name: value for name, value in eval_result.items()
+             if not isinstance(value, bytes)}
+  metrics['batch_mean_loss'] = metrics.pop('loss')
+  metrics['loss'] = metrics['average_loss']
+  metrics = write_metrics(model_dir, metrics)
+  logging.info('Final evaluation: %s', metrics)
+  return metrics
 
 
 def write_predictions(path, predictions):

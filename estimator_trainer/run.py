@@ -5,6 +5,7 @@ checkpoints, TensorBoard events and `metrics.json` to `--model_dir`.
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
+import importlib
 import json
 import os
 import sys
@@ -33,6 +34,10 @@ flags.DEFINE_string(
     'given on the command line override it.')
 flags.DEFINE_string('mode', _DEFAULTS['mode'].default,
                     f'One of: {", ".join(config_lib.MODES)}.')
+flags.DEFINE_string(
+    'engine', _DEFAULTS['engine'].default,
+    'estimator (tf.estimator), ctl (TF2 custom training loop: strategy.run) '
+    'or keras (Model.fit); the same data, model and loss.')
 flags.DEFINE_string('dataset', _DEFAULTS['dataset'].default,
                     f'TFDS name, one of: {", ".join(config_lib.DATASETS)}.')
 flags.DEFINE_string(
@@ -86,6 +91,9 @@ flags.DEFINE_integer('shuffle_buffer', _DEFAULTS['shuffle_buffer'].default,
                      'Shuffle buffer in examples; 0 turns shuffling off.')
 flags.DEFINE_integer('seed', _DEFAULTS['seed'].default,
                      'Seed of weights, shuffling and ops.')
+flags.DEFINE_integer(
+    'steps_per_loop', _DEFAULTS['steps_per_loop'].default,
+    'ctl and keras engines: training steps per tf.function call.')
 flags.DEFINE_integer('save_checkpoints_steps',
                      _DEFAULTS['save_checkpoints_steps'].default,
                      'Checkpoint (and so evaluation) cadence in steps.')
@@ -130,6 +138,8 @@ flags.DEFINE_integer(
     'died.')
 
 FLAGS = flags.FLAGS
+# Module of each engine; each has a function per mode it offers.
+_ENGINES = {'estimator': 'estimator', 'ctl': 'ctl', 'keras': 'keras_fit'}
 
 
 def _apply_config_file(path):
@@ -176,15 +186,9 @@ def config_from_flags():
 
 
 def _run(config):
-  from estimator_trainer import estimator  # Imports TensorFlow.
-  modes = {
-      'train_and_evaluate': estimator.train_and_evaluate,
-      'train': estimator.train,
-      'evaluate': estimator.evaluate,
-      'predict': estimator.predict,
-      'export': estimator.export,
-  }
-  return modes[config.mode](config)
+  # Imports TensorFlow: after the flags are checked.
+  engine = importlib.import_module(f'estimator_trainer.{_ENGINES[config.engine]}')
+  return getattr(engine, config.mode)(config)
 
 
 def main(argv):

@@ -107,7 +107,15 @@ def render_misclassified(images, labels, predictions, class_names):
   return _figure_png(figure)
 
 
-class ConfusionMatrixImage(tf.keras.metrics.Metric):
+class _ImageMetric(tf.keras.metrics.Metric):
+  """A metric of non-scalar weights, reset to zeros."""
+
+  def reset_state(self):
+    for weight in self.weights:
+      weight.assign(tf.zeros_like(weight))
+
+
+class ConfusionMatrixImage(_ImageMetric):
   """Eval metric whose value is a confusion-matrix image summary.
 
   The counts are summed over replicas like any metric; Estimator writes a
@@ -132,7 +140,7 @@ class ConfusionMatrixImage(tf.keras.metrics.Metric):
         [self._matrix], tf.string)
 
 
-class MisclassifiedImage(tf.keras.metrics.Metric):
+class MisclassifiedImage(_ImageMetric):
   """Eval metric whose value is an image summary of the first misclassified
   test images, with their true and predicted labels.
 
@@ -205,18 +213,34 @@ _HPARAMS_METRICS = (
 )
 
 
-def write_hparams(model_dir, hparams):
-  """Records a run's hyperparameters for TensorBoard's HParams plugin.
+def run_hparams(config, num_replicas, global_batch_size, train_steps):
+  """What the HParams plugin compares runs by."""
+  return {
+      'engine': config.engine,
+      'dataset': config.dataset,
+      'strategy': config.strategy,
+      'replicas': num_replicas,
+      'global_batch_size': global_batch_size,
+      'optimizer': config.optimizer,
+      'learning_rate': config.learning_rate,
+      'lr_decay': config.lr_decay,
+      'weight_decay': config.weight_decay,
+      'train_steps': train_steps,
+      'seed': config.seed,
+  }
+
+
+def hparams_summaries(hparams):
+  """Serialized Summary protos recording a run's hyperparameters for
+  TensorBoard's HParams plugin, to write with the run's training events.
 
   With the experiment config in every run, runs under one parent directory
   share one table, whichever TensorBoard finds first.
   """
   from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
-  writer = tf.summary.create_file_writer(model_dir)
-  with writer.as_default():
-    hp.hparams_config(
-        hparams=[hp.HParam(name) for name in hparams],
-        metrics=[hp.Metric(tag, group=group, display_name=display)
-                 for group, tag, display in _HPARAMS_METRICS])
-    hp.hparams(hparams)
-  writer.close()
+  config = hp.hparams_config_pb(
+      hparams=[hp.HParam(name) for name in hparams],
+      metrics=[hp.Metric(tag, group=group, display_name=display)
+               for group, tag, display in _HPARAMS_METRICS])
+  return [config.SerializeToString(),
+          hp.hparams_pb(hparams).SerializeToString()]

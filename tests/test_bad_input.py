@@ -121,11 +121,11 @@ CASES = [
           "predict, export; got 'serve'"),
     _case('unknown-optimizer', ['--optimizer=rmsprop'], 2,
           "--optimizer must be one of adam, sgd; got 'rmsprop'"),
-    # "--engine": absl's enum error and config.py's choice error both say
-    # it; today's "Unknown command line flag 'engine'" does not.
-    _case('unknown-engine', ['--engine=tpu'], 2, '--engine',
-          marks=pytest.mark.xfail(reason='--engine not added yet',
-                                  strict=True)),
+    _case('unknown-engine', ['--engine=tpu'], 2,
+          "--engine must be one of estimator, ctl, keras; got 'tpu'"),
+    _case('engine-without-a-mode', ['--engine=ctl', '--mode=predict'], 2,
+          '--mode must be one of train_and_evaluate, train, evaluate with '
+          "--engine=ctl; got 'predict'"),
     _case('unknown-flag', ['--no_such_flag'], 2,
           "Unknown command line flag 'no_such_flag'"),
     _case('stray-argument', ['stray_argument'], 2,

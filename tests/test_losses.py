@@ -35,3 +35,21 @@ def test_weighted_mean_ignores_padding():
   assert float(losses.weighted_mean_loss(LABELS, LOGITS, weights)) == (
       pytest.approx(np.mean(per_example[:2]), rel=1e-6))
   assert float(losses.weighted_mean_loss(LABELS, LOGITS, weights * 0)) == 0.0
+
+
+def test_replica_count_is_the_same_in_and_out_of_a_replica_context():
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])
+  assert losses.num_replicas_in_sync() == 1  # No strategy.
+  with strategy.scope():  # Cross-replica context.
+    assert losses.num_replicas_in_sync() == 2
+    in_replica = strategy.run(
+        lambda: tf.constant(losses.num_replicas_in_sync()))
+  assert strategy.experimental_local_results(in_replica) == (2, 2)
+  # The loss helper too: the same value built in either context.
+  with strategy.scope():
+    outside = losses.replica_training_loss(LABELS, LOGITS, 8,
+                                           [tf.constant(2.0)])
+  inside = strategy.run(lambda: losses.replica_training_loss(
+      LABELS, LOGITS, 8, [tf.constant(2.0)]))
+  for value in strategy.experimental_local_results(inside):
+    assert float(value) == pytest.approx(float(outside), rel=1e-6)

@@ -1,0 +1,153 @@
+"""The TF2 engines (ctl, keras) beside Estimator: same data, model, loss,
+model_dir layout and metrics.json."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from estimator_trainer import ctl
+from estimator_trainer import keras_fit
+from estimator_trainer import tf2
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.model import create_model
+
+ENGINES = {'ctl': ctl, 'keras': keras_fit}
+
+
+def _config(model_dir, idx_dir, **overrides):
+  return TrainConfig(model_dir=str(model_dir), dataset='mnist',
+                     idx_dir=str(idx_dir), **overrides)
+
+
+def _restore_weights(model_dir, step=None):
+  model = create_model()
+  path = (f'{model_dir}/ckpt-{step}' if step else
+          tf.train.latest_checkpoint(str(model_dir)))
+  tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  return [w.numpy() for w in model.weights]
+
+
+def _iterations(model_dir):
+  optimizer = tf.keras.optimizers.Adam()
+  tf.train.Checkpoint(optimizer=optimizer).restore(
+      tf.train.latest_checkpoint(str(model_dir))).expect_partial()
+  return int(optimizer.iterations.numpy())
+
+
+def test_ctl_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
+                                                          mnist_small_dir):
+  """Same global batch, unshuffled: 2 replicas must step exactly like 1
+  (weight CHANGES compared, as for the estimator engine)."""
+  steps, deltas = 5, {}
+  initial = [w.numpy() for w in create_model(seed=42).weights]
+  for name, replicas in [('default', 0), ('mirrored', 2)]:
+    config = _config(tmp_path / name, mnist_small_dir, engine='ctl',
+                     strategy=name, cpu_replicas=replicas,
+                     global_batch_size=32, optimizer='sgd',
+                     learning_rate=0.05, lr_decay='none', shuffle_buffer=0,
+                     train_steps=steps)
+    assert ctl.train(config) == steps
+    final = _restore_weights(tmp_path / name, steps)
+    deltas[name] = [f - i for f, i in zip(final, initial)]
+  for delta, mirrored, start in zip(deltas['default'], deltas['mirrored'],
+                                    initial):
+    assert np.linalg.norm(delta) > 1e-3 * np.linalg.norm(start)
+    assert np.linalg.norm(mirrored - delta) < 1e-5 * np.linalg.norm(delta)
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_resume_continues_the_step_and_optimizer_state(tmp_path,
+                                                       mnist_small_dir,
+                                                       engine):
+  """2 x 100 steps with a restart in between vs 200 in one run."""
+  def train(model_dir, steps):
+    return ENGINES[engine].train(_config(
+        model_dir, mnist_small_dir, engine=engine, train_steps=steps,
+        save_checkpoints_steps=50))
+
+  assert train(tmp_path / 'once', 200) == 200
+  assert train(tmp_path / 'twice', 100) == 100
+  assert _iterations(tmp_path / 'twice') == 100
+  first_half = _restore_weights(tmp_path / 'twice')
+  assert train(tmp_path / 'twice', 200) == 200
+  # Adam's iterations counter continued from the checkpoint, and the
+  # weights moved on from the restored ones rather than a fresh start.
+  assert _iterations(tmp_path / 'twice') == _iterations(tmp_path / 'once')
+  assert _iterations(tmp_path / 'twice') == 200
+  resumed = _restore_weights(tmp_path / 'twice')
+  fresh = [w.numpy() for w in create_model(seed=42).weights]
+  for before, after, start in zip(first_half, resumed, fresh):
+    assert np.linalg.norm(after - before) < np.linalg.norm(after - start)
+
+
+@pytest.fixture(scope='module')
+def ctl_run(tmp_path_factory, mnist_small_dir):
+  """A short ctl run under 2 mirrored replicas, K steps per tf.function."""
+  model_dir = tmp_path_factory.mktemp('ctl')
+  config = _config(model_dir, mnist_small_dir, engine='ctl',
+                   strategy='mirrored', cpu_replicas=2, steps_per_loop=7,
+                   train_steps=60, save_checkpoints_steps=30,
+                   save_summary_steps=10, throttle_secs=0)
+  return model_dir, ctl.train_and_evaluate(config)
+
+
+def _tags(directory):
+  accumulator = event_accumulator.EventAccumulator(str(directory))
+  accumulator.Reload()
+  tags = accumulator.Tags()
+  return set(tags['tensors']) | set(tags['scalars']), accumulator
+
+
+def test_ctl_writes_the_estimator_layout(ctl_run):
+  model_dir, metrics = ctl_run
+  assert json.loads((model_dir / 'metrics.json').read_text()) == metrics
+  assert set(metrics) == {'accuracy', 'average_loss', 'batch_mean_loss',
+                          'global_step', 'loss', 'num_examples'}
+  assert metrics['global_step'] == 60 and metrics['num_examples'] == 10000
+  assert metrics['accuracy'] > 0.7
+  train_tags, _ = _tags(model_dir)
+  assert {'loss', 'accuracy', 'learning_rate', 'global_step/sec',
+          'examples_per_second', 'examples_per_second_per_replica'
+          } <= train_tags
+  eval_tags, accumulator = _tags(model_dir / 'eval')
+  assert {'loss', 'accuracy', 'average_loss', 'num_examples'} <= eval_tags
+  assert [event.step for event in accumulator.Tensors('accuracy')] == [30, 60]
+  assert {'confusion_matrix', 'misclassified'} <= set(
+      accumulator.Tags()['images'])
+
+
+def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
+                                                       mnist_small_dir):
+  model_dir, trained = ctl_run
+  config = _config(model_dir, mnist_small_dir, engine='ctl', mode='evaluate')
+  job = tf2.Job(config, training=False)
+  assert job.strategy is tf.distribute.get_strategy()  # The default one.
+  metrics = ctl.evaluate(config)
+  assert metrics['global_step'] == 60
+  assert metrics['accuracy'] == trained['accuracy']
+  assert metrics['loss'] == pytest.approx(trained['loss'], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
+                                                      fashion_mnist_dir):
+  """Same seed and data, 1 epoch of real Fashion-MNIST: within 1.5 points."""
+  accuracy = {}
+  for engine in ('estimator', 'ctl', 'keras'):
+    model_dir = tmp_path / engine
+    result = subprocess.run(
+        [sys.executable, '-m', 'estimator_trainer.run', f'--engine={engine}',
+         f'--model_dir={model_dir}', f'--idx_dir={fashion_mnist_dir}',
+         '--train_epochs=1', '--export=none', '--steps_per_loop=20'],
+        capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    accuracy[engine] = json.loads(
+        (model_dir / 'metrics.json').read_text())['accuracy']
+  print('1-epoch accuracy by engine:', accuracy)
+  assert max(accuracy.values()) - min(accuracy.values()) <= 0.015, accuracy
+  assert min(accuracy.values()) > 0.8, accuracy
