@@ -187,7 +187,8 @@ def config_from_flags():
 
 def _run(config):
   # Imports TensorFlow: after the flags are checked.
-  engine = importlib.import_module(f'estimator_trainer.{_ENGINES[config.engine]}')
+  engine = importlib.import_module(
+      f'estimator_trainer.{_ENGINES[config.engine]}')
   return getattr(engine, config.mode)(config)
 
 
