@@ -179,13 +179,10 @@ class _Job:
     return num_replicas(self.run_config.train_distribute)
 
   def train_hooks(self):
-    """Training hooks; on the chief, writes the run's hyperparameters."""
     hooks = []
     if self.is_chief:  # Only the chief writes events and shows progress.
-      # Estimator's summaries go through this writer: one events file.
-      writer = tf.compat.v1.summary.FileWriterCache.get(self.config.model_dir)
-      for summary in summaries.hparams_summaries(self.hparams()):
-        writer.add_summary(tf.compat.v1.Summary.FromString(summary))
+      hooks.append(summaries.HParamsHook(self.config.model_dir,
+                                         self.hparams()))
       hooks.append(summaries.ExamplesPerSecondHook(
           self.config.model_dir, self.global_batch_size, self.num_replicas,
           self.config.save_summary_steps))

@@ -244,3 +244,17 @@ def hparams_summaries(hparams):
                for group, tag, display in _HPARAMS_METRICS])
   return [config.SerializeToString(),
           hp.hparams_pb(hparams).SerializeToString()]
+
+
+class HParamsHook(tf.estimator.SessionRunHook):
+  """Writes the run's hyperparameters with Estimator's training events (its
+  graph's FileWriter for model_dir: one events file)."""
+
+  def __init__(self, model_dir, hparams):
+    self._model_dir = model_dir
+    self._hparams = hparams
+
+  def begin(self):
+    writer = tf.compat.v1.summary.FileWriterCache.get(self._model_dir)
+    for summary in hparams_summaries(self._hparams):
+      writer.add_summary(tf.compat.v1.Summary.FromString(summary))
