@@ -14,6 +14,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
+from estimator_trainer import faults
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import progress
@@ -179,7 +180,7 @@ class _Job:
     return num_replicas(self.run_config.train_distribute)
 
   def train_hooks(self):
-    hooks = []
+    hooks = [faults.NonFiniteLossHook(self.config.model_dir)]
     if self.is_chief:  # Only the chief writes events and shows progress.
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
@@ -394,15 +395,19 @@ def train_and_evaluate(config):
   hooks += job.train_hooks()
   if role and config.cluster.is_chief:
     _write_train_spec(job)
-  result = tf.estimator.train_and_evaluate(
+  # Only a lone process stops on SIGTERM: a cluster's tasks would have to
+  # stop together.
+  run = (faults.train_and_evaluate if role is None else
+         tf.estimator.train_and_evaluate)
+  result = run(
       job.estimator,
       tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
                              hooks=hooks),
       tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
                             throttle_secs=config.throttle_secs,
                             exporters=_exporters(config)))
-  if role is None:
-    return job.write_metrics(result[0])
+  if role is None:  # None when preempted: not trained, nothing to report.
+    return None if result is None else job.write_metrics(result[0])
   watchdog.stop()
   _remove_scratch_dir(config)
   _mark_finished(job)
@@ -432,8 +437,7 @@ def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
   global step. (Clusters train through train_and_evaluate: config.py.)"""
   job = _Job(config)
-  job.estimator.train(job.input_fn, max_steps=job.max_steps,
-                      hooks=job.train_hooks())
+  faults.train(job.estimator, job.input_fn, job.max_steps, job.train_hooks())
   return _checkpoint_step(config.model_dir)
 
 

@@ -1,0 +1,190 @@
+"""Faults Estimator training survives: preemption and divergence.
+
+A NaN or Inf loss fails the run, naming the step. A single process (not a
+cluster) also never checkpoints NaN or Inf weights, so that its latest
+checkpoint is one to resume or roll back to; and on SIGTERM (what Kubernetes
+and preemptible VMs send before killing) it stops after the current step,
+saves it and skips the evaluation and export that would follow.
+"""
+
+import os
+import signal
+import threading
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from estimator_trainer.errors import TrainerError
+
+
+class DivergedError(TrainerError):
+  """The loss or the weights became NaN or Inf."""
+
+
+class Preempted(Exception):
+  """Raised once the checkpoint of the current step is saved, to skip what
+  follows training."""
+
+  def __init__(self, step):
+    super().__init__(f'preempted at step {step}')
+    self.step = step
+
+
+def _diverged(what, step, model_dir):
+  latest = tf.train.latest_checkpoint(model_dir)
+  kept = (f'the latest checkpoint is still {os.path.basename(latest)}'
+          if latest else 'no checkpoint was saved')
+  return DivergedError(f'{what} at step {step}: training diverged (a lower '
+                       f'--learning_rate may help); {kept}')
+
+
+class NonFiniteLossHook(tf.estimator.SessionRunHook):
+  """Fails training at the first NaN or Inf loss, naming the step.
+
+  Runs before Estimator's own NanTensorHook, whose message has no step and
+  which lets Inf through. Raising skips the final checkpoint, and under
+  multi_worker_mirrored, where training hooks run first, a periodic one due
+  at that step.
+  """
+
+  def __init__(self, model_dir):
+    self._model_dir = model_dir
+
+  def begin(self):
+    # Estimator's loss, over all replicas and workers: every worker of a
+    # collective cluster fails at the same step.
+    self._losses = tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.LOSSES)
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def before_run(self, run_context):
+    return tf.estimator.SessionRunArgs(self._losses)
+
+  def after_run(self, run_context, run_values):
+    for loss in run_values.results:
+      if not np.isfinite(loss):
+        raise _diverged(f'loss is {"NaN" if np.isnan(loss) else "Inf"}',
+                        run_context.session.run(self._global_step),
+                        self._model_dir)
+
+
+class FiniteCheckpointListener(tf.compat.v1.train.CheckpointSaverListener):
+  """Refuses to checkpoint NaN or Inf weights.
+
+  Outside multi_worker_mirrored, Estimator's CheckpointSaverHook runs before
+  the training hooks: a save due at the step that diverged would come before
+  NonFiniteLossHook. Raising here skips it.
+  """
+
+  def __init__(self, model_dir):
+    self._model_dir = model_dir
+
+  def begin(self):
+    self._finite = tf.reduce_all([
+        tf.reduce_all(tf.math.is_finite(variable))
+        for variable in tf.compat.v1.global_variables()
+        if variable.dtype.base_dtype.is_floating])
+
+  def before_save(self, session, global_step_value):
+    if not session.run(self._finite):
+      raise _diverged('weights are NaN or Inf', global_step_value,
+                      self._model_dir)
+
+
+class _Sigterm:
+  """Records SIGTERM instead of dying of it, while entered."""
+
+  def __init__(self):
+    self.received = False
+
+  def __enter__(self):
+    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    return self
+
+  def __exit__(self, *exc_info):
+    signal.signal(signal.SIGTERM, self._previous)
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.received = True
+
+
+class _StopOnSigtermHook(tf.estimator.SessionRunHook):
+  """Stops training after the step during which SIGTERM came.
+
+  Estimator's CheckpointSaverHook then saves that step, at its end().
+  """
+
+  def __init__(self, sigterm):
+    self._sigterm = sigterm
+
+  def after_run(self, run_context, run_values):
+    if self._sigterm.received:
+      run_context.request_stop()
+
+
+class _PreemptedListener(tf.compat.v1.train.CheckpointSaverListener):
+  """Raises Preempted once the current step is saved.
+
+  Listed before the evaluation listener of `tf.estimator.train_and_evaluate`
+  (TrainSpec's listeners come first), which it keeps from evaluating and
+  exporting: a preempted task has seconds left, and no final result.
+  """
+
+  def __init__(self, sigterm):
+    self._sigterm = sigterm
+
+  def after_save(self, session, global_step_value):
+    if self._sigterm.received:
+      raise Preempted(global_step_value)
+
+  def end(self, session, global_step_value):
+    # No save before end() when a periodic one was at this very step.
+    if self._sigterm.received:
+      raise Preempted(global_step_value)
+
+
+def _run_guarded(model_dir, run):
+  """Calls `run(hooks, saving_listeners)` with the guards of this module.
+
+  Returns its result, or None when preempted.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    # Only the main thread may handle signals: run without the handler.
+    return run([], [FiniteCheckpointListener(model_dir)])
+  with _Sigterm() as sigterm:
+    try:
+      return run([_StopOnSigtermHook(sigterm)],
+                 [FiniteCheckpointListener(model_dir),
+                  _PreemptedListener(sigterm)])
+    except Preempted as e:
+      logging.warning('Preempted at step %d: saved a checkpoint there; run '
+                      'the same command again to resume', e.step)
+      return None
+
+
+def train_and_evaluate(estimator, train_spec, eval_spec):
+  """`tf.estimator.train_and_evaluate` in a single process, guarded.
+
+  Returns its result, or None when preempted: the checkpoint of the step
+  reached is saved, nothing is evaluated or exported.
+  """
+  def run(hooks, listeners):
+    return tf.estimator.train_and_evaluate(
+        estimator,
+        tf.estimator.TrainSpec(
+            train_spec.input_fn, max_steps=train_spec.max_steps,
+            hooks=(*train_spec.hooks, *hooks),
+            saving_listeners=(*train_spec.saving_listeners, *listeners)),
+        eval_spec)
+  return _run_guarded(estimator.model_dir, run)
+
+
+def train(estimator, input_fn, max_steps, hooks):
+  """`Estimator.train` in a single process, guarded; stops early when
+  preempted."""
+  _run_guarded(estimator.model_dir,
+               lambda more_hooks, listeners: estimator.train(
+                   input_fn, max_steps=max_steps, hooks=hooks + more_hooks,
+                   saving_listeners=listeners))

@@ -1,0 +1,352 @@
+"""Reliability: SIGKILL and resume, preemption (SIGTERM), NaN loss, a dead
+worker. Real trainer processes, killed at real moments."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import early_stopping
+from estimator_trainer import estimator
+from estimator_trainer import faults
+from estimator_trainer.config import TrainConfig
+
+LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
+    'local_cluster.py')
+_ENV = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
+
+
+def _command(model_dir, idx_dir, *extra):
+  return [sys.executable, '-m', 'estimator_trainer.run',
+          f'--model_dir={model_dir}', '--dataset=mnist',
+          f'--idx_dir={idx_dir}', *extra]
+
+
+def _start(command, log, env=None):
+  """The trainer in the background, its whole output in `log`."""
+  with open(log, 'w') as f:
+    return subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT,
+                            env=env or _ENV, start_new_session=True)
+
+
+def _wait_for_line(proc, log, pattern, timeout=300):
+  """Waits until `log` has a line matching `pattern`."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if re.search(pattern, log.read_text()):
+      return
+    assert proc.poll() is None, log.read_text()[-3000:]
+    time.sleep(0.1)
+  proc.kill()
+  pytest.fail(f'no {pattern!r} in {timeout} s:\n{log.read_text()[-3000:]}')
+
+
+def _step(path):
+  return int(str(path).rsplit('-', 1)[1])
+
+
+def _latest_step(model_dir):
+  return _step(tf.train.latest_checkpoint(str(model_dir)))
+
+
+def _restored_step(log_text, model_dir):
+  """The checkpoint a training run started from (its first restore)."""
+  match = re.search(
+      rf'Restoring parameters from {re.escape(str(model_dir))}/model\.ckpt-'
+      r'(\d+)\n', log_text)
+  assert match, log_text[-3000:]
+  return int(match.group(1))
+
+
+def _check_checkpoints(model_dir):
+  """Every checkpoint the state lists restores, with finite weights; returns
+  their steps."""
+  state = tf.train.get_checkpoint_state(str(model_dir))
+  steps = []
+  for path in state.all_model_checkpoint_paths:
+    reader = tf.train.load_checkpoint(path)
+    for name, _ in tf.train.list_variables(path):
+      value = reader.get_tensor(name)
+      if np.issubdtype(value.dtype, np.floating):
+        assert np.isfinite(value).all(), (path, name)
+    steps.append(_step(path))
+  assert _step(state.model_checkpoint_path) == max(steps)
+  return steps
+
+
+# --- SIGKILL ----------------------------------------------------------------
+
+
+def test_sigkill_at_random_moments_then_the_same_command_resumes(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  # Frequent saves: a kill can land in one, or in a deletion of an old one.
+  command = _command(model_dir, mnist_small_dir, '--train_steps=600',
+                     '--save_checkpoints_steps=20', '--export=none')
+  rng = random.Random(20240521)
+  latest = 0
+  history = []  # (seconds before the kill, latest step after it)
+  for attempt in range(5):
+    log = tmp_path / f'run{attempt}.log'
+    proc = _start(command, log)
+    # Each run saves once as it starts (step 0, or the one it restored).
+    _wait_for_line(proc, log, r'Saving checkpoints for \d+')
+    if attempt == 0:  # Something past step 0 to resume from.
+      _wait_for_line(proc, log, r'Saving checkpoints for [1-9]')
+    else:
+      assert _restored_step(log.read_text(), model_dir) == latest
+    delay = rng.uniform(0, 7)
+    time.sleep(delay)
+    assert proc.poll() is None, log.read_text()[-3000:]
+    proc.kill()
+    proc.wait()
+    _check_checkpoints(model_dir)
+    step = _latest_step(model_dir)
+    assert latest <= step < 600 and step > 0
+    latest = step
+    history.append((round(delay, 1), latest))
+    assert not (model_dir / 'metrics.json').exists()
+
+  result = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600, check=False, env=_ENV)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert _restored_step(result.stderr, model_dir) == latest
+  assert _latest_step(model_dir) == 600
+  assert 600 in _check_checkpoints(model_dir)
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 600
+  assert metrics['num_examples'] == 10000
+  print(f'(kill delay s, latest checkpoint) per kill: {history}')
+
+
+# --- Preemption -------------------------------------------------------------
+
+
+def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  # Checkpoints at step 0 and at the end only: whatever SIGTERM leaves is
+  # the step it came at.
+  command = _command(model_dir, mnist_small_dir, '--train_steps=200',
+                     '--save_checkpoints_steps=1000', '--export=final')
+  log = tmp_path / 'preempted.log'
+  proc = _start(command, log)
+  _wait_for_line(proc, log, r'Saving checkpoints for 0 ')
+  time.sleep(2)
+  assert proc.poll() is None, log.read_text()[-3000:]
+  signalled = time.monotonic()
+  proc.send_signal(signal.SIGTERM)
+  returncode = proc.wait(timeout=120)
+  seconds = time.monotonic() - signalled
+  output = log.read_text()
+  assert returncode == 0, output[-3000:]
+  assert seconds < 15
+  assert 'Traceback' not in output
+  lines = re.findall(r'.*Preempted at step.*', output)
+  assert len(lines) == 1, output[-3000:]
+  step = int(re.search(r'Preempted at step (\d+): saved a checkpoint there; '
+                       r'run the same command again to resume$',
+                       lines[0]).group(1))
+  assert 0 < step < 200
+  assert _check_checkpoints(model_dir) == [0, step]
+  # Neither evaluated nor exported: training is not finished.
+  assert not (model_dir / 'eval').exists()
+  assert not (model_dir / 'export').exists()
+  assert not (model_dir / 'metrics.json').exists()
+  print(f'SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
+
+  result = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600, check=False, env=_ENV)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert _restored_step(result.stderr, model_dir) == step
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 200
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+
+
+def _model_fn(features, labels, mode, params):
+  """w scaled by `growth` each step, on a loss that stays finite."""
+  del labels
+  w = tf.compat.v1.get_variable('w', initializer=1.0)
+  loss = tf.reduce_mean(features['x']) * tf.minimum(tf.abs(w), 1.0)
+  if mode == tf.estimator.ModeKeys.EVAL:
+    return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+        'accuracy': tf.compat.v1.metrics.mean(loss)})
+  step = tf.compat.v1.train.get_or_create_global_step()
+  return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.group(
+      w.assign(w * params['growth']), step.assign_add(1)))
+
+
+def _input_fn(repeat=None):
+  return lambda: tf.data.Dataset.from_tensors(
+      ({'x': [1.0]}, [0])).repeat(repeat)
+
+
+def _estimator(model_dir, growth, save_checkpoints_steps):
+  return tf.estimator.Estimator(
+      _model_fn, params={'growth': growth},
+      config=tf.estimator.RunConfig(
+          model_dir=str(model_dir),
+          save_checkpoints_steps=save_checkpoints_steps))
+
+
+class _SigtermAtStep(tf.estimator.SessionRunHook):
+
+  def __init__(self, step):
+    self._step = step
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    if run_context.session.run(self._global_step) == self._step:
+      signal.raise_signal(signal.SIGTERM)
+
+
+@pytest.fixture
+def sigterm_ignored():
+  """SIGTERM ignored by the test process, whatever the code under test does;
+  yields that handler."""
+  def ignore(signum, frame):
+    del signum, frame
+  previous = signal.signal(signal.SIGTERM, ignore)
+  yield ignore
+  signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_just_after_a_periodic_save_skips_the_final_evaluation(
+    tmp_path, sigterm_ignored):
+  """No new save then: end() must still keep Estimator from evaluating."""
+  model = _estimator(tmp_path, growth=1.0, save_checkpoints_steps=3)
+  result = faults.train_and_evaluate(
+      model,
+      tf.estimator.TrainSpec(_input_fn(), max_steps=100,
+                             hooks=[_SigtermAtStep(6)]),
+      # Throttled: step 3 is evaluated (the first), step 6 is not.
+      tf.estimator.EvalSpec(_input_fn(repeat=2), steps=None,
+                            start_delay_secs=0, throttle_secs=3600))
+  assert result is None
+  assert _check_checkpoints(tmp_path) == [0, 3, 6]
+  assert list(early_stopping.eval_accuracies(model.eval_dir())) == [3]
+  assert signal.getsignal(signal.SIGTERM) is sigterm_ignored
+
+
+def test_training_outside_the_main_thread_runs_without_the_sigterm_handler(
+    tmp_path):
+  """Only the main thread may set signal handlers."""
+  model = _estimator(tmp_path, growth=1.0, save_checkpoints_steps=3)
+  thread = threading.Thread(target=faults.train, args=(
+      model, _input_fn(), 5, []))
+  thread.start()
+  thread.join()
+  assert _check_checkpoints(tmp_path) == [0, 3, 5]
+
+
+# --- NaN and Inf ------------------------------------------------------------
+
+
+def test_weights_that_overflow_are_never_checkpointed(tmp_path):
+  """Inf weights under a finite loss, caught as they are about to be saved."""
+  model = _estimator(tmp_path, growth=1e30, save_checkpoints_steps=1)
+  with pytest.raises(faults.DivergedError, match=(
+      r'^weights are NaN or Inf at step 2: training diverged \(a lower '
+      r'--learning_rate may help\); the latest checkpoint is still '
+      r'model\.ckpt-1$')):
+    faults.train(model, _input_fn(), max_steps=10, hooks=[])
+  assert _check_checkpoints(tmp_path) == [0, 1]
+
+
+def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  sgd = ['--optimizer=sgd', '--lr_decay=none', '--save_checkpoints_steps=50']
+  # 100 good steps, in this process for speed...
+  estimator.train(TrainConfig(
+      model_dir=str(model_dir), mode='train', dataset='mnist',
+      idx_dir=str(mnist_small_dir), optimizer='sgd', lr_decay='none',
+      learning_rate=0.1, train_steps=100, save_checkpoints_steps=50))
+  assert _check_checkpoints(model_dir) == [0, 50, 100]
+  # ... then resumed at a learning rate that blows up within a few steps.
+  result = subprocess.run(
+      _command(model_dir, mnist_small_dir, *sgd, '--learning_rate=1e6',
+               '--train_steps=400'),
+      capture_output=True, text=True, timeout=600, check=False, env=_ENV)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert 'Traceback' not in result.stderr
+  last_line = result.stderr.strip().splitlines()[-1]
+  match = re.fullmatch(
+      r'error: loss is (NaN|Inf) at step (\d+): training diverged \(a lower '
+      r'--learning_rate may help\); the latest checkpoint is still '
+      r'model\.ckpt-100', last_line)
+  assert match, result.stderr[-3000:]
+  assert 100 < int(match.group(2)) < 150
+  # The rerun saved step 100 again as it started, then nothing.
+  assert _check_checkpoints(model_dir) == [0, 50, 100]
+  assert not (model_dir / 'metrics.json').exists()
+
+
+# --- A dead worker ----------------------------------------------------------
+
+
+def _make_cluster():
+  spec = importlib.util.spec_from_file_location('local_cluster', LAUNCHER)
+  launcher = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(launcher)
+  return launcher.make_cluster(False, 2, 0, False)
+
+
+def _start_cluster(command, logs):
+  """Two workers; not through the launcher, which would stop the survivor."""
+  cluster, tasks = _make_cluster()
+  return [
+      _start(command, log, env={**_ENV, 'TF_CONFIG': json.dumps(
+          {'cluster': cluster, 'task': {'type': task_type, 'index': index}})})
+      for (task_type, index), log in zip(tasks, logs)]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  command = _command(model_dir, mnist_small_dir,
+                     '--strategy=multi_worker_mirrored', '--train_steps=200',
+                     '--save_checkpoints_steps=50',
+                     '--cluster_timeout_secs=20', '--export=none')
+  logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
+  chief, worker = _start_cluster(command, logs)
+  _wait_for_line(chief, logs[0], r'Saving checkpoints for [1-9]')
+  time.sleep(1)
+  worker.kill()
+  killed = time.monotonic()
+  returncode = chief.wait(timeout=120)
+  seconds = time.monotonic() - killed
+  assert returncode != 0
+  assert logs[0].read_text().strip().splitlines()[-1] == (
+      'error: no training step in 20 s: a cluster task never started or '
+      'died (--cluster_timeout_secs)')
+  assert seconds < 20 + 15
+  worker.wait()
+  latest = _latest_step(model_dir)
+  assert latest > 0
+  _check_checkpoints(model_dir)
+  print(f'worker killed: the chief exited {returncode} after {seconds:.1f} s')
+
+  restarted = [tmp_path / 'chief2.log', tmp_path / 'worker2.log']
+  procs = _start_cluster(command, restarted)
+  for proc, log in zip(procs, restarted):
+    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+  assert _restored_step(restarted[0].read_text(), model_dir) == latest
+  assert _latest_step(model_dir) == 200
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 200
