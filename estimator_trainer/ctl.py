@@ -6,11 +6,13 @@ steps, not epochs): destroying a distributed iterator per epoch stalled the
 tutorial's loop for seconds on tf.data's autotune thread.
 """
 
+import math
 import time
 
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import faults
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import tf2
@@ -56,6 +58,7 @@ class _Trainer:
 
 
 def _train(config, evaluate):
+  """Returns the job and the last evaluation (None when preempted)."""
   job = tf2.Job(config)
   step = job.restore()
   trainer = _Trainer(job)
@@ -64,28 +67,37 @@ def _train(config, evaluate):
   iterator = iter(job.distribute(TRAIN))
   result, last_eval = None, None
   every = config.save_checkpoints_steps
-  while step < job.max_steps:
-    # Loops end on checkpoint and summary steps, as Estimator's do.
-    num_steps = min(config.steps_per_loop, job.max_steps - step,
-                    every - step % every, config.save_summary_steps -
-                    step % config.save_summary_steps)
-    trainer.train_steps(iterator, tf.constant(num_steps))
-    previous, step = step, job.step
-    if train_summaries.update(step, float(trainer.loss.result()),
-                              float(trainer.accuracy.result())):
-      trainer.loss.reset_state()
-      trainer.accuracy.reset_state()
-    if step // every > previous // every or step >= job.max_steps:
-      job.save(step)
-      final = step >= job.max_steps
-      # Like train_and_evaluate: every checkpoint, at most every throttle_secs.
-      if evaluator and (final or last_eval is None or
-                        time.monotonic() - last_eval >= config.throttle_secs):
-        result, last_eval = evaluator.evaluate(step), time.monotonic()
+  with faults.Sigterm(enabled=config.cluster is None) as sigterm:
+    while step < job.max_steps:
+      # Loops end on checkpoint and summary steps, as Estimator's do.
+      num_steps = min(config.steps_per_loop, job.max_steps - step,
+                      every - step % every, config.save_summary_steps -
+                      step % config.save_summary_steps)
+      loss = float(trainer.train_steps(iterator, tf.constant(num_steps)))
+      previous, step = step, job.step
+      if not math.isfinite(loss):  # Before any save of these weights.
+        raise faults.diverged(f'loss is {loss}', step, config.model_dir)
+      if train_summaries.update(step, float(trainer.loss.result()),
+                                float(trainer.accuracy.result())):
+        trainer.loss.reset_state()
+        trainer.accuracy.reset_state()
+      if sigterm.received:
+        job.save(step)
+        faults.log_preempted(step)
+        break
+      if step // every > previous // every or step >= job.max_steps:
+        job.save(step)
+        final = step >= job.max_steps
+        # As train_and_evaluate: each checkpoint, at most every throttle_secs.
+        if evaluator and (final or last_eval is None or time.monotonic() -
+                          last_eval >= config.throttle_secs):
+          result, last_eval = evaluator.evaluate(step), time.monotonic()
   train_summaries.close()
+  job.finish()
+  if sigterm.received:
+    return job, None
   if evaluator and (result is None or result['global_step'] < step):
     result = evaluator.evaluate(step)  # Restarted after the last step.
-  job.finish()
   logging.info('Trained to step %d', step)
   return job, result
 
@@ -94,7 +106,7 @@ def train_and_evaluate(config):
   """Trains to the configured step count, evaluating at each checkpoint;
   returns metrics.json's dict (None on workers other than the chief)."""
   job, result = _train(config, evaluate=True)
-  if not job.is_chief:
+  if not job.is_chief or result is None:  # result None: preempted.
     return None
   return outputs.write_eval_metrics(config.model_dir, result)
 

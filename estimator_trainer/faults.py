@@ -1,4 +1,4 @@
-"""Faults Estimator training survives: preemption and divergence.
+"""Faults training survives: preemption and divergence (every engine).
 
 A NaN or Inf loss fails the run, naming the step. A single process (not a
 cluster) also never checkpoints NaN or Inf weights, so that its latest
@@ -22,6 +22,11 @@ class DivergedError(TrainerError):
   """The loss or the weights became NaN or Inf."""
 
 
+def log_preempted(step):
+  logging.warning('Preempted at step %d: saved a checkpoint there; run the '
+                  'same command again to resume', step)
+
+
 class Preempted(Exception):
   """Raised once the checkpoint of the current step is saved, to skip what
   follows training."""
@@ -31,7 +36,7 @@ class Preempted(Exception):
     self.step = step
 
 
-def _diverged(what, step, model_dir):
+def diverged(what, step, model_dir):
   latest = tf.train.latest_checkpoint(model_dir)
   kept = (f'the latest checkpoint is still {os.path.basename(latest)}'
           if latest else 'no checkpoint was saved')
@@ -64,7 +69,7 @@ class NonFiniteLossHook(tf.estimator.SessionRunHook):
   def after_run(self, run_context, run_values):
     for loss in run_values.results:
       if not np.isfinite(loss):
-        raise _diverged(f'loss is {"NaN" if np.isnan(loss) else "Inf"}',
+        raise diverged(f'loss is {"NaN" if np.isnan(loss) else "Inf"}',
                         run_context.session.run(self._global_step),
                         self._model_dir)
 
@@ -88,22 +93,30 @@ class FiniteCheckpointListener(tf.compat.v1.train.CheckpointSaverListener):
 
   def before_save(self, session, global_step_value):
     if not session.run(self._finite):
-      raise _diverged('weights are NaN or Inf', global_step_value,
+      raise diverged('weights are NaN or Inf', global_step_value,
                       self._model_dir)
 
 
-class _Sigterm:
-  """Records SIGTERM instead of dying of it, while entered."""
+class Sigterm:
+  """Records SIGTERM instead of dying of it, while entered.
 
-  def __init__(self):
+  Disabled (the signal keeps its default action) unless `enabled`: a
+  cluster's tasks would have to stop together.
+  """
+
+  def __init__(self, enabled=True):
     self.received = False
+    self._enabled = enabled
+    self._previous = None
 
   def __enter__(self):
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    if self._enabled:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
     return self
 
   def __exit__(self, *exc_info):
-    signal.signal(signal.SIGTERM, self._previous)
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
 
   def _handle(self, signum, frame):
     del signum, frame
@@ -153,14 +166,13 @@ def _run_guarded(model_dir, run):
   if threading.current_thread() is not threading.main_thread():
     # Only the main thread may handle signals: run without the handler.
     return run([], [FiniteCheckpointListener(model_dir)])
-  with _Sigterm() as sigterm:
+  with Sigterm() as sigterm:
     try:
       return run([_StopOnSigtermHook(sigterm)],
                  [FiniteCheckpointListener(model_dir),
                   _PreemptedListener(sigterm)])
     except Preempted as e:
-      logging.warning('Preempted at step %d: saved a checkpoint there; run '
-                      'the same command again to resume', e.step)
+      log_preempted(e.step)
       return None
 
 

@@ -14,6 +14,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import faults
 from estimator_trainer import outputs
 from estimator_trainer import tf2
 from estimator_trainer.data import TRAIN
@@ -26,25 +27,31 @@ class _ModelDir(tf.keras.callbacks.Callback):
   progress, a checkpoint and an evaluation every `save_checkpoints_steps`;
   stops at the configured step count."""
 
-  def __init__(self, job, evaluator, start_step):
+  def __init__(self, job, evaluator, start_step, sigterm):
     super().__init__()
     self._job = job
     self._evaluator = evaluator
     self._summaries = tf2.TrainSummaries(job, start_step)
+    self._sigterm = sigterm
     self._last_eval = None
     self.result = None
 
   def on_train_batch_end(self, batch, logs=None):
     step = self._job.step
-    # Keras's logs hold the means since the start of the epoch.
-    self._summaries.update(step, float(logs['loss']),
-                           float(logs['accuracy']))
-    if step >= self._job.max_steps:
+    loss = float(logs['loss'])  # Keras's: the mean since the epoch began.
+    if not math.isfinite(loss):  # Raised before any save of these weights.
+      raise faults.diverged(f'loss is {loss}', step,
+                            self._job.config.model_dir)
+    self._summaries.update(step, loss, float(logs['accuracy']))
+    if step >= self._job.max_steps or self._sigterm.received:
       self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
     step = self._job.step
     self._job.save(step)
+    if self._sigterm.received:
+      faults.log_preempted(step)
+      return
     final = step >= self._job.max_steps
     if self._evaluator and (
         final or self._last_eval is None or
@@ -66,23 +73,25 @@ def _fit(config, evaluate):
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
   evaluator = tf2.Evaluator(job) if evaluate else None
-  model_dir_callback = _ModelDir(job, evaluator, step)
   every = config.save_checkpoints_steps
   backup = os.path.join(job.checkpoint_dir, BACKUP_DIR)
-  if step < job.max_steps:
-    data = tf.keras.utils.experimental.DatasetCreator(
-        lambda context: job.input_fn(TRAIN, context).map(
-            lambda features, labels: (features['image'], labels)),
-        tf.distribute.InputOptions(experimental_fetch_to_device=False))
-    job.model.fit(
-        data, epochs=math.ceil(job.max_steps / every),
-        initial_epoch=step // every, steps_per_epoch=every, verbose=0,
-        callbacks=[
-            tf.keras.callbacks.BackupAndRestore(backup),
-            model_dir_callback,
-        ])
+  with faults.Sigterm(enabled=config.cluster is None) as sigterm:
+    model_dir_callback = _ModelDir(job, evaluator, step, sigterm)
+    if step < job.max_steps:
+      data = tf.keras.utils.experimental.DatasetCreator(
+          lambda context: job.input_fn(TRAIN, context).map(
+              lambda features, labels: (features['image'], labels)),
+          tf.distribute.InputOptions(experimental_fetch_to_device=False))
+      job.model.fit(
+          data, epochs=math.ceil(job.max_steps / every),
+          initial_epoch=step // every, steps_per_epoch=every, verbose=0,
+          callbacks=[tf.keras.callbacks.BackupAndRestore(backup),
+                     model_dir_callback])
   if tf.io.gfile.exists(backup) and not tf.io.gfile.listdir(backup):
     tf.io.gfile.rmtree(backup)  # Emptied by BackupAndRestore after fit.
+  if sigterm.received:
+    job.finish()
+    return job, None
   result = model_dir_callback.result
   if evaluator and (result is None or result['global_step'] < job.step):
     result = evaluator.evaluate(job.step)  # Restarted after the last step.
@@ -95,7 +104,7 @@ def train_and_evaluate(config):
   """Fits to the configured step count, evaluating at each checkpoint;
   returns metrics.json's dict (None on workers other than the chief)."""
   job, result = _fit(config, evaluate=True)
-  if not job.is_chief:
+  if not job.is_chief or result is None:  # result None: preempted.
     return None
   return outputs.write_eval_metrics(config.model_dir, result)
 

@@ -7,8 +7,10 @@ import os
 import time
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import faults
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import progress as progress_lib
@@ -120,6 +122,10 @@ class Job:
     return int(path.rsplit('-', 1)[1])
 
   def save(self, step):
+    """Checkpoints `step`; never NaN or Inf weights (faults.py)."""
+    if not all(np.isfinite(w.numpy()).all() for w in self.model.weights):
+      raise faults.diverged('weights are NaN or Inf', step,
+                            self.config.model_dir)
     self.manager.save(checkpoint_number=step)
     if self.watchdog:
       self.watchdog.kick()

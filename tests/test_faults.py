@@ -350,3 +350,66 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   assert _latest_step(model_dir) == 200
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 200
+
+
+# --- The TF2 engines ---------------------------------------------------------
+
+
+@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir, engine):
+  model_dir = tmp_path / 'model'
+  # No periodic checkpoint before the end: what SIGTERM leaves is its own.
+  command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
+                     '--train_steps=4000', '--save_checkpoints_steps=10000')
+  log = tmp_path / 'preempted.log'
+  proc = _start(command, log)
+  _wait_for_line(proc, log, r'Input pipeline|Data: ')
+  time.sleep(8)  # Past the first step's tracing.
+  assert proc.poll() is None, log.read_text()[-3000:]
+  signalled = time.monotonic()
+  proc.send_signal(signal.SIGTERM)
+  returncode = proc.wait(timeout=120)
+  seconds = time.monotonic() - signalled
+  output = log.read_text()
+  assert returncode == 0, output[-3000:]
+  assert seconds < 15
+  step = int(re.search(r'Preempted at step (\d+): saved a checkpoint', output
+                       ).group(1))
+  assert 0 < step < 4000
+  assert _latest_step(model_dir) == step
+  assert not (model_dir / 'metrics.json').exists()
+  print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
+
+  result = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600, check=False, env=_ENV)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f'Restoring {model_dir}/ckpt-{step}' in result.stderr
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 4000
+
+
+@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
+    tmp_path, mnist_small_dir, engine):
+  model_dir = tmp_path / 'model'
+  # Diverges within a few steps; a checkpoint every step until then.
+  result = subprocess.run(
+      _command(model_dir, mnist_small_dir, f'--engine={engine}',
+               '--optimizer=sgd', '--lr_decay=none', '--learning_rate=1e6',
+               '--train_steps=30', '--save_checkpoints_steps=1'),
+      capture_output=True, text=True, timeout=600, check=False, env=_ENV)
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert 'Traceback' not in result.stderr
+  line = result.stderr.strip().splitlines()[-1]
+  assert re.match(r'error: (loss is nan|weights are NaN or Inf) at step \d+: '
+                  r'training diverged', line), line
+  assert not (model_dir / 'metrics.json').exists()
+  state = tf.train.get_checkpoint_state(str(model_dir))
+  assert state, 'the steps before the divergence were checkpointed'
+  for path in state.all_model_checkpoint_paths:
+    reader = tf.train.load_checkpoint(path)
+    for name, _ in tf.train.list_variables(path):
+      value = np.asarray(reader.get_tensor(name))  # The object graph: bytes.
+      if np.issubdtype(value.dtype, np.floating):
+        assert np.isfinite(value).all(), (path, name)
