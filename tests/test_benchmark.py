@@ -1,0 +1,93 @@
+"""scripts/benchmark.py in a smoke mode: a few steps per configuration.
+
+Checks the table's structure and the FLOP count, never timings: this machine's
+speed drifts and is shared.
+"""
+
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from estimator_trainer.model import create_model
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
+    'benchmark.py')
+
+
+def _import_script():
+  spec = importlib.util.spec_from_file_location('benchmark', SCRIPT)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+benchmark = _import_script()
+
+
+def test_forward_macs_of_create_model():
+  assert benchmark.forward_macs(create_model()) == 2_528_000
+  assert benchmark.train_flop_per_example() == 15_168_000
+
+
+def test_steady_rate_leaves_out_the_first_interval():
+  assert benchmark.steady_rate([1.0, 10.0, 30.0, 20.0]) == 20.0
+  with pytest.raises(RuntimeError, match='too few'):
+    benchmark.steady_rate([5.0])
+
+
+def test_summarize_ratios_and_failures():
+  runs = [
+      {'config': 'fit_default', 'examples_per_second': 100.0,
+       'peak_rss_mb': 500.0},
+      {'config': 'estimator_default', 'examples_per_second': 150.0,
+       'peak_rss_mb': 600.0},
+      {'config': 'estimator_default', 'examples_per_second': 170.0,
+       'peak_rss_mb': 650.0},
+      {'config': 'ctl_default', 'error': 'error: no ctl', 'peak_rss_mb': 20.0},
+  ]
+  rows = {row['config']: row for row in benchmark.summarize(runs, 1e6)}
+  assert rows['estimator_default']['examples_per_second'] == 160.0
+  assert rows['estimator_default']['ratio'] == 1.6
+  assert rows['estimator_default']['peak_rss_mb'] == 650.0
+  assert rows['estimator_default']['gflops'] == pytest.approx(0.16)
+  assert rows['ctl_default']['error'] == 'error: no ctl'
+  assert 'examples_per_second' not in rows['ctl_default']
+  table = benchmark.format_table(list(rows.values()))
+  assert 'failed' in table.splitlines()[4]
+  assert 'error: no ctl' in table
+  assert benchmark.target_lines(list(rows.values())) == [
+      'target estimator_default: 1.60x Model.fit (>= 1.5x) met']
+
+
+@pytest.mark.slow
+def test_smoke_run(tmp_path):
+  """Every kind of configuration runs end to end; the table has its rows."""
+  configs = ['estimator_default', 'fit_default', 'input_pipeline']
+  output = tmp_path / 'result.json'
+  result = subprocess.run(
+      [sys.executable, str(SCRIPT), '--steps=16', '--summary_steps=4',
+       f'--configs={",".join(configs)}', f'--json_output={output}',
+       f'--work_dir={tmp_path / "work"}'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.strip().splitlines()
+  assert lines[1].split()[:2] == ['configuration', 'examples/s']
+  rows = lines[3:3 + len(configs)]
+  assert [row.split()[0] for row in rows] == configs
+  assert lines[3 + len(configs)].startswith('target estimator_default: ')
+  for row in rows:
+    assert 'failed' not in row
+  saved = json.loads(output.read_text())
+  assert saved['flop_per_example'] == 15_168_000
+  for row in saved['rows']:
+    assert row['examples_per_second'] > 0
+    assert row['peak_rss_mb'] > 100  # TensorFlow's, not this script's.
+  by_config = {row['config']: row for row in saved['rows']}
+  assert by_config['fit_default']['ratio'] == 1.0
+  assert 'gflops' not in by_config['input_pipeline']
+  # Model dirs are cleaned up as the runs go.
+  assert not list((tmp_path / 'work').iterdir())
