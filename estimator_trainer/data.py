@@ -33,6 +33,7 @@ DEBIAN_IDX_DIRS = {'fashion_mnist': '/usr/share/datasets/fashion-mnist'}
 _IMAGES_MAGIC, _LABELS_MAGIC = 2051, 2049
 _IMAGES_HEADER, _LABELS_HEADER = 16, 8
 _IMAGE_BYTES = int(np.prod(IMAGE_SHAPE))
+_DECODE_BATCH = 1024
 
 
 class IdxSource:
@@ -69,14 +70,18 @@ class IdxSource:
   def dataset(self, split, num_shards=1, index=0):
     self.num_examples(split)
     images_path, labels_path = self._paths(split)
+    # Decoded 1024 records at a time: per record, filling the 60k shuffle
+    # buffer (the first training step) took 5.5 s instead of 0.8 s.
     images = tf.data.FixedLengthRecordDataset(
         images_path, _IMAGE_BYTES, header_bytes=_IMAGES_HEADER,
-        compression_type='GZIP').map(
-            lambda r: tf.reshape(tf.io.decode_raw(r, tf.uint8), IMAGE_SHAPE))
+        compression_type='GZIP').batch(_DECODE_BATCH).map(
+            lambda r: tf.reshape(tf.io.decode_raw(r, tf.uint8),
+                                 [-1, *IMAGE_SHAPE])).unbatch()
     labels = tf.data.FixedLengthRecordDataset(
         labels_path, 1, header_bytes=_LABELS_HEADER,
-        compression_type='GZIP').map(
-            lambda r: tf.cast(tf.io.decode_raw(r, tf.uint8)[0], tf.int64))
+        compression_type='GZIP').batch(_DECODE_BATCH).map(
+            lambda r: tf.cast(tf.io.decode_raw(r, tf.uint8)[:, 0],
+                              tf.int64)).unbatch()
     return tf.data.Dataset.zip((images, labels)).shard(num_shards, index)
 
 
