@@ -21,6 +21,7 @@ STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
 COMMUNICATIONS = ('auto', 'ring', 'nccl')
 OPTIMIZERS = ('adam', 'sgd')
 LR_DECAYS = ('cosine', 'none')
+PRECISIONS = ('float32', 'mixed_bfloat16')
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
 
@@ -53,6 +54,7 @@ class TrainConfig:
   learning_rate: float = 1e-3
   lr_decay: str = 'cosine'
   weight_decay: float = 0.0
+  precision: str = 'float32'
   train_steps: Optional[int] = None
   train_epochs: Optional[float] = None
   shuffle_buffer: int = 60000
@@ -84,6 +86,7 @@ class TrainConfig:
     _check_choice('communication', self.communication, COMMUNICATIONS)
     _check_choice('optimizer', self.optimizer, OPTIMIZERS)
     _check_choice('lr_decay', self.lr_decay, LR_DECAYS)
+    _check_choice('precision', self.precision, PRECISIONS)
     _check_choice('export', self.export, EXPORTS)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
@@ -173,6 +176,7 @@ class TrainConfig:
         'lr_decay': self.lr_decay,
         'decay_steps': train_steps,
         'weight_decay': self.weight_decay,
+        'precision': self.precision,
         'global_batch_size': global_batch_size,
         'seed': self.seed,
         'dataset': self.dataset,  # Class names of eval images.

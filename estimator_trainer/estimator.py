@@ -69,7 +69,8 @@ def model_fn(features, labels, mode, params):
   needs `decay_steps`), `seed`, `weight_decay`.
   """
   model = create_model(seed=params.get('seed'),
-                       weight_decay=params.get('weight_decay', 0.0))
+                       weight_decay=params.get('weight_decay', 0.0),
+                       precision=params.get('precision', 'float32'))
   logits = model(features['image'], training=mode == ModeKeys.TRAIN)
   predictions = {
       'classes': tf.argmax(logits, axis=1),

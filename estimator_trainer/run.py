@@ -82,6 +82,10 @@ flags.DEFINE_string(
     'cosine: decay --learning_rate to 0 over the training steps; none: '
     'constant.')
 flags.DEFINE_float('weight_decay', 0.0, 'L2 regularization factor.')
+flags.DEFINE_string(
+    'precision', 'float32',
+    'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
+    '(faster only on CPUs with bfloat16 instructions, e.g. AVX512_BF16, AMX).')
 flags.DEFINE_integer('train_steps', None, 'Global steps to train to.')
 flags.DEFINE_float(
     'train_epochs', None,

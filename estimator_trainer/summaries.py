@@ -225,6 +225,7 @@ def run_hparams(config, num_replicas, global_batch_size, train_steps):
       'learning_rate': config.learning_rate,
       'lr_decay': config.lr_decay,
       'weight_decay': config.weight_decay,
+      'precision': config.precision,
       'train_steps': train_steps,
       'seed': config.seed,
   }

@@ -76,7 +76,8 @@ class Job:
     self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
     with self.strategy.scope():
       self.model = create_model(seed=config.seed,
-                                weight_decay=config.weight_decay)
+                                weight_decay=config.weight_decay,
+                                precision=config.precision)
       self.optimizer = (make_optimizer(config, self.max_steps)
                         if training else None)
     objects = {'model': self.model}
