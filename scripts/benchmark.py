@@ -160,7 +160,13 @@ def read_event_rates(model_dir, tag='examples_per_second'):
       event = event_pb2.Event.FromString(record)
       for value in event.summary.value:
         if value.tag == tag:
-          points.append((event.step, value.simple_value))
+          # v1 summaries (estimator) hold simple_value; v2 ones (ctl) a
+          # float32 scalar tensor.
+          points.append((event.step, value.simple_value
+                         if value.WhichOneof('value') == 'simple_value' else
+                         struct.unpack('<f', value.tensor.tensor_content)[0]
+                         if value.tensor.tensor_content else
+                         value.tensor.float_val[0]))
   return [value for _, value in sorted(points)]
 
 
@@ -455,8 +461,8 @@ def _parent_main():
         runs.append(run)
         rate = run.get('examples_per_second')
         print(f'round {round_index + 1}/{FLAGS.rounds} {name}: '
-              + (f'{rate:,.0f} examples/s' if rate else
-                 f'failed: {run["error"]}')
+              + (f'failed: {run["error"]}' if 'error' in run else
+                 f'{rate:,.0f} examples/s')
               + f', {run["peak_rss_mb"]:.0f} MB, {run["seconds"]:.0f} s',
               file=sys.stderr, flush=True)
   finally:
