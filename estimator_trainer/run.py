@@ -9,9 +9,14 @@ import importlib
 import json
 import os
 import sys
+import warnings
 
 # Before TensorFlow loads: hide its C++ INFO chatter unless asked for.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
+# google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
+# every start; it says nothing about this run.
+warnings.filterwarnings('ignore', category=FutureWarning,
+                        module=r'google\.api_core\.')
 
 # pylint: disable=g-import-not-at-top
 from absl import app

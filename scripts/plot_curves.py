@@ -14,10 +14,15 @@ import contextlib
 import logging
 import os
 import sys
+import warnings
 
 # Before TensorFlow loads (TensorBoard's reader reads files through it): its
 # C++ start-up chatter would bury this script's output.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+# google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
+# every start; it says nothing about this run.
+warnings.filterwarnings('ignore', category=FutureWarning,
+                        module=r'google\.api_core\.')
 
 # pylint: disable=g-import-not-at-top
 from absl import app

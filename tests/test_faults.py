@@ -92,7 +92,9 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   # Frequent saves: a kill can land in one, or in a deletion of an old one.
-  command = _command(model_dir, mnist_small_dir, '--train_steps=600',
+  # Enough steps that 5 runs of at most 7 s each never reach the end.
+  steps = 5000
+  command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=20', '--export=none')
   rng = random.Random(20240521)
   latest = 0
@@ -113,7 +115,7 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     proc.wait()
     _check_checkpoints(model_dir)
     step = _latest_step(model_dir)
-    assert latest <= step < 600 and step > 0
+    assert latest <= step < steps and step > 0
     latest = step
     history.append((round(delay, 1), latest))
     assert not (model_dir / 'metrics.json').exists()
@@ -122,10 +124,10 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
                           timeout=600, check=False, env=_ENV)
   assert result.returncode == 0, result.stderr[-3000:]
   assert _restored_step(result.stderr, model_dir) == latest
-  assert _latest_step(model_dir) == 600
-  assert 600 in _check_checkpoints(model_dir)
+  assert _latest_step(model_dir) == steps
+  assert steps in _check_checkpoints(model_dir)
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 600
+  assert metrics['global_step'] == steps
   assert metrics['num_examples'] == 10000
   print(f'(kill delay s, latest checkpoint) per kill: {history}')
 
