@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from estimator_trainer import faults
 from estimator_trainer import losses
-from estimator_trainer import outputs
 from estimator_trainer import tf2
 from estimator_trainer.data import TRAIN
 
@@ -105,10 +104,7 @@ def _train(config, evaluate):
 def train_and_evaluate(config):
   """Trains to the configured step count, evaluating at each checkpoint;
   returns metrics.json's dict (None on workers other than the chief)."""
-  job, result = _train(config, evaluate=True)
-  if not job.is_chief or result is None:  # result None: preempted.
-    return None
-  return outputs.write_eval_metrics(config.model_dir, result)
+  return tf2.write_results(*_train(config, evaluate=True))
 
 
 def train(config):

@@ -15,7 +15,6 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import faults
-from estimator_trainer import outputs
 from estimator_trainer import tf2
 from estimator_trainer.data import TRAIN
 
@@ -103,10 +102,7 @@ def _fit(config, evaluate):
 def train_and_evaluate(config):
   """Fits to the configured step count, evaluating at each checkpoint;
   returns metrics.json's dict (None on workers other than the chief)."""
-  job, result = _fit(config, evaluate=True)
-  if not job.is_chief or result is None:  # result None: preempted.
-    return None
-  return outputs.write_eval_metrics(config.model_dir, result)
+  return tf2.write_results(*_fit(config, evaluate=True))
 
 
 def train(config):

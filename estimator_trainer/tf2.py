@@ -262,6 +262,14 @@ class TrainSummaries:
       self._progress.close()
 
 
+def write_results(job, result):
+  """metrics.json of a training job's final evaluation, on the chief; None
+  elsewhere, or when preempted (`result` None)."""
+  if not job.is_chief or result is None:
+    return None
+  return outputs.write_eval_metrics(job.config.model_dir, result)
+
+
 def evaluate(config):
   """--mode evaluate: restores the latest checkpoint's model, with no
   strategy, and evaluates it; writes model_dir/eval and metrics.json."""
