@@ -24,6 +24,7 @@ from absl import flags
 from absl import logging
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import listen
 from estimator_trainer.errors import TrainerError, UsageError
 
 _DEFAULTS = config_lib.TrainConfig.__dataclass_fields__
@@ -146,6 +147,12 @@ flags.DEFINE_integer(
     'no new checkpoint) completes for this long: a peer never started or '
     'died.')
 
+flags.DEFINE_bool(
+    'listen_all_interfaces', False,
+    'In a TF_CONFIG cluster, let this task\'s gRPC server listen on every '
+    'interface, as TensorFlow does, instead of only on its TF_CONFIG address '
+    '(needed when that address is not the machine\'s own, e.g. a NAT).')
+
 FLAGS = flags.FLAGS
 # Module of each engine; each has a function per mode it offers.
 _ENGINES = {'estimator': 'estimator', 'ctl': 'ctl', 'keras': 'keras_fit'}
@@ -206,6 +213,8 @@ def main(argv):
     if len(argv) > 1:
       raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
     config = config_from_flags()
+    if not FLAGS.listen_all_interfaces:
+      listen.confine(config.cluster)
     logging.info('Config: %s', config)
     _run(config)
   except TrainerError as e:

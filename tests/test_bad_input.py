@@ -111,6 +111,10 @@ CASES = [
           'TF_CONFIG: a cluster of 2 training task(s) needs '
           '--strategy=multi_worker_mirrored or parameter_server, not '
           'mirrored', env=_tf_config(TWO_WORKERS)),
+    _case('tf-config-address-not-this-machines',
+          ['--strategy=multi_worker_mirrored'], 2,
+          'TF_CONFIG: 192.0.2.1:2222 (192.0.2.1) is not an address of this '
+          'machine', env=_tf_config({'worker': ['192.0.2.1:2222']})),
     _case('unknown-dataset', ['--dataset=cifar10'], 2,
           "--dataset must be one of fashion_mnist, mnist; got 'cifar10'"),
     _case('unknown-strategy', ['--strategy=horovod'], 2,
