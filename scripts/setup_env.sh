@@ -9,8 +9,8 @@ FASHION_MNIST_DIR=/usr/share/datasets/fashion-mnist
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
   || { echo "error: needs Python 3.11 (TensorFlow 2.15); set PYTHON=" >&2; exit 1; }
 
-# Reinstall only when the dependency files change.
-stamp="$VENV/.installed-$(cat "$ROOT/constraints.txt" "$ROOT/setup.cfg" "$ROOT/setup.py" | sha256sum | cut -c1-16)"
+# Reinstall only when the dependency files (or the preload library) change.
+stamp="$VENV/.installed-$(cat "$ROOT/constraints.txt" "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/estimator_trainer/listen_shim.c" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check \
