@@ -48,6 +48,8 @@ class TrainConfig:
   eval_strategy: str = 'default'
   communication: str = 'auto'
   cpu_replicas: int = 0
+  intra_op_threads: int = 0
+  inter_op_threads: int = 0
   batch_size_per_replica: Optional[int] = None
   global_batch_size: Optional[int] = None
   optimizer: str = 'adam'
@@ -126,7 +128,8 @@ class TrainConfig:
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
                        'exist')
-    for name in ('cpu_replicas', 'shuffle_buffer', 'throttle_secs',
+    for name in ('cpu_replicas', 'intra_op_threads', 'inter_op_threads',
+                 'shuffle_buffer', 'throttle_secs',
                  'weight_decay', 'early_stopping_evals'):
       if getattr(self, name) < 0:
         raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')

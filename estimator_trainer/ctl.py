@@ -43,6 +43,9 @@ class _Trainer:
     self.accuracy.update_state(labels, logits)
     return loss
 
+  def read_metrics(self):
+    return float(self.loss.result()), float(self.accuracy.result())
+
   @tf.function
   def train_steps(self, iterator, num_steps):
     """Runs `num_steps` steps in one call; returns the last step's loss."""
@@ -73,11 +76,11 @@ def _train(config, evaluate):
                       every - step % every, config.save_summary_steps -
                       step % config.save_summary_steps)
       loss = float(trainer.train_steps(iterator, tf.constant(num_steps)))
-      previous, step = step, job.step
+      # Counted here: reading the optimizer's counter costs an op per loop.
+      previous, step = step, step + num_steps
       if not math.isfinite(loss):  # Before any save of these weights.
         raise faults.diverged(f'loss is {loss}', step, config.model_dir)
-      if train_summaries.update(step, float(trainer.loss.result()),
-                                float(trainer.accuracy.result())):
+      if train_summaries.update(step, loss, trainer.read_metrics):
         trainer.loss.reset_state()
         trainer.accuracy.reset_state()
       if sigterm.received:

@@ -128,7 +128,10 @@ def model_fn(features, labels, mode, params):
 
 def make_run_config(config):
   """A RunConfig with `train_distribute`/`eval_distribute` from `config`."""
-  session_config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+  session_config = tf.compat.v1.ConfigProto(
+      allow_soft_placement=True,
+      intra_op_parallelism_threads=config.intra_op_threads,
+      inter_op_parallelism_threads=config.inter_op_threads)
   if config.cpu_replicas > 1:
     # Estimator runs v1 sessions: they need the logical CPUs too.
     session_config.device_count['CPU'] = config.cpu_replicas

@@ -41,7 +41,8 @@ class _ModelDir(tf.keras.callbacks.Callback):
     if not math.isfinite(loss):  # Raised before any save of these weights.
       raise faults.diverged(f'loss is {loss}', step,
                             self._job.config.model_dir)
-    self._summaries.update(step, loss, float(logs['accuracy']))
+    self._summaries.update(step, loss,
+                           lambda: (loss, float(logs['accuracy'])))
     if step >= self._job.max_steps or self._sigterm.received:
       self.model.stop_training = True
 
@@ -80,7 +81,7 @@ def _fit(config, evaluate):
       data = tf.keras.utils.experimental.DatasetCreator(
           lambda context: job.input_fn(TRAIN, context).map(
               lambda features, labels: (features['image'], labels)),
-          tf.distribute.InputOptions(experimental_fetch_to_device=False))
+          job.input_options())
       job.model.fit(
           data, epochs=math.ceil(job.max_steps / every),
           initial_epoch=step // every, steps_per_epoch=every, verbose=0,

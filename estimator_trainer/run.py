@@ -74,6 +74,13 @@ flags.DEFINE_integer(
     'Split the CPU into this many logical devices so that mirrored runs that '
     'many replicas without GPUs (0: no split).')
 flags.DEFINE_integer(
+    'intra_op_threads', 0,
+    'Threads one op (a convolution) may use; 0: TensorFlow\'s choice (all '
+    'cores). With --cpu_replicas=<cores>, 1 runs each replica on a core.')
+flags.DEFINE_integer(
+    'inter_op_threads', 0,
+    'Ops run at once; 0: TensorFlow\'s choice.')
+flags.DEFINE_integer(
     'batch_size_per_replica', None,
     f'Per-replica batch (default {config_lib.DEFAULT_BATCH_SIZE_PER_REPLICA}).')
 flags.DEFINE_integer(

@@ -32,6 +32,24 @@ def configure_cpu_replicas(num_replicas):
           'initialized before with another device layout') from None
 
 
+def configure_threads(intra_op_threads, inter_op_threads):
+  """Thread pools of eager ops and tf.functions (0: TensorFlow's choice).
+
+  Must run before TensorFlow initializes its devices; v1 sessions take the
+  same numbers from their ConfigProto.
+  """
+  threading = tf.config.threading
+  try:
+    if threading.get_intra_op_parallelism_threads() != intra_op_threads:
+      threading.set_intra_op_parallelism_threads(intra_op_threads)
+    if threading.get_inter_op_parallelism_threads() != inter_op_threads:
+      threading.set_inter_op_parallelism_threads(inter_op_threads)
+  except RuntimeError:
+    raise TrainerError(
+        'cannot set --intra_op_threads/--inter_op_threads: TensorFlow was '
+        'initialized before with other thread pools') from None
+
+
 def replica_devices(cpu_replicas):
   """Devices `mirrored` uses: every GPU, else `cpu_replicas` logical CPUs."""
   if tf.config.list_physical_devices('GPU'):

@@ -18,7 +18,7 @@ from estimator_trainer import summaries
 from estimator_trainer.data import CLASS_NAMES, TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
-from estimator_trainer.strategy import make_strategy
+from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import Watchdog
 
 EVAL = tf.estimator.ModeKeys.EVAL
@@ -63,6 +63,7 @@ class Job:
           config.cluster_timeout_secs,
           f'no training step in {config.cluster_timeout_secs} s: a cluster '
           'task never started or died (--cluster_timeout_secs)')
+    configure_threads(config.intra_op_threads, config.inter_op_threads)
     self.strategy = (make_strategy(config.strategy, config.cpu_replicas,
                                    config.communication) if training else None
                      ) or tf.distribute.get_strategy()
@@ -95,14 +96,27 @@ class Job:
   def step(self):
     return int(self.optimizer.iterations.numpy())
 
+  def input_options(self):
+    """How the strategy feeds input_fn's datasets to the replicas.
+
+    Elements stay on the host (no GPU here to feed). Under MirroredStrategy
+    each replica iterates its own pipeline (input_fn gets one InputContext
+    per replica): no MultiDeviceIterator, whose per-device pipelines keep
+    tf.data's autotuning on and made the iterator's teardown wait for it
+    (45 s once after a 10-epoch run) and every step slower. MWMS has no such
+    mode: one pipeline per worker.
+    """
+    per_replica = isinstance(self.strategy, tf.distribute.MirroredStrategy)
+    return tf.distribute.InputOptions(
+        experimental_fetch_to_device=False,
+        experimental_replication_mode=(
+            tf.distribute.InputReplicationMode.PER_REPLICA if per_replica
+            else tf.distribute.InputReplicationMode.PER_WORKER))
+
   def distribute(self, mode):
-    """The input_fn's dataset of `mode`, one pipeline per worker."""
+    """The input_fn's dataset of `mode`, distributed to the replicas."""
     return self.strategy.distribute_datasets_from_function(
-        lambda context: self.input_fn(mode, context),
-        # Elements stay on the host (no GPU here to feed): no per-device
-        # prefetch iterators, whose autotuned buffers stalled the iterator's
-        # teardown for up to 20 s.
-        tf.distribute.InputOptions(experimental_fetch_to_device=False))
+        lambda context: self.input_fn(mode, context), self.input_options())
 
   def restore(self):
     """Restores the latest checkpoint of model_dir; returns its step."""
@@ -228,10 +242,14 @@ class TrainSummaries:
       for summary in summaries.hparams_summaries(job.hparams()):
         tf.summary.experimental.write_raw_pb(summary)
 
-  def update(self, step, loss, accuracy):
-    """After training to `step`: `loss`, `accuracy` are the mean per example
-    since the previous summary. Returns True when it wrote a summary (so the
-    caller resets its metrics)."""
+  def update(self, step, loss, read_metrics):
+    """After training to `step` (`loss`: the latest, for the progress line).
+
+    `read_metrics()` returns the mean loss and accuracy per example since
+    the previous summary; it is called only when a summary is due (reading
+    metrics costs a few ops per call). Returns True when it wrote a summary
+    (so the caller resets its metrics).
+    """
     now = time.monotonic()
     if self._progress:
       self._progress.update(step, loss)
@@ -240,6 +258,7 @@ class TrainSummaries:
     if step // self._every == self._last_written // self._every and (
         step < self._job.max_steps):
       return False
+    loss, accuracy = read_metrics()
     with self._writer.as_default(step=step):
       tf.summary.scalar('loss', loss)
       tf.summary.scalar('accuracy', accuracy)
