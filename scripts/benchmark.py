@@ -16,6 +16,11 @@ Each configuration runs in its own subprocess on the same machine, data
                         TRAIN dataset (input_fn's, images unpacked from the
                         features dict), timed by a batch callback.
   input_pipeline        the package's TRAIN dataset iterated eagerly, no model.
+  model_step            the ceiling of any engine: forward, backward and Adam
+                        of create_model in one tf.function looping over
+                        --summary_steps steps of ONE batch already in memory
+                        (no input pipeline, no framework, one sync per
+                        interval).
 
 examples/s is the median over intervals of --summary_steps steps, leaving
 out the first step (graph tracing) and the first interval (warm-up); with
@@ -60,6 +65,7 @@ CONFIGS = {
     'fit_default': ('fit', 'default'),
     'fit_mirrored': ('fit', 'mirrored'),
     'input_pipeline': ('input', None),
+    'model_step': ('step', 'default'),
 }
 # A worker subprocess prints its result on a line starting with this.
 RESULT_PREFIX = 'BENCHMARK_RESULT '
@@ -257,6 +263,35 @@ def run_input_pipeline(steps, batch_size, every_steps):
   return timer.rates
 
 
+def run_model_step(steps, batch_size, every_steps):
+  """Training steps on one in-memory batch, `every_steps` per call."""
+  import tensorflow as tf
+  from estimator_trainer.model import create_model
+  dataset, global_batch = _package_dataset(batch_size, None)
+  features, labels = next(iter(dataset))
+  images = features['image']
+  model = create_model(seed=42)
+  optimizer = tf.keras.optimizers.Adam(1e-3)
+  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  @tf.function
+  def train_steps(num_steps):
+    loss = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(labels, model(images, training=True))
+      gradients = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss
+
+  rates = []
+  for _ in range(steps // every_steps):
+    start = time.perf_counter()
+    train_steps(tf.constant(every_steps)).numpy()
+    rates.append(every_steps * global_batch / (time.perf_counter() - start))
+  return rates
+
+
 def _worker_main(name):
   kind, strategy = CONFIGS[name]
   if kind == 'fit':
@@ -265,6 +300,8 @@ def _worker_main(name):
   elif kind == 'input':
     rates = run_input_pipeline(FLAGS.steps, FLAGS.batch_size,
                                FLAGS.summary_steps)
+  elif kind == 'step':
+    rates = run_model_step(FLAGS.steps, FLAGS.batch_size, FLAGS.summary_steps)
   else:
     raise ValueError(f'{name} is not a worker configuration')
   print(RESULT_PREFIX + json.dumps({'rates': rates}), flush=True)
@@ -415,7 +452,7 @@ TARGETS = {'estimator': 1.5, 'ctl': 1.2, 'input': 5.0}
 def target_lines(rows):
   """One line per row with a target: its ratio, and whether it is met."""
   training = [row['examples_per_second'] for row in rows
-              if CONFIGS[row['config']][0] != 'input' and
+              if CONFIGS[row['config']][0] not in ('input', 'step') and
               'examples_per_second' in row]
   lines = []
   for row in rows:

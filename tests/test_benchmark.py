@@ -66,7 +66,8 @@ def test_summarize_ratios_and_failures():
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""
-  configs = ['estimator_default', 'fit_default', 'input_pipeline']
+  configs = ['estimator_default', 'fit_default', 'input_pipeline',
+             'model_step']
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(SCRIPT), '--steps=16', '--summary_steps=4',
@@ -89,5 +90,6 @@ def test_smoke_run(tmp_path):
   by_config = {row['config']: row for row in saved['rows']}
   assert by_config['fit_default']['ratio'] == 1.0
   assert 'gflops' not in by_config['input_pipeline']
+  assert by_config['model_step']['gflops'] > 0
   # Model dirs are cleaned up as the runs go.
   assert not list((tmp_path / 'work').iterdir())
