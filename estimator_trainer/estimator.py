@@ -15,6 +15,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
+from estimator_trainer import listen
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import progress
@@ -128,6 +129,7 @@ def model_fn(features, labels, mode, params):
 
 def make_run_config(config):
   """A RunConfig with `train_distribute`/`eval_distribute` from `config`."""
+  listen.warn_if_unconfined(config.cluster)
   session_config = tf.compat.v1.ConfigProto(
       allow_soft_placement=True,
       intra_op_parallelism_threads=config.intra_op_threads,

@@ -5,11 +5,16 @@ TF_CONFIG names, and its runtime is unauthenticated. The CLI therefore runs a
 cluster task with `listen_shim.c` preloaded (built with the package on
 Linux): that library's bind() moves the server's wildcard bind to the task's
 own address. LD_PRELOAD is read when a process starts, so the CLI executes
-itself again, once, with it set.
+itself again, once, with it set. Any other command that trains in a cluster
+through the Python API (a TFX trainer, a pipeline's own script) runs confined
+the same way with
+
+    python -m estimator_trainer.listen COMMAND [ARG...]
 """
 
 import importlib.util
 import os
+import shutil
 import socket
 import sys
 from typing import Optional, Tuple
@@ -84,6 +89,18 @@ def confined_environment(cluster: cluster_lib.Cluster, environ):
           HOST_ENV: ip, PORT_ENV: port}
 
 
+def warn_if_unconfined(cluster: Optional[cluster_lib.Cluster]):
+  """Logs a warning when this task's server will listen on every interface."""
+  address = cluster and task_address(cluster)
+  if address and not (os.environ.get(PORT_ENV) == str(address[1]) and
+                      '_listen_shim' in os.environ.get('LD_PRELOAD', '')):
+    logging.warning(
+        'This task\'s gRPC server will listen on port %d of every interface '
+        '(TensorFlow\'s default): keep it behind a firewall, or start this '
+        'process with `python -m estimator_trainer.listen COMMAND...` (the CLI '
+        'does so itself) to keep it on %s', address[1], address[0])
+
+
 def confine(cluster: Optional[cluster_lib.Cluster]):
   """Runs this command again with its server confined, if it needs to be."""
   if cluster is None:
@@ -98,3 +115,25 @@ def confine(cluster: Optional[cluster_lib.Cluster]):
   sys.stderr.flush()
   # sys.orig_argv: the interpreter's own options and `-m module` included.
   os.execve(sys.executable, sys.orig_argv, environ)
+
+
+def main(argv):
+  """`python -m estimator_trainer.listen COMMAND [ARG...]`: runs COMMAND with
+  the gRPC server of the TF_CONFIG task confined to the task's address."""
+  if len(argv) < 2 or argv[1] in ('-h', '--help'):
+    asked = len(argv) > 1
+    print(main.__doc__, file=sys.stdout if asked else sys.stderr)
+    return 0 if asked else 2
+  try:
+    if not shutil.which(argv[1]):
+      raise UsageError(f'command not found: {argv[1]}')
+    cluster = cluster_lib.from_environment()
+    environ = cluster and confined_environment(cluster, os.environ)
+    os.execvpe(argv[1], argv[1:], environ or os.environ)
+  except (UsageError, OSError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))

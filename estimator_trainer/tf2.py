@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import faults
+from estimator_trainer import listen
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import progress as progress_lib
@@ -57,6 +58,7 @@ class Job:
     self.is_chief = cluster is None or cluster.is_chief or not training
     self.watchdog = None
     if training and cluster:
+      listen.warn_if_unconfined(cluster)
       os.environ['TF_CONFIG'] = cluster.tf_config()
       # Creating the strategy already waits for the peers.
       self.watchdog = Watchdog(

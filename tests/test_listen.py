@@ -109,3 +109,63 @@ def test_cli_task_server_listens_where_told(tmp_path, mnist_small_dir, flags,
     proc.kill()
     _, stderr = proc.communicate()
   assert proc.returncode == -9, stderr[-3000:]
+
+
+_SERVER = '''
+import json, os, time
+import tensorflow as tf
+tf_config = json.loads(os.environ['TF_CONFIG'])
+server = tf.distribute.Server(tf.train.ClusterSpec(tf_config['cluster']),
+                              job_name='worker', task_index=0)
+print('started', flush=True)
+time.sleep(600)
+'''
+
+
+def test_listen_command_confines_any_command(tmp_path):
+  """`python -m estimator_trainer.listen CMD`: a server CMD starts itself
+  (as a TFX trainer would, through the Python API) is confined too."""
+  port = _free_port()
+  env = dict(os.environ, TF_CONFIG=json.dumps(
+      {'cluster': {'worker': [f'127.0.0.1:{port}']},
+       'task': {'type': 'worker', 'index': 0}}))
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'estimator_trainer.listen', sys.executable, '-c',
+       _SERVER], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+      text=True)
+  try:
+    assert proc.stdout.readline() == 'started\n'
+    assert _listening_addresses(port) == ['0000000000000000FFFF00000100007F']
+  finally:
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize('argv, code, message', [
+    (['estimator_trainer.listen'], 2, 'runs COMMAND'),
+    (['estimator_trainer.listen', 'no-such-command-here'], 2,
+     'error: command not found: no-such-command-here'),
+])
+def test_listen_command_errors(argv, code, message):
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
+  result = subprocess.run([sys.executable, '-m', *argv], env=env,
+                          capture_output=True, text=True, check=False)
+  assert result.returncode == code
+  assert message in result.stdout + result.stderr
+  assert 'Traceback' not in result.stderr
+
+
+def test_warns_when_unconfined(monkeypatch):
+  cluster = _cluster({'worker': ['127.0.0.1:2222']})
+  warnings = []
+  monkeypatch.setattr(listen.logging, 'warning',
+                      lambda *args: warnings.append(args[0] % args[1:]))
+  for name in (listen.HOST_ENV, listen.PORT_ENV, 'LD_PRELOAD'):
+    monkeypatch.delenv(name, raising=False)
+  listen.warn_if_unconfined(cluster)
+  assert len(warnings) == 1 and 'port 2222 of every interface' in warnings[0]
+  monkeypatch.setenv('LD_PRELOAD', listen._shim_path())
+  monkeypatch.setenv(listen.PORT_ENV, '2222')
+  listen.warn_if_unconfined(cluster)
+  listen.warn_if_unconfined(None)
+  assert len(warnings) == 1
