@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from estimator_trainer import estimator
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.strategy import configure_cpu_replicas
+from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 
 ModeKeys = tf.estimator.ModeKeys
 PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'global_batch_size': 4,
@@ -117,7 +117,23 @@ def test_eval_strategy_is_independent_of_train_strategy(tmp_path):
   assert run_config.eval_distribute is None
 
 
+def test_thread_flags_reach_the_session_config(tmp_path):
+  session_config = estimator.make_run_config(TrainConfig(
+      model_dir=str(tmp_path), intra_op_threads=1,
+      inter_op_threads=2)).session_config
+  assert session_config.intra_op_parallelism_threads == 1
+  assert session_config.inter_op_parallelism_threads == 2
+
+
+def test_threads_cannot_change_after_initialization():
+  tf.config.list_logical_devices()  # Initializes TensorFlow's devices.
+  configure_threads(0, 0)  # TensorFlow's defaults, as initialized: accepted.
+  with pytest.raises(Exception, match='cannot set --intra_op_threads'):
+    configure_threads(1, 2)
+
+
 def test_cpu_replicas_cannot_change_after_initialization():
+  tf.config.list_logical_devices()  # Initializes TensorFlow's devices.
   configure_cpu_replicas(2)  # What conftest set: accepted.
   with pytest.raises(Exception, match='cannot split the CPU into 3'):
     configure_cpu_replicas(3)
