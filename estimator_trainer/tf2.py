@@ -105,8 +105,8 @@ class Job:
     each replica iterates its own pipeline (input_fn gets one InputContext
     per replica): no MultiDeviceIterator, whose per-device pipelines keep
     tf.data's autotuning on and made the iterator's teardown wait for it
-    (45 s once after a 10-epoch run) and every step slower. MWMS has no such
-    mode: one pipeline per worker.
+    (45 s once after a 10-epoch run). MWMS has no such mode: one pipeline
+    per worker.
     """
     per_replica = isinstance(self.strategy, tf.distribute.MirroredStrategy)
     return tf.distribute.InputOptions(
