@@ -4,28 +4,17 @@ Checks the table's structure and the FLOP count, never timings: this machine's
 speed drifts and is shared.
 """
 
-import importlib.util
 import json
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
 from estimator_trainer.model import create_model
+import scripts_dir
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
-    'benchmark.py')
-
-
-def _import_script():
-  spec = importlib.util.spec_from_file_location('benchmark', SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-benchmark = _import_script()
+SCRIPT = scripts_dir.SCRIPTS / 'benchmark.py'
+benchmark = scripts_dir.load('benchmark')
 
 
 def test_forward_macs_of_create_model():

@@ -1,9 +1,7 @@
 """scripts/plot_curves.py on the event files of a short real training run."""
 
-import importlib.util
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -13,20 +11,11 @@ import numpy as np
 import pytest
 
 from estimator_trainer.errors import TrainerError
+import scripts_dir
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
-    'plot_curves.py')
+SCRIPT = scripts_dir.SCRIPTS / 'plot_curves.py'
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
-
-
-def _import_script():
-  spec = importlib.util.spec_from_file_location('plot_curves', SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-plot_curves = _import_script()
+plot_curves = scripts_dir.load('plot_curves')
 
 
 def _run_script(*flags):
