@@ -73,16 +73,28 @@ def _check_checkpoints(model_dir):
   """Every checkpoint the state lists restores, with finite weights; returns
   their steps."""
   state = tf.train.get_checkpoint_state(str(model_dir))
+  assert state, f'no checkpoint in {model_dir}'
   steps = []
   for path in state.all_model_checkpoint_paths:
     reader = tf.train.load_checkpoint(path)
     for name, _ in tf.train.list_variables(path):
-      value = reader.get_tensor(name)
+      # np.asarray: a TF2 checkpoint's object graph is bytes.
+      value = np.asarray(reader.get_tensor(name))
       if np.issubdtype(value.dtype, np.floating):
         assert np.isfinite(value).all(), (path, name)
     steps.append(_step(path))
   assert _step(state.model_checkpoint_path) == max(steps)
   return steps
+
+
+def _rerun_to_the_end(command, model_dir, steps):
+  """Runs `command` again, to `steps` and metrics.json; returns its log."""
+  result = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600, check=False, env=_ENV)
+  assert result.returncode == 0, result.stderr[-3000:]
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == steps
+  return result.stderr, metrics
 
 
 # --- SIGKILL ----------------------------------------------------------------
@@ -121,14 +133,10 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     history.append((round(delay, 1), latest))
     assert not (model_dir / 'metrics.json').exists()
 
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600, check=False, env=_ENV)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert _restored_step(result.stderr, model_dir) == latest
+  log, metrics = _rerun_to_the_end(command, model_dir, steps)
+  assert _restored_step(log, model_dir) == latest
   assert _latest_step(model_dir) == steps
   assert steps in _check_checkpoints(model_dir)
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == steps
   assert metrics['num_examples'] == 10000
   print(f'(kill delay s, latest checkpoint) per kill: {history}')
 
@@ -169,12 +177,8 @@ def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600, check=False, env=_ENV)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert _restored_step(result.stderr, model_dir) == step
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200
+  log, _ = _rerun_to_the_end(command, model_dir, 200)
+  assert _restored_step(log, model_dir) == step
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
 
@@ -384,12 +388,8 @@ def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600, check=False, env=_ENV)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert f'Restoring {model_dir}/ckpt-{step}' in result.stderr
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 1500
+  log, _ = _rerun_to_the_end(command, model_dir, 1500)
+  assert f'Restoring {model_dir}/ckpt-{step}' in log
 
 
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])
@@ -408,11 +408,5 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
   assert re.match(r'error: (loss is nan|weights are NaN or Inf) at step \d+: '
                   r'training diverged', line), line
   assert not (model_dir / 'metrics.json').exists()
-  state = tf.train.get_checkpoint_state(str(model_dir))
-  assert state, 'the steps before the divergence were checkpointed'
-  for path in state.all_model_checkpoint_paths:
-    reader = tf.train.load_checkpoint(path)
-    for name, _ in tf.train.list_variables(path):
-      value = np.asarray(reader.get_tensor(name))  # The object graph: bytes.
-      if np.issubdtype(value.dtype, np.floating):
-        assert np.isfinite(value).all(), (path, name)
+  # The steps before the divergence were checkpointed, all finite.
+  assert _check_checkpoints(model_dir)
