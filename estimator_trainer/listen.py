@@ -73,27 +73,32 @@ def _shim_path():
   return spec.origin
 
 
+def _confines(environ, port, ip=None):
+  """Whether `environ` preloads the shim for `port` (and `ip`, if given)."""
+  return (environ.get(PORT_ENV) == str(port) and
+          ip in (None, environ.get(HOST_ENV)) and
+          any('_listen_shim' in path
+              for path in environ.get('LD_PRELOAD', '').split()))
+
+
 def confined_environment(cluster: cluster_lib.Cluster, environ):
   """`environ` with the shim preloaded for this task's address, or None when
   the task runs no server or `environ` already confines it."""
   address = task_address(cluster)
   if address is None:
     return None
-  ip, port = local_ip(*address), str(address[1])
-  shim = _shim_path()
-  preloaded = environ.get('LD_PRELOAD', '').split()
-  if (environ.get(HOST_ENV), environ.get(PORT_ENV)) == (ip, port) and (
-      shim in preloaded):
+  ip, port = local_ip(*address), address[1]
+  if _confines(environ, port, ip):
     return None
-  return {**environ, 'LD_PRELOAD': ' '.join([shim, *preloaded]),
-          HOST_ENV: ip, PORT_ENV: port}
+  preloaded = environ.get('LD_PRELOAD', '').split()
+  return {**environ, 'LD_PRELOAD': ' '.join([_shim_path(), *preloaded]),
+          HOST_ENV: ip, PORT_ENV: str(port)}
 
 
 def warn_if_unconfined(cluster: Optional[cluster_lib.Cluster]):
   """Logs a warning when this task's server will listen on every interface."""
   address = cluster and task_address(cluster)
-  if address and not (os.environ.get(PORT_ENV) == str(address[1]) and
-                      '_listen_shim' in os.environ.get('LD_PRELOAD', '')):
+  if address and not _confines(os.environ, address[1]):
     logging.warning(
         'This task\'s gRPC server will listen on port %d of every interface '
         '(TensorFlow\'s default): keep it behind a firewall, or start this '
