@@ -87,6 +87,20 @@ def _check_checkpoints(model_dir):
   return steps
 
 
+def _preempt(proc, log):
+  """SIGTERMs the running trainer `proc`: it exits 0 within 15 s. Returns
+  its log and how long it took to exit."""
+  assert proc.poll() is None, log.read_text()[-3000:]
+  signalled = time.monotonic()
+  proc.send_signal(signal.SIGTERM)
+  returncode = proc.wait(timeout=120)
+  seconds = time.monotonic() - signalled
+  output = log.read_text()
+  assert returncode == 0, output[-3000:]
+  assert seconds < 15
+  return output, seconds
+
+
 def _rerun_to_the_end(command, model_dir, steps):
   """Runs `command` again, to `steps` and metrics.json; returns its log."""
   result = subprocess.run(command, capture_output=True, text=True,
@@ -133,8 +147,8 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     history.append((round(delay, 1), latest))
     assert not (model_dir / 'metrics.json').exists()
 
-  log, metrics = _rerun_to_the_end(command, model_dir, steps)
-  assert _restored_step(log, model_dir) == latest
+  rerun_log, metrics = _rerun_to_the_end(command, model_dir, steps)
+  assert _restored_step(rerun_log, model_dir) == latest
   assert _latest_step(model_dir) == steps
   assert steps in _check_checkpoints(model_dir)
   assert metrics['num_examples'] == 10000
@@ -155,14 +169,7 @@ def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
   proc = _start(command, log)
   _wait_for_line(proc, log, r'Saving checkpoints for 0 ')
   time.sleep(2)
-  assert proc.poll() is None, log.read_text()[-3000:]
-  signalled = time.monotonic()
-  proc.send_signal(signal.SIGTERM)
-  returncode = proc.wait(timeout=120)
-  seconds = time.monotonic() - signalled
-  output = log.read_text()
-  assert returncode == 0, output[-3000:]
-  assert seconds < 15
+  output, seconds = _preempt(proc, log)
   assert 'Traceback' not in output
   lines = re.findall(r'.*Preempted at step.*', output)
   assert len(lines) == 1, output[-3000:]
@@ -177,8 +184,8 @@ def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 
-  log, _ = _rerun_to_the_end(command, model_dir, 200)
-  assert _restored_step(log, model_dir) == step
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, 200)
+  assert _restored_step(rerun_log, model_dir) == step
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
 
@@ -373,14 +380,7 @@ def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
   proc = _start(command, log)
   _wait_for_line(proc, log, r'Input pipeline|Data: ')
   time.sleep(8)  # Past the first step's tracing.
-  assert proc.poll() is None, log.read_text()[-3000:]
-  signalled = time.monotonic()
-  proc.send_signal(signal.SIGTERM)
-  returncode = proc.wait(timeout=120)
-  seconds = time.monotonic() - signalled
-  output = log.read_text()
-  assert returncode == 0, output[-3000:]
-  assert seconds < 15
+  output, seconds = _preempt(proc, log)
   step = int(re.search(r'Preempted at step (\d+): saved a checkpoint', output
                        ).group(1))
   assert 0 < step < 1500
@@ -388,8 +388,8 @@ def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 
-  log, _ = _rerun_to_the_end(command, model_dir, 1500)
-  assert f'Restoring {model_dir}/ckpt-{step}' in log
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, 1500)
+  assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
 
 
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])
