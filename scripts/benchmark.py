@@ -516,9 +516,11 @@ def _parent_main():
   for line in target_lines(rows):
     print(line)
   if FLAGS.json_output:
-    with open(FLAGS.json_output, 'w') as f:
-      json.dump({'runs': runs, 'rows': rows,
-                 'flop_per_example': flop_per_example}, f, indent=1)
+    # TensorFlow is loaded by now (train_flop_per_example).
+    from estimator_trainer.outputs import write_atomic
+    write_atomic(FLAGS.json_output, json.dumps(
+        {'runs': runs, 'rows': rows, 'flop_per_example': flop_per_example},
+        indent=1))
   if any('error' in run for run in runs):
     sys.exit(1)
 
