@@ -334,30 +334,52 @@ def _evaluate_until_trained(config):
   job = _eval_job(config)
   exporters = _exporters(config)  # Once: BestExporter remembers the best.
 
-  def evaluate_checkpoint(checkpoint):
-    result = job.estimator.evaluate(job.input_fn, steps=None,
-                                    checkpoint_path=checkpoint)
-    watchdog.kick()
-    return result
-
   result, final = None, False
   for checkpoint in tf.train.checkpoints_iterator(
       config.model_dir, min_interval_secs=1, timeout=5,
       timeout_fn=lambda: _chief_finished(config, max_steps)):
     watchdog.kick()
-    result = evaluate_checkpoint(checkpoint)
-    final = result['global_step'] >= max_steps
-    _export(job, exporters, checkpoint, result, final)
-    if final:
-      break
+    evaluated = _evaluate_and_export(job, exporters, checkpoint, max_steps)
+    watchdog.kick()
+    if evaluated is not None:
+      result = evaluated
+      final = result['global_step'] >= max_steps
+      if final:
+        break
   if not final:  # Training stopped early: its last checkpoint is final.
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
     if result is None or result['global_step'] < _checkpoint_step(
         config.model_dir):
-      result = evaluate_checkpoint(checkpoint)
+      result = job.estimator.evaluate(job.input_fn, steps=None,
+                                      checkpoint_path=checkpoint)
     _export(job, exporters, checkpoint, result, True)
   watchdog.stop()
   return job.write_metrics(result)
+
+
+def _evaluate_and_export(job, exporters, checkpoint, max_steps):
+  """Evaluates and exports a checkpoint of the running training; returns
+  the evaluation, or None when training deleted the checkpoint first.
+
+  Training keeps its latest --keep_checkpoint_max checkpoints: while the
+  evaluator builds its graph and evaluates, a fast trainer may delete the
+  one it started on. The evaluator then goes on to the newest.
+  """
+  try:
+    result = job.estimator.evaluate(job.input_fn, steps=None,
+                                    checkpoint_path=checkpoint)
+    _export(job, exporters, checkpoint, result,
+            result['global_step'] >= max_steps)
+    return result
+  # Saver.restore: ValueError when the files are gone, NotFoundError when
+  # they go while it reads them.
+  except (ValueError, tf.errors.NotFoundError):
+    if tf.io.gfile.exists(f'{checkpoint}.index'):
+      raise
+    logging.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
+                    'evaluation ended: evaluating a newer one', checkpoint,
+                    job.config.keep_checkpoint_max)
+    return None
 
 
 def _remove_scratch_dir(config):

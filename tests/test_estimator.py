@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -214,6 +215,25 @@ def test_predict_writes_json_lines(trained_mnist_dir, mnist_small_dir):
     assert len(row['probabilities']) == 10
     assert sum(row['probabilities']) == pytest.approx(1.0, abs=1e-4)
     assert row['class'] == int(np.argmax(row['probabilities']))
+
+
+def test_evaluator_skips_a_checkpoint_that_training_deleted(
+    trained_mnist_dir, mnist_small_dir, tmp_path):
+  """Training keeps --keep_checkpoint_max: the evaluator task's checkpoint
+  may be gone by the time it restores it."""
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained_mnist_dir, model_dir)
+  job = estimator._eval_job(_mnist_config(model_dir, mnist_small_dir,
+                                          export='latest'))
+  exporters = estimator._exporters(job.config)
+  for path in model_dir.glob('model.ckpt-0.*'):
+    path.unlink()
+  assert estimator._evaluate_and_export(
+      job, exporters, str(model_dir / 'model.ckpt-0'), 60) is None
+  result = estimator._evaluate_and_export(
+      job, exporters, str(model_dir / 'model.ckpt-60'), 60)
+  assert result['global_step'] == 60 and result['num_examples'] == 10000
+  assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
 
 
 def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):
