@@ -50,3 +50,17 @@ def mnist_small_dir(tmp_path_factory, mnist_t10k_dir):
     for src, dst in zip(data.IDX_FILES[data.TEST], data.IDX_FILES[split]):
       shutil.copy(mnist_t10k_dir / src, directory / dst)
   return directory
+
+
+def pytest_terminal_summary(terminalreporter):
+  """At the very end of a red run: each failing test and the last lines of
+  its report (the assertion and the log tail it carries)."""
+  failed = [*terminalreporter.stats.get('failed', []),
+            *terminalreporter.stats.get('error', [])]
+  if not failed:
+    return
+  terminalreporter.section('failed tests: last lines')
+  for report in failed:
+    terminalreporter.write_line(f'{report.nodeid} ({report.when})')
+    for line in report.longreprtext.splitlines()[-25:]:
+      terminalreporter.write_line(f'    {line}')
