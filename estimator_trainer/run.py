@@ -11,8 +11,6 @@ import os
 import sys
 import warnings
 
-# Before TensorFlow loads: hide its C++ INFO chatter unless asked for.
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
 # google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
 # every start; it says nothing about this run.
 warnings.filterwarnings('ignore', category=FutureWarning,
@@ -24,6 +22,7 @@ from absl import flags
 from absl import logging
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import console
 from estimator_trainer import listen
 from estimator_trainer.errors import TrainerError, UsageError
 
@@ -222,6 +221,7 @@ def main(argv):
     config = config_from_flags()
     if not FLAGS.listen_all_interfaces:
       listen.confine(config.cluster)
+    console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     logging.info('Config: %s', config)
     _run(config)
   except TrainerError as e:

@@ -143,7 +143,9 @@ class Job:
     if not all(np.isfinite(w.numpy()).all() for w in self.model.weights):
       raise faults.diverged('weights are NaN or Inf', step,
                             self.config.model_dir)
-    self.manager.save(checkpoint_number=step)
+    path = self.manager.save(checkpoint_number=step)
+    if self.is_chief:
+      logging.info('Saved checkpoint %s', path)
     if self.watchdog:
       self.watchdog.kick()
 

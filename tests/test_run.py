@@ -1,16 +1,17 @@
 """The CLI as users run it: a subprocess per command."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 
-def _run(*flags, timeout=600):
+def _run(*flags, timeout=600, env=None):
   return subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.run', *flags],
-      capture_output=True, text=True, timeout=timeout, check=False)
+      capture_output=True, text=True, timeout=timeout, check=False, env=env)
 
 
 def _error_line(result):
@@ -68,6 +69,36 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   labels = _fashion_mnist_test_labels(fashion_mnist_dir)[:25]
   hits = sum(r['class'] == label for r, label in zip(rows, labels))
   assert hits >= 15
+
+
+@pytest.mark.slow
+def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
+                                                       mnist_small_dir):
+  """Deprecation notices and GPU start-up lines only with --verbosity=1."""
+  # As a user starts it: no TF_CPP_MIN_LOG_LEVEL (conftest sets one).
+  env = {k: v for k, v in os.environ.items()
+         if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_CONFIG')}
+  outputs = {}
+  for verbosity in (0, 1):
+    model_dir = tmp_path / str(verbosity)
+    result = _run(f'--model_dir={model_dir}', '--dataset=mnist',
+                  f'--idx_dir={mnist_small_dir}', '--train_steps=20',
+                  f'--verbosity={verbosity}', env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outputs[verbosity] = result.stderr
+  noise = ('is deprecated and will be removed', 'Instructions for updating:',
+           'Unable to register cuDNN factory', 'Calling model_fn',
+           'Graph was finalized')
+  for text in noise:
+    assert text not in outputs[0], text
+    assert text in outputs[1], text
+  # What a person needs is still there by default.
+  for text in ('Config: ', 'Data: mnist from IDX files',
+               'Saving checkpoints for 20 into',
+               'Saving dict for global step 20: accuracy = ',
+               'SavedModel written to', 'Final evaluation (in '):
+    assert text in outputs[0], text
+  assert len(outputs[0].splitlines()) < len(outputs[1].splitlines()) / 5
 
 
 def _fashion_mnist_test_labels(directory):

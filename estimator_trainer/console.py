@@ -1,0 +1,90 @@
+"""What the CLI prints: what a person needs by default, everything when asked.
+
+By default the console shows the package's own lines (configuration, data
+source, progress, evaluations, where results land), warnings and errors, and
+a few of TensorFlow's INFO lines that say where a checkpoint, an evaluation
+or an export went. Hidden: TensorFlow's deprecation notices (the package uses
+the Estimator API on purpose), the rest of its INFO chatter, and the
+start-up lines of a TensorFlow build with GPU support on a machine without
+GPUs. `--verbosity=1` shows everything.
+
+`quiet_tensorflow` runs before TensorFlow is first imported: its C++ log
+level is read once, at import, and the GPU start-up lines are printed then.
+"""
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import tempfile
+import warnings
+
+# TensorFlow's INFO lines that say where things went (tf.estimator's
+# checkpoints, evaluations, exports, early stopping).
+_TENSORFLOW_INFO_SHOWN = (
+    'Saving checkpoints for',
+    'Restoring parameters from',
+    'Saving dict for global step',
+    'SavedModel written to',
+    'Warm-starting from',
+    'Early stopping requested',
+    'Requesting early stopping',
+)
+# tensorflow/python/util/deprecation.py: every notice carries this line.
+_DEPRECATION_MARK = 'Instructions for updating:'
+# C++ errors of a GPU build's import on a machine without GPUs (and
+# without the CUDA plugins' second registration), and its TensorRT probe.
+_GPU_STARTUP = re.compile(
+    r'Unable to register (cuDNN|cuFFT|cuBLAS) factory|Could not find TensorRT'
+    r'|could not find cuda drivers|Cannot dlopen some GPU libraries')
+# Python warnings of TensorFlow's internals that say nothing about the run.
+_INTERNAL_WARNINGS = (
+    r'To make it possible to preserve tf\.data options across serialization',
+)
+
+
+class _TensorflowFilter(logging.Filter):
+  """Drops deprecation notices and TensorFlow's INFO chatter."""
+
+  def filter(self, record):
+    message = str(record.msg)
+    if _DEPRECATION_MARK in message:
+      return False
+    return (record.levelno >= logging.WARNING or
+            message.startswith(_TENSORFLOW_INFO_SHOWN))
+
+
+@contextlib.contextmanager
+def _without_gpu_startup_lines():
+  """Holds back this process's stderr (fd 2), then replays it without the
+  GPU start-up lines; C++ writes there directly, past Python's sys.stderr."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as held:
+    os.dup2(held.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      held.seek(0)
+      for line in held.read().decode(errors='replace').splitlines(True):
+        if not _GPU_STARTUP.search(line):
+          sys.stderr.write(line)
+      sys.stderr.flush()
+
+
+def quiet_tensorflow(verbose):
+  """Imports TensorFlow, with its noise hidden unless `verbose`."""
+  if verbose:
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    return
+  # C++ INFO and WARNING lines off, errors on; a user's setting wins.
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+  for message in _INTERNAL_WARNINGS:
+    warnings.filterwarnings('ignore', message=message)
+  with _without_gpu_startup_lines():
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+  logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
