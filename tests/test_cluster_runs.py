@@ -51,7 +51,9 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
-      '--train_steps=200', '--save_checkpoints_steps=100', '--export=latest'))
+      # Checkpoints 0, 100, ..., 400: the evaluator, slower to start than
+      # training, still finds some before the last.
+      '--train_steps=400', '--save_checkpoints_steps=100', '--export=latest'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   # The evaluator exports after each evaluation; nobody else exports.
@@ -76,7 +78,7 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   evaluated = _task_lines(result.stdout, 'Saving dict for global step')
   assert len(evaluated['evaluator:0']) >= 2
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200
+  assert metrics['global_step'] == 400
   assert metrics['num_examples'] == 10000
   assert metrics['accuracy'] > 0.5
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
