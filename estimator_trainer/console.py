@@ -21,12 +21,11 @@ import tempfile
 import warnings
 
 # TensorFlow's INFO lines that say where things went (tf.estimator's
-# checkpoints, evaluations, exports, early stopping).
+# checkpoints, evaluations, early stopping; the package logs exports).
 _TENSORFLOW_INFO_SHOWN = (
     'Saving checkpoints for',
     'Restoring parameters from',
     'Saving dict for global step',
-    'SavedModel written to',
     'Warm-starting from',
     'Early stopping requested',
     'Requesting early stopping',

@@ -497,9 +497,7 @@ def export(config):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
   _require_checkpoint(config)
   job = _eval_job(config)
-  path = export_lib.export_latest_checkpoint(job.estimator, config.model_dir)
-  logging.info('Exported a SavedModel to %s', path)
-  return path
+  return export_lib.export_latest_checkpoint(job.estimator, config.model_dir)
 
 
 def trainer_fn(trainer_fn_args, schema=None):

@@ -2,6 +2,7 @@
 
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_trainer.data import IMAGE_SHAPE, decode_images, decode_labels
@@ -51,23 +52,51 @@ def _accuracy_at_least_best(best_eval_result, current_eval_result):
   return current_eval_result['accuracy'] >= best_eval_result['accuracy']
 
 
+def _log_export(path):
+  """Logs where a SavedModel landed (Estimator's own line names the
+  temporary directory it writes first); returns the path as a string."""
+  path = path.decode() if isinstance(path, bytes) else path
+  logging.info('Exported a SavedModel to %s', path)
+  return path
+
+
+class _Logged(tf.estimator.Exporter):
+  """An Estimator exporter that logs each SavedModel it writes."""
+
+  def __init__(self, exporter):
+    self._exporter = exporter
+
+  @property
+  def name(self):
+    return self._exporter.name
+
+  def export(self, estimator, export_path, checkpoint_path, eval_result,
+             is_the_final_export):
+    path = self._exporter.export(estimator, export_path, checkpoint_path,
+                                 eval_result, is_the_final_export)
+    if path:  # BestExporter writes only for a better evaluation.
+      _log_export(path)
+    return path
+
+
 def make_exporters(kind, keep=5):
   """The Estimator exporters of `--export` (an empty list for `none`)."""
   if kind == 'latest':
-    return [tf.estimator.LatestExporter(
-        'latest', serving_input_receiver_fn, exports_to_keep=keep)]
-  if kind == 'best':
-    return [tf.estimator.BestExporter(
+    exporter = tf.estimator.LatestExporter(
+        'latest', serving_input_receiver_fn, exports_to_keep=keep)
+  elif kind == 'best':
+    exporter = tf.estimator.BestExporter(
         'best', serving_input_receiver_fn, compare_fn=_accuracy_at_least_best,
-        exports_to_keep=keep)]
-  if kind == 'final':
-    return [tf.estimator.FinalExporter('final', serving_input_receiver_fn)]
-  return []
+        exports_to_keep=keep)
+  elif kind == 'final':
+    exporter = tf.estimator.FinalExporter('final', serving_input_receiver_fn)
+  else:
+    return []
+  return [_Logged(exporter)]
 
 
 def export_latest_checkpoint(estimator, model_dir):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
-  path = estimator.export_saved_model(
+  return _log_export(estimator.export_saved_model(
       os.path.join(model_dir, EXPORT_DIR, 'manual'),
-      serving_input_receiver_fn)
-  return path.decode() if isinstance(path, bytes) else path
+      serving_input_receiver_fn))

@@ -58,7 +58,7 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   # The evaluator exports after each evaluation; nobody else exports.
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 2
-  assert set(_task_lines(result.stdout, 'SavedModel written to')) == {
+  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'evaluator:0'}
   # Each worker reads its own half of the data.
   assert set(_task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
@@ -92,7 +92,7 @@ def test_parameter_server_cluster(tmp_path, mnist_small_dir):
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: chief:0=0, worker:0=0, ps:0=0' in result.stdout
   assert set(_task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
-  assert set(_task_lines(result.stdout, 'SavedModel written to')) == {
+  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'chief:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   # Asynchronous training may pass the last step: chief and worker both

@@ -96,7 +96,7 @@ def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
   for text in ('Config: ', 'Data: mnist from IDX files',
                'Saving checkpoints for 20 into',
                'Saving dict for global step 20: accuracy = ',
-               'SavedModel written to', 'Final evaluation (in '):
+               'Exported a SavedModel to', 'Final evaluation (in '):
     assert text in outputs[0], text
   assert len(outputs[0].splitlines()) < len(outputs[1].splitlines()) / 5
 
