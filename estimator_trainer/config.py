@@ -6,18 +6,12 @@ import os
 from typing import Optional
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import engines
 from estimator_trainer.errors import UsageError
 
 DATASETS = ('fashion_mnist', 'mnist')
 DATA_SOURCES = ('auto', 'tfds', 'idx')
-MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
-ENGINES = ('estimator', 'ctl', 'keras')
-# What the TF2 engines (ctl, keras) do not offer: Estimator features.
-TF2_MODES = ('train_and_evaluate', 'train', 'evaluate')
-TF2_STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored')
 EXPORTS = ('final', 'latest', 'best', 'none')
-STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
-              'parameter_server')
 COMMUNICATIONS = ('auto', 'ring', 'nccl')
 OPTIMIZERS = ('adam', 'sgd')
 LR_DECAYS = ('cosine', 'none')
@@ -79,12 +73,12 @@ class TrainConfig:
       default_factory=cluster_lib.from_environment)
 
   def __post_init__(self):
-    _check_choice('mode', self.mode, MODES)
-    _check_choice('engine', self.engine, ENGINES)
+    _check_choice('mode', self.mode, engines.MODES)
+    _check_choice('engine', self.engine, tuple(engines.ENGINES))
     _check_choice('dataset', self.dataset, DATASETS)
     _check_choice('data_source', self.data_source, DATA_SOURCES)
-    _check_choice('strategy', self.strategy, STRATEGIES)
-    _check_choice('eval_strategy', self.eval_strategy, STRATEGIES)
+    _check_choice('strategy', self.strategy, engines.STRATEGIES)
+    _check_choice('eval_strategy', self.eval_strategy, engines.STRATEGIES)
     _check_choice('communication', self.communication, COMMUNICATIONS)
     _check_choice('optimizer', self.optimizer, OPTIMIZERS)
     _check_choice('lr_decay', self.lr_decay, LR_DECAYS)
@@ -117,9 +111,8 @@ class TrainConfig:
     _check_positive('num_predictions', self.num_predictions)
     _check_positive('cluster_timeout_secs', self.cluster_timeout_secs)
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
-    if self.engine != 'estimator':
-      self._check_tf2_engine()
-    elif self.cluster and self.mode == 'train':
+    self._check_engine_offers()
+    if self.engine == 'estimator' and self.cluster and self.mode == 'train':
       # Estimator trains multi-worker only inside train_and_evaluate
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
@@ -134,17 +127,25 @@ class TrainConfig:
       if getattr(self, name) < 0:
         raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')
 
-  def _check_tf2_engine(self):
-    engine = f'--engine={self.engine}'
-    _check_choice('mode', self.mode, TF2_MODES, f' with {engine}')
-    _check_choice('strategy', self.strategy, TF2_STRATEGIES, f' with {engine}')
-    for name in ('early_stopping_evals', 'warm_start_from'):
-      if getattr(self, name):
-        raise UsageError(f'--{name} needs --engine=estimator')
-    if self.cluster and (self.cluster.has_evaluator or
-                         cluster_lib.PS in self.cluster.jobs):
-      raise UsageError(f'TF_CONFIG: {engine} runs chief and worker tasks '
-                       'only (no ps or evaluator)')
+  def _check_engine_offers(self):
+    """The mode, strategy, flags and cluster tasks fit the engine."""
+    engine = engines.ENGINES[self.engine]
+    context = f' with --engine={self.engine}'
+    _check_choice('mode', self.mode, engine.modes, context)
+    _check_choice('strategy', self.strategy, engine.strategies, context)
+    for name in engines.OPTIONAL_FLAGS:
+      if getattr(self, name) and name not in engine.flags:
+        raise UsageError(f'--{name} needs --engine='
+                         f'{" or ".join(engines.offering(name))}')
+    if self.cluster:
+      tasks = [*self.cluster.jobs, *([cluster_lib.EVALUATOR]
+                                     if self.cluster.has_evaluator else [])]
+      others = [task for task in tasks if task not in engine.cluster_tasks]
+      if others:
+        raise UsageError(
+            f'TF_CONFIG: --engine={self.engine} runs '
+            f'{" and ".join(engine.cluster_tasks)} tasks only (no '
+            f'{" or ".join(others)})')
 
   def resolve_global_batch_size(self, num_replicas: int) -> int:
     """The global batch for `num_replicas` replicas in sync."""

@@ -5,7 +5,6 @@ checkpoints, TensorBoard events and `metrics.json` to `--model_dir`.
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
-import importlib
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from absl import logging
 
 from estimator_trainer import config as config_lib
 from estimator_trainer import console
+from estimator_trainer import engines
 from estimator_trainer import listen
 from estimator_trainer.errors import TrainerError, UsageError
 
@@ -38,7 +38,7 @@ flags.DEFINE_string(
     'JSON or YAML file of flag values ({"learning_rate": 0.01, ...}); flags '
     'given on the command line override it.')
 flags.DEFINE_string('mode', _DEFAULTS['mode'].default,
-                    f'One of: {", ".join(config_lib.MODES)}.')
+                    f'One of: {", ".join(engines.MODES)}.')
 flags.DEFINE_string(
     'engine', _DEFAULTS['engine'].default,
     'estimator (tf.estimator), ctl (TF2 custom training loop: strategy.run) '
@@ -61,7 +61,7 @@ flags.DEFINE_string('eval_files', None,
                     'Glob of TFRecord files to evaluate and predict on.')
 flags.DEFINE_string(
     'strategy', 'default',
-    f'Training strategy, one of: {", ".join(config_lib.STRATEGIES)} '
+    f'Training strategy, one of: {", ".join(engines.STRATEGIES)} '
     '(default: no strategy).')
 flags.DEFINE_string('eval_strategy', 'default',
                     'Evaluation strategy, same choices as --strategy.')
@@ -160,8 +160,6 @@ flags.DEFINE_bool(
     '(needed when that address is not the machine\'s own, e.g. a NAT).')
 
 FLAGS = flags.FLAGS
-# Module of each engine; each has a function per mode it offers.
-_ENGINES = {'estimator': 'estimator', 'ctl': 'ctl', 'keras': 'keras_fit'}
 
 
 def _apply_config_file(path):
@@ -207,13 +205,6 @@ def config_from_flags():
   return config_lib.TrainConfig(**values)
 
 
-def _run(config):
-  # Imports TensorFlow: after the flags are checked.
-  engine = importlib.import_module(
-      f'estimator_trainer.{_ENGINES[config.engine]}')
-  return getattr(engine, config.mode)(config)
-
-
 def main(argv):
   try:
     if len(argv) > 1:
@@ -223,7 +214,7 @@ def main(argv):
       listen.confine(config.cluster)
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     logging.info('Config: %s', config)
-    _run(config)
+    engines.ENGINES[config.engine].run(config)
   except TrainerError as e:
     _fail(e.exit_code, str(e))
   except Exception as e:  # pylint: disable=broad-except

@@ -1,5 +1,10 @@
+import importlib
+import json
+
 import pytest
 
+from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 
@@ -50,3 +55,38 @@ def test_bad_values_are_usage_errors(kwargs, message):
   kwargs = {'model_dir': '/tmp/x', **kwargs}
   with pytest.raises(UsageError, match=message):
     TrainConfig(**kwargs)
+
+
+def _cluster(jobs, task_type='chief'):
+  return cluster_lib.parse(json.dumps(
+      {'cluster': jobs, 'task': {'type': task_type, 'index': 0}}))
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(engine='ctl', mode='export'),
+     "--mode must be one of train_and_evaluate, train, evaluate with "
+     "--engine=ctl; got 'export'"),
+    (dict(engine='keras', strategy='parameter_server'),
+     "--strategy must be one of .* with --engine=keras; got "
+     "'parameter_server'"),
+    (dict(engine='ctl', early_stopping_evals=2),
+     '^--early_stopping_evals needs --engine=estimator$'),
+    (dict(engine='keras', warm_start_from='/tmp'),
+     '^--warm_start_from needs --engine=estimator$'),
+    (dict(engine='ctl', strategy='multi_worker_mirrored',
+          cluster=_cluster({'chief': ['h:1'], 'worker': ['h:2'],
+                            'evaluator': ['h:3']})),
+     r'^TF_CONFIG: --engine=ctl runs chief and worker tasks only \(no '
+     r'evaluator\)$'),
+])
+def test_what_an_engine_does_not_offer_is_a_usage_error(kwargs, message):
+  with pytest.raises(UsageError, match=message):
+    TrainConfig(model_dir='/tmp/x', **kwargs)
+
+
+@pytest.mark.parametrize('name', engines.ENGINES)
+def test_each_engine_has_a_function_for_every_mode_it_offers(name):
+  engine = engines.ENGINES[name]
+  module = importlib.import_module(engine.module)
+  for mode in engine.modes:
+    assert callable(getattr(module, mode)), (name, mode)
