@@ -10,6 +10,7 @@ import json
 import os
 from typing import Dict, List, Optional
 
+from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 CHIEF, WORKER, PS, EVALUATOR = 'chief', 'worker', 'ps', 'evaluator'
@@ -39,9 +40,9 @@ class Cluster:
     return len(self.jobs.get(CHIEF, [])) + len(self.jobs.get(WORKER, []))
 
   def scratch_dir(self, model_dir):
-    """Where a non-chief worker's collective saves go (TensorFlow's own
-    naming): not a run for TensorBoard, and removed after training."""
-    return os.path.join(model_dir, f'tmp_{self.task_type}_{self.task_index}')
+    """This task's scratch dir: not a run for TensorBoard, and removed
+    after training."""
+    return layout.scratch_dir(model_dir, self.task_type, self.task_index)
 
   def tf_config(self):
     """TF_CONFIG as TensorFlow should see it.

@@ -7,6 +7,7 @@ from typing import Optional
 
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import engines
+from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 DATASETS = ('fashion_mnist', 'mnist')
@@ -169,8 +170,7 @@ class TrainConfig:
 
   @property
   def resolved_predictions_file(self) -> str:
-    return self.predictions_file or os.path.join(self.model_dir,
-                                                 'predictions.jsonl')
+    return self.predictions_file or layout.predictions_file(self.model_dir)
 
   def model_params(self, global_batch_size: int, train_steps: int) -> dict:
     """The `params` dict `model_fn` reads."""

@@ -1,20 +1,13 @@
 """Early stopping on eval accuracy, counted in evaluations."""
 
-import glob
-import os
-
 import tensorflow as tf
+
+from estimator_trainer import layout
 
 
 def eval_accuracies(eval_dir):
   """{global_step: accuracy} of the evaluations logged in `eval_dir`."""
-  accuracies = {}
-  for path in glob.glob(os.path.join(eval_dir, 'events.out.tfevents.*')):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == 'accuracy':
-          accuracies[event.step] = value.simple_value
-  return accuracies
+  return dict(layout.read_scalars(eval_dir).get('accuracy', []))
 
 
 def evaluations_since_best(accuracies):

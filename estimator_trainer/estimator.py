@@ -15,6 +15,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import losses
 from estimator_trainer import outputs
@@ -28,10 +29,6 @@ from estimator_trainer.strategy import make_strategy, num_replicas
 from estimator_trainer.watchdog import Watchdog, WatchdogHook
 
 ModeKeys = tf.estimator.ModeKeys
-# Written by the chief of a cluster: how long training runs.
-TRAIN_SPEC_FILE = 'train_spec.json'
-# Where training tasks of a cluster record that they finished.
-FINISHED_DIR = 'finished'
 _OPTIMIZERS = {
     'adam': tf.compat.v1.train.AdamOptimizer,
     'sgd': tf.compat.v1.train.GradientDescentOptimizer,
@@ -212,14 +209,14 @@ class _Job:
 def _write_train_spec(job):
   """Tells the evaluator and parameter servers when training is over."""
   outputs.write_atomic(
-      os.path.join(job.config.model_dir, TRAIN_SPEC_FILE),
+      layout.train_spec_file(job.config.model_dir),
       json.dumps({'max_steps': job.max_steps,
                   'global_batch_size': job.global_batch_size}) + '\n')
 
 
 def _read_train_spec(config, watchdog):
   """Waits (bounded by the watchdog) for the chief's train spec."""
-  path = os.path.join(config.model_dir, TRAIN_SPEC_FILE)
+  path = layout.train_spec_file(config.model_dir)
   while not tf.io.gfile.exists(path):
     time.sleep(1)
   with tf.io.gfile.GFile(path) as f:
@@ -230,7 +227,7 @@ def _read_train_spec(config, watchdog):
 
 def _checkpoint_step(model_dir):
   path = tf.train.latest_checkpoint(model_dir)
-  return int(path.rsplit('-', 1)[1]) if path else -1
+  return layout.checkpoint_step(path) if path else -1
 
 
 @contextlib.contextmanager
@@ -262,16 +259,12 @@ def _watchdog(config, waiting_for):
       'never started or died (--cluster_timeout_secs)')
 
 
-def _finished_path(config, task_type, index):
-  return os.path.join(config.model_dir, FINISHED_DIR,
-                      f'{task_type}-{index}.json')
-
-
 def _mark_finished(job):
   """Records that this training task is done with these max_steps."""
   cluster = job.config.cluster
   outputs.write_atomic(
-      _finished_path(job.config, cluster.task_type, cluster.task_index),
+      layout.finished_file(job.config.model_dir, cluster.task_type,
+                           cluster.task_index),
       json.dumps({'max_steps': job.max_steps}) + '\n')
 
 
@@ -280,7 +273,7 @@ def _num_finished(config, max_steps):
   count = 0
   for task_type in (cluster_lib.CHIEF, cluster_lib.WORKER):
     for index in range(len(config.cluster.jobs.get(task_type, []))):
-      path = _finished_path(config, task_type, index)
+      path = layout.finished_file(config.model_dir, task_type, index)
       if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
           count += json.load(f)['max_steps'] == max_steps
@@ -316,7 +309,7 @@ def _chief_finished(config, max_steps):
   cluster = config.cluster
   chief = (cluster_lib.CHIEF if cluster_lib.CHIEF in cluster.jobs
            else cluster_lib.WORKER)
-  path = _finished_path(config, chief, 0)
+  path = layout.finished_file(config.model_dir, chief, 0)
   if not tf.io.gfile.exists(path):
     return False
   with tf.io.gfile.GFile(path) as f:
@@ -456,8 +449,7 @@ def _export(job, exporters, checkpoint, eval_result, is_final):
   """Runs exporters after an evaluation, as EvalSpec does in local training."""
   for exporter in exporters:
     exporter.export(job.estimator,
-                    os.path.join(job.config.model_dir, export_lib.EXPORT_DIR,
-                                 exporter.name),
+                    layout.export_dir(job.config.model_dir, exporter.name),
                     checkpoint, eval_result, is_final)
 
 

@@ -5,9 +5,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.data import IMAGE_SHAPE, decode_images, decode_labels
 
-EXPORT_DIR = 'export'
 # The signature that takes serialized tf.Example protos, beside
 # `serving_default`; Estimator names it `<receiver>:<output>`.
 EXAMPLES_SIGNATURE = 'examples:serving_default'
@@ -98,5 +98,5 @@ def make_exporters(kind, keep=5):
 def export_latest_checkpoint(estimator, model_dir):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
   return _log_export(estimator.export_saved_model(
-      os.path.join(model_dir, EXPORT_DIR, 'manual'),
+      layout.export_dir(model_dir, 'manual'),
       serving_input_receiver_fn))

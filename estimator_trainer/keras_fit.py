@@ -15,10 +15,9 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import tf2
 from estimator_trainer.data import TRAIN
-
-BACKUP_DIR = 'backup'
 
 
 class _ModelDir(tf.keras.callbacks.Callback):
@@ -74,7 +73,7 @@ def _fit(config, evaluate):
         metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
   evaluator = tf2.Evaluator(job) if evaluate else None
   every = config.save_checkpoints_steps
-  backup = os.path.join(job.checkpoint_dir, BACKUP_DIR)
+  backup = layout.backup_dir(job.checkpoint_dir)
   with faults.Sigterm(enabled=config.cluster is None) as sigterm:
     model_dir_callback = _ModelDir(job, evaluator, step, sigterm)
     if step < job.max_steps:

@@ -6,9 +6,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.errors import TrainerError
-
-METRICS_FILE = 'metrics.json'
 
 
 def require_writable_dir(path):
@@ -52,7 +51,7 @@ def _plain(value):
 def write_metrics(model_dir, metrics):
   """Writes `<model_dir>/metrics.json`; returns the dict written."""
   result = {key: _plain(value) for key, value in sorted(metrics.items())}
-  write_atomic(os.path.join(model_dir, METRICS_FILE),
+  write_atomic(layout.metrics_file(model_dir),
                json.dumps(result, indent=2) + '\n')
   return result
 
@@ -69,8 +68,8 @@ def write_eval_metrics(model_dir, eval_result):
   metrics['batch_mean_loss'] = metrics.pop('loss')
   metrics['loss'] = metrics['average_loss']
   metrics = write_metrics(model_dir, metrics)
-  logging.info('Final evaluation (in %s): %s',
-               os.path.join(model_dir, METRICS_FILE), metrics)
+  logging.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
+               metrics)
   return metrics
 
 

@@ -8,6 +8,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import layout
+
 
 def scalar_summary(writer, tag, value, step):
   writer.add_summary(
@@ -206,8 +208,8 @@ def _misclassified_summary(tag, class_names, images, labels, predictions,
 
 # The HParams plugin's table: final metrics by (run relative to model_dir, tag).
 _HPARAMS_METRICS = (
-    ('eval', 'accuracy', 'eval accuracy'),
-    ('eval', 'average_loss', 'eval loss'),
+    (layout.EVAL_DIR, 'accuracy', 'eval accuracy'),
+    (layout.EVAL_DIR, 'average_loss', 'eval loss'),
     ('', 'loss', 'train loss'),
     ('', 'examples_per_second', 'examples/s'),
 )

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import losses
 from estimator_trainer import outputs
@@ -23,7 +24,6 @@ from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import Watchdog
 
 EVAL = tf.estimator.ModeKeys.EVAL
-EVAL_DIR = 'eval'
 
 
 def make_optimizer(config, decay_steps):
@@ -136,7 +136,7 @@ class Job:
       raise TrainerError(
           f'{self.config.model_dir} holds a checkpoint of a different model '
           f'or engine: {message}') from None
-    return int(path.rsplit('-', 1)[1])
+    return layout.checkpoint_step(path)
 
   def save(self, step):
     """Checkpoints `step`; never NaN or Inf weights (faults.py)."""
@@ -186,7 +186,7 @@ class Evaluator:
       self._images = [summaries.ConfusionMatrixImage(class_names),
                       summaries.MisclassifiedImage(class_names)]
     self._dataset = job.distribute(EVAL)
-    self._writer = _writer(job, EVAL_DIR)
+    self._writer = _writer(job, layout.EVAL_DIR)
 
   def _replica_step(self, features, labels):
     logits = self._job.model(features['image'], training=False)

@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
+
+from estimator_trainer import layout
 
 FLAGS = flags.FLAGS
 
@@ -137,43 +138,12 @@ class IntervalTimer:
       self._last, self._steps = now, 0
 
 
-def _tfrecords(path):
-  """The records of a TFRecord file (CRCs not checked: files we just wrote)."""
-  with open(path, 'rb') as f:
-    while True:
-      header = f.read(12)  # uint64 length, uint32 CRC of the length.
-      if len(header) < 12:
-        return
-      length = struct.unpack('<Q', header[:8])[0]
-      record = f.read(length)
-      f.read(4)  # CRC of the data.
-      if len(record) < length:
-        return  # A record still being written.
-      yield record
-
-
 def read_event_rates(model_dir, tag='examples_per_second'):
   """The values of scalar `tag` in model_dir's event files, by step.
 
   Reads the files without TensorFlow: see `_wait_with_rusage`.
   """
-  from tensorboard.compat.proto import event_pb2
-  points = []
-  for name in sorted(os.listdir(model_dir)):
-    if not name.startswith('events.out.tfevents'):
-      continue
-    for record in _tfrecords(os.path.join(model_dir, name)):
-      event = event_pb2.Event.FromString(record)
-      for value in event.summary.value:
-        if value.tag == tag:
-          # v1 summaries (estimator) hold simple_value; v2 ones (ctl) a
-          # float32 scalar tensor.
-          points.append((event.step, value.simple_value
-                         if value.WhichOneof('value') == 'simple_value' else
-                         struct.unpack('<f', value.tensor.tensor_content)[0]
-                         if value.tensor.tensor_content else
-                         value.tensor.float_val[0]))
-  return [value for _, value in sorted(points)]
+  return [value for _, value in layout.read_scalars(model_dir).get(tag, [])]
 
 
 def forward_macs(model):

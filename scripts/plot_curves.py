@@ -11,29 +11,15 @@ Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
 import contextlib
-import logging
 import os
 import sys
-import warnings
 
-# Before TensorFlow loads (TensorBoard's reader reads files through it): its
-# C++ start-up chatter would bury this script's output.
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-# google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
-# every start; it says nothing about this run.
-warnings.filterwarnings('ignore', category=FutureWarning,
-                        module=r'google\.api_core\.')
-
-# pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from tensorboard.backend.event_processing import plugin_event_accumulator
-from tensorboard.compat import tf
-from tensorboard.util import tb_logging
-from tensorboard.util import tensor_util
 
+from estimator_trainer import layout
 from estimator_trainer.errors import TrainerError, UsageError
 
 FLAGS = flags.FLAGS
@@ -56,21 +42,8 @@ def _define_flags():
 
 def _read_scalars(directory):
   """{tag: (steps, values)} of the scalar summaries of one run directory."""
-  # The plugin accumulator, as TensorBoard's own server does, turns v1
-  # simple_value summaries into the tensors that v2 tf.summary.scalar
-  # writes: one format to read. It keeps every scalar point (0: no
-  # sampling) but only the last of other summaries (images...).
-  accumulator = plugin_event_accumulator.EventAccumulator(
-      directory, size_guidance={plugin_event_accumulator.TENSORS: 1},
-      tensor_size_guidance={'scalars': 0})
-  accumulator.Reload()
-  scalars = {}
-  for tag in accumulator.PluginTagToContent('scalars'):
-    events = accumulator.Tensors(tag)
-    scalars[tag] = ([e.step for e in events],
-                    [tensor_util.make_ndarray(e.tensor_proto).item()
-                     for e in events])
-  return scalars
+  return {tag: tuple(map(list, zip(*points)))
+          for tag, points in layout.read_scalars(directory).items()}
 
 
 def read_curves(model_dir):
@@ -81,9 +54,10 @@ def read_curves(model_dir):
   """
   curves = {}
   for run, directory in (('train', model_dir),
-                         ('eval', os.path.join(model_dir, 'eval'))):
-    if tf.io.gfile.glob(os.path.join(directory, '*tfevents*')):
-      curves[run] = _read_scalars(directory)
+                         ('eval', layout.eval_dir(model_dir))):
+    scalars = _read_scalars(directory)
+    if scalars:
+      curves[run] = scalars
   if not curves:
     raise TrainerError(f'no event files in {model_dir} or its eval/')
   plotted = {tag for train_tag, eval_tags in PANELS.values()
@@ -143,9 +117,6 @@ def main(argv):
       raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
     if not FLAGS.model_dirs or not FLAGS.output:
       raise UsageError('--model_dirs and --output are required')
-    # Estimator writes a graph per train and per eval call, and TensorBoard
-    # warns about each one when it reads them.
-    tb_logging.get_logger().setLevel(logging.ERROR)
     curves_by_dir = {d: read_curves(d) for d in FLAGS.model_dirs}
     plot(curves_by_dir, FLAGS.output, title=FLAGS.title)
   except TrainerError as e:

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import layout
+
 pytestmark = pytest.mark.slow
 
 LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
@@ -206,8 +208,8 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
       'worker:0', 'worker:1'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] < 2000
-  assert metrics['global_step'] == int(
-      tf.train.latest_checkpoint(str(model_dir)).rsplit('-', 1)[1])
+  assert metrics['global_step'] == layout.checkpoint_step(
+      tf.train.latest_checkpoint(str(model_dir)))
 
 
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])

@@ -20,6 +20,7 @@ import tensorflow as tf
 from estimator_trainer import early_stopping
 from estimator_trainer import estimator
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 
 LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
@@ -63,16 +64,12 @@ def _wait_for_checkpoint(proc, log, model_dir, step):
   """Waits until model_dir's latest checkpoint is at `step` or later."""
   def saved():
     path = tf.train.latest_checkpoint(str(model_dir))
-    return path is not None and _step(path) >= step
+    return path is not None and layout.checkpoint_step(path) >= step
   _wait_until(proc, log, saved, f'checkpoint at step {step}')
 
 
-def _step(path):
-  return int(str(path).rsplit('-', 1)[1])
-
-
 def _latest_step(model_dir):
-  return _step(tf.train.latest_checkpoint(str(model_dir)))
+  return layout.checkpoint_step(tf.train.latest_checkpoint(str(model_dir)))
 
 
 def _restored_step(log_text, model_dir):
@@ -97,8 +94,8 @@ def _check_checkpoints(model_dir):
       value = np.asarray(reader.get_tensor(name))
       if np.issubdtype(value.dtype, np.floating):
         assert np.isfinite(value).all(), (path, name)
-    steps.append(_step(path))
-  assert _step(state.model_checkpoint_path) == max(steps)
+    steps.append(layout.checkpoint_step(path))
+  assert layout.checkpoint_step(state.model_checkpoint_path) == max(steps)
   return steps
 
 

@@ -1,0 +1,113 @@
+"""A model_dir's layout: every path the package writes or reads there, the
+step in a checkpoint's name, and the scalars of its event files.
+
+Imports no TensorFlow: config.py runs before it loads, and
+scripts/benchmark.py reads event files in a process that must stay small.
+"""
+
+import glob
+import os
+import struct
+
+EVAL_DIR = 'eval'  # Evaluation events (TensorBoard's `eval` run).
+EXPORT_DIR = 'export'  # export/<exporter>/<timestamp>/: SavedModels.
+BACKUP_DIR = 'backup'  # The Keras engine's BackupAndRestore, while fit runs.
+METRICS_FILE = 'metrics.json'  # The final evaluation.
+PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
+TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
+FINISHED_DIR = 'finished'  # One file per training task that finished.
+
+
+def eval_dir(model_dir):
+  return os.path.join(model_dir, EVAL_DIR)
+
+
+def export_dir(model_dir, exporter):
+  return os.path.join(model_dir, EXPORT_DIR, exporter)
+
+
+def backup_dir(checkpoint_dir):
+  return os.path.join(checkpoint_dir, BACKUP_DIR)
+
+
+def metrics_file(model_dir):
+  return os.path.join(model_dir, METRICS_FILE)
+
+
+def predictions_file(model_dir):
+  return os.path.join(model_dir, PREDICTIONS_FILE)
+
+
+def train_spec_file(model_dir):
+  return os.path.join(model_dir, TRAIN_SPEC_FILE)
+
+
+def finished_file(model_dir, task_type, task_index):
+  return os.path.join(model_dir, FINISHED_DIR, f'{task_type}-{task_index}.json')
+
+
+def scratch_dir(model_dir, task_type, task_index):
+  """Where a non-chief worker's collective saves go (TensorFlow's own
+  naming); removed after training."""
+  return os.path.join(model_dir, f'tmp_{task_type}_{task_index}')
+
+
+def checkpoint_step(path):
+  """The global step in a checkpoint's name (`model.ckpt-1000`,
+  `ckpt-1000`)."""
+  return int(str(path).rsplit('-', 1)[1])
+
+
+def _records(path):
+  """The records of a TFRecord file; stops at one still being written."""
+  with open(path, 'rb') as f:
+    while True:
+      header = f.read(12)  # uint64 length, uint32 CRC of the length.
+      if len(header) < 12:
+        return
+      length = struct.unpack('<Q', header[:8])[0]
+      record = f.read(length)
+      f.read(4)  # CRC of the data.
+      if len(record) < length:
+        return
+      yield record
+
+
+# TensorProto dtypes of v2 scalar summaries: DT_FLOAT, DT_DOUBLE.
+_TENSOR_FORMATS = {1: ('<f', 'float_val'), 2: ('<d', 'double_val')}
+
+
+def _scalar(value):
+  """The number a summary value holds, or None if it is not a scalar.
+
+  v1 summaries (Estimator) hold `simple_value`; v2 ones (the TF2 engines) a
+  float scalar tensor.
+  """
+  if value.WhichOneof('value') == 'simple_value':
+    return value.simple_value
+  tensor = value.tensor
+  if value.WhichOneof('value') != 'tensor' or tensor.tensor_shape.dim or (
+      tensor.dtype not in _TENSOR_FORMATS):
+    return None
+  fmt, field = _TENSOR_FORMATS[tensor.dtype]
+  if tensor.tensor_content:
+    return struct.unpack(fmt, tensor.tensor_content)[0]
+  values = getattr(tensor, field)
+  return values[0] if values else None
+
+
+def read_scalars(directory):
+  """{tag: [(step, value), ...] by step} of the scalar summaries in the
+  event files of `directory` (not its subdirectories); {} without any."""
+  # TensorBoard's protos: plain protobuf, no TensorFlow.
+  from tensorboard.compat.proto import event_pb2  # pylint: disable=g-import-not-at-top
+  scalars = {}
+  for path in sorted(glob.glob(os.path.join(directory,
+                                            'events.out.tfevents.*'))):
+    for record in _records(path):
+      event = event_pb2.Event.FromString(record)
+      for value in event.summary.value:
+        number = _scalar(value)
+        if number is not None:
+          scalars.setdefault(value.tag, []).append((event.step, number))
+  return {tag: sorted(points) for tag, points in scalars.items()}
