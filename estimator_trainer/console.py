@@ -13,6 +13,7 @@ level is read once, at import, and the GPU start-up lines are printed then.
 """
 
 import contextlib
+import importlib
 import logging
 import os
 import re
@@ -78,12 +79,12 @@ def _without_gpu_startup_lines():
 def quiet_tensorflow(verbose):
   """Imports TensorFlow, with its noise hidden unless `verbose`."""
   if verbose:
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    importlib.import_module('tensorflow')
     return
   # C++ INFO and WARNING lines off, errors on; a user's setting wins.
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   for message in _INTERNAL_WARNINGS:
     warnings.filterwarnings('ignore', message=message)
   with _without_gpu_startup_lines():
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+    importlib.import_module('tensorflow')
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())

@@ -1,7 +1,5 @@
 """SavedModel export: serving inputs, exporters, and the export mode."""
 
-import os
-
 from absl import logging
 import tensorflow as tf
 

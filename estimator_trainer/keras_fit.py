@@ -8,7 +8,6 @@ dataset: the checkpoint and evaluation cadence, as under Estimator.
 """
 
 import math
-import os
 import time
 
 from absl import logging

@@ -223,7 +223,7 @@ def test_bad_input_fails_with_one_line_and_changes_nothing(
   assert _snapshot(tmp_path) == before
 
 
-# --- The checks estimator.py is to call -------------------------------------
+# --- The checks the estimator engine is to call ----------------------------
 
 
 def test_require_writable_dir(tmp_path):

@@ -8,6 +8,10 @@ import tensorflow as tf
 
 from estimator_trainer import estimator
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import TrainerError
+from estimator_trainer.estimator import cluster_roles
+from estimator_trainer.estimator import graph
+from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 
 ModeKeys = tf.estimator.ModeKeys
@@ -64,7 +68,7 @@ def test_model_fn_train_returns_train_op_that_steps_global_step():
     (ModeKeys.TRAIN, True), (ModeKeys.EVAL, False), (ModeKeys.PREDICT, False)])
 def test_model_fn_sets_training_only_in_train(monkeypatch, mode, training):
   seen = []
-  original = estimator.create_model
+  original = graph.create_model
 
   def recording_create_model(**kwargs):
     model = original(**kwargs)
@@ -73,7 +77,7 @@ def test_model_fn_sets_training_only_in_train(monkeypatch, mode, training):
                                            call(x, training=training))[1]
     return model
 
-  monkeypatch.setattr(estimator, 'create_model', recording_create_model)
+  monkeypatch.setattr(graph, 'create_model', recording_create_model)
   _call_model_fn(mode)
   assert seen == [training]
 
@@ -223,14 +227,14 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
   may be gone by the time it restores it."""
   model_dir = tmp_path / 'model'
   shutil.copytree(trained_mnist_dir, model_dir)
-  job = estimator._eval_job(_mnist_config(model_dir, mnist_small_dir,
-                                          export='latest'))
-  exporters = estimator._exporters(job.config)
+  job = job_lib.eval_job(_mnist_config(model_dir, mnist_small_dir,
+                                       export='latest'))
+  exporters = job_lib.exporters(job.config)
   for path in model_dir.glob('model.ckpt-0.*'):
     path.unlink()
-  assert estimator._evaluate_and_export(
+  assert cluster_roles.evaluate_and_export(
       job, exporters, str(model_dir / 'model.ckpt-0'), 60) is None
-  result = estimator._evaluate_and_export(
+  result = cluster_roles.evaluate_and_export(
       job, exporters, str(model_dir / 'model.ckpt-60'), 60)
   assert result['global_step'] == 60 and result['num_examples'] == 10000
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
@@ -238,7 +242,7 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
 
 def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):
   config = _mnist_config(tmp_path, mnist_small_dir, mode='evaluate')
-  with pytest.raises(estimator.TrainerError, match='no checkpoint in'):
+  with pytest.raises(TrainerError, match='no checkpoint in'):
     estimator.evaluate(config)
   assert not (tmp_path / 'metrics.json').exists()
 
@@ -247,7 +251,7 @@ def test_cosine_decay_goes_from_learning_rate_to_zero():
   params = {**PARAMS, 'lr_decay': 'cosine', 'decay_steps': 100}
   with tf.Graph().as_default():
     step = tf.compat.v1.train.get_or_create_global_step()
-    lr = estimator._learning_rate(params)
+    lr = graph.decayed_learning_rate(params)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       values = []
@@ -255,7 +259,7 @@ def test_cosine_decay_goes_from_learning_rate_to_zero():
         sess.run(step.assign(value))
         values.append(sess.run(lr))
   np.testing.assert_allclose(values, [0.1, 0.05, 0.0, 0.0], atol=1e-7)
-  assert estimator._learning_rate({**PARAMS, 'lr_decay': 'none'}) == 0.1
+  assert graph.decayed_learning_rate({**PARAMS, 'lr_decay': 'none'}) == 0.1
 
 
 def test_weight_decay_adds_the_l2_penalty_once():

@@ -2,7 +2,6 @@
 short runs, queried through its HTTP API."""
 
 import contextlib
-import io
 import json
 import socket
 import subprocess

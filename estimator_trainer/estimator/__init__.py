@@ -1,0 +1,19 @@
+"""The Estimator engine, by job:
+
+    graph.py          model_fn: the TRAIN, EVAL and PREDICT graphs
+    job.py            RunConfig factory; Estimator, data, hooks, exporters
+    modes.py          train_and_evaluate (every cluster role), train,
+                      evaluate, predict, export
+    cluster_roles.py  parameter servers, the evaluator, and the files that
+                      tell them how long training runs
+    tfx.py            TFX's trainer_fn
+"""
+
+from estimator_trainer.estimator.graph import model_fn
+from estimator_trainer.estimator.job import make_run_config
+from estimator_trainer.estimator.modes import evaluate
+from estimator_trainer.estimator.modes import export
+from estimator_trainer.estimator.modes import predict
+from estimator_trainer.estimator.modes import train
+from estimator_trainer.estimator.modes import train_and_evaluate
+from estimator_trainer.estimator.tfx import trainer_fn

@@ -1,0 +1,150 @@
+"""What every mode of the Estimator engine sets up: the RunConfig, the data,
+the Estimator on model_fn, its hooks and exporters."""
+
+import contextlib
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from estimator_trainer import checkpoints
+from estimator_trainer import early_stopping
+from estimator_trainer import export as export_lib
+from estimator_trainer import faults
+from estimator_trainer import layout
+from estimator_trainer import listen
+from estimator_trainer import outputs
+from estimator_trainer import progress
+from estimator_trainer import summaries
+from estimator_trainer.data import TRAIN, make_input_fn, make_source
+from estimator_trainer.errors import TrainerError
+from estimator_trainer.estimator.graph import model_fn
+from estimator_trainer.strategy import make_strategy, num_replicas
+
+
+def make_run_config(config):
+  """A RunConfig with `train_distribute`/`eval_distribute` from `config`."""
+  listen.warn_if_unconfined(config.cluster)
+  session_config = tf.compat.v1.ConfigProto(
+      allow_soft_placement=True,
+      intra_op_parallelism_threads=config.intra_op_threads,
+      inter_op_parallelism_threads=config.inter_op_threads)
+  if config.cpu_replicas > 1:
+    # Estimator runs v1 sessions: they need the logical CPUs too.
+    session_config.device_count['CPU'] = config.cpu_replicas
+  return tf.estimator.RunConfig(
+      model_dir=config.model_dir,
+      tf_random_seed=config.seed,
+      save_summary_steps=config.save_summary_steps,
+      save_checkpoints_steps=config.save_checkpoints_steps,
+      keep_checkpoint_max=config.keep_checkpoint_max,
+      log_step_count_steps=config.log_step_count_steps,
+      session_config=session_config,
+      train_distribute=make_strategy(config.strategy, config.cpu_replicas,
+                                     config.communication),
+      eval_distribute=make_strategy(config.eval_strategy, config.cpu_replicas,
+                                    config.communication))
+
+
+class Job:
+  """What every mode shares: run config, data, input_fn and Estimator."""
+
+  def __init__(self, config, training=True, eval_images=True):
+    self.config = config
+    outputs.require_writable_dir(config.model_dir)
+    self.run_config = make_run_config(config)
+    self.global_batch_size = config.resolve_global_batch_size(
+        num_replicas(self.run_config.train_distribute))
+    self.source = make_source(config)
+    # Only training needs the train split's size (reading it is not free).
+    self.max_steps = config.resolve_train_steps(
+        self.source.num_examples(TRAIN),
+        self.global_batch_size) if training else None
+    self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
+    warm_start = None
+    if config.warm_start_from:
+      warm_start = tf.estimator.WarmStartSettings(
+          config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
+    params = dict(config.model_params(self.global_batch_size, self.max_steps),
+                  eval_images=eval_images)
+    checkpoints.check_compatible(config.model_dir, model_fn, params, training)
+    self.estimator = tf.estimator.Estimator(
+        model_fn, config=self.run_config, warm_start_from=warm_start,
+        params=params)
+
+  @property
+  def is_chief(self):
+    return self.config.cluster is None or self.config.cluster.is_chief
+
+  @property
+  def num_replicas(self):
+    return num_replicas(self.run_config.train_distribute)
+
+  def train_hooks(self):
+    hooks = [faults.NonFiniteLossHook(self.config.model_dir)]
+    if self.is_chief:  # Only the chief writes events and shows progress.
+      hooks.append(summaries.HParamsHook(self.config.model_dir,
+                                         self.hparams()))
+      hooks.append(summaries.ExamplesPerSecondHook(
+          self.config.model_dir, self.global_batch_size, self.num_replicas,
+          self.config.save_summary_steps))
+      hooks.append(progress.ProgressHook(
+          progress.Progress(self.max_steps, self.global_batch_size),
+          self.num_replicas))
+    if self.config.early_stopping_evals:
+      hooks.append(early_stopping.make_hook(self.estimator,
+                                            self.config.early_stopping_evals))
+    return hooks
+
+  def hparams(self):
+    return summaries.run_hparams(self.config, self.num_replicas,
+                                 self.global_batch_size, self.max_steps)
+
+  def write_metrics(self, eval_result):
+    return outputs.write_eval_metrics(self.config.model_dir, eval_result)
+
+
+
+@contextlib.contextmanager
+def _outside_cluster():
+  """Hides TF_CONFIG: evaluation runs on this task alone, not in the cluster.
+
+  With TF_CONFIG, RunConfig would point the evaluation session at the
+  cluster's master and filter its devices.
+  """
+  saved = os.environ.pop('TF_CONFIG', None)
+  try:
+    yield
+  finally:
+    if saved is not None:
+      os.environ['TF_CONFIG'] = saved
+
+
+def eval_job(config):
+  """A job that only evaluates or predicts, on this task's own devices."""
+  with _outside_cluster():
+    return Job(dataclasses.replace(config, strategy='default', cluster=None),
+               training=False)
+
+
+def require_checkpoint(config):
+  if not tf.train.latest_checkpoint(config.model_dir):
+    raise TrainerError(f'no checkpoint in {config.model_dir}; train first')
+
+
+def exporters(config):
+  return export_lib.make_exporters(config.export, config.keep_checkpoint_max)
+
+
+def export(job, job_exporters, checkpoint, eval_result, is_final):
+  """Runs exporters after an evaluation, as EvalSpec does in local training."""
+  for exporter in job_exporters:
+    exporter.export(job.estimator,
+                    layout.export_dir(job.config.model_dir, exporter.name),
+                    checkpoint, eval_result, is_final)
+
+
+def latest_step(model_dir):
+  """The step of model_dir's latest checkpoint; -1 without one."""
+  path = tf.train.latest_checkpoint(model_dir)
+  return layout.checkpoint_step(path) if path else -1

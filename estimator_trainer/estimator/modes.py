@@ -1,0 +1,99 @@
+"""The Estimator engine's run modes: train_and_evaluate (every cluster
+role), train, evaluate, predict, export."""
+
+import itertools
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import export as export_lib
+from estimator_trainer import faults
+from estimator_trainer import outputs
+from estimator_trainer.estimator import cluster_roles
+from estimator_trainer.estimator import job as job_lib
+from estimator_trainer.watchdog import WatchdogHook
+
+
+def train_and_evaluate(config):
+  """Trains, evaluates on the whole test set; returns metrics.json's dict.
+
+  In a TF_CONFIG cluster the task type decides: chief and workers train, ps
+  tasks serve variables until training ends, the evaluator evaluates every
+  new checkpoint and writes metrics.json (the chief does, at the end, when
+  there is no evaluator). Returns None on tasks that write no metrics.
+  """
+  role = cluster_roles.set_tf_config(config)
+  if role == cluster_lib.PS:
+    return cluster_roles.serve_parameters(config)
+  if role == cluster_lib.EVALUATOR:
+    return cluster_roles.evaluate_until_trained(config)
+
+  hooks = []
+  if role:
+    # Before the strategy exists: creating it may already wait for peers.
+    watchdog = cluster_roles.make_watchdog(config, 'training step')
+    hooks.append(WatchdogHook(watchdog))
+  job = job_lib.Job(config)
+  hooks += job.train_hooks()
+  if role and config.cluster.is_chief:
+    cluster_roles.TrainingProgress(config).write_train_spec(
+        job.max_steps, job.global_batch_size)
+  # Only a lone process stops on SIGTERM: a cluster's tasks would have to
+  # stop together.
+  run = (faults.train_and_evaluate if role is None else
+         tf.estimator.train_and_evaluate)
+  result = run(
+      job.estimator,
+      tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
+                             hooks=hooks),
+      tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
+                            throttle_secs=config.throttle_secs,
+                            exporters=job_lib.exporters(config)))
+  if role is None:  # None when preempted: not trained, nothing to report.
+    return None if result is None else job.write_metrics(result[0])
+  watchdog.stop()
+  cluster_roles.remove_scratch_dir(config)
+  cluster_roles.TrainingProgress(config).mark_finished(job.max_steps)
+  if config.cluster.is_chief and not config.cluster.has_evaluator:
+    job = job_lib.eval_job(config)
+    checkpoint = tf.train.latest_checkpoint(config.model_dir)
+    result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
+    job_lib.export(job, job_lib.exporters(config), checkpoint, result,
+                   is_final=True)
+    return job.write_metrics(result)
+  return None
+
+
+def train(config):
+  """Trains to the configured step count; returns the latest checkpoint's
+  global step. (Clusters train through train_and_evaluate: config.py.)"""
+  job = job_lib.Job(config)
+  faults.train(job.estimator, job.input_fn, job.max_steps, job.train_hooks())
+  return job_lib.latest_step(config.model_dir)
+
+
+def evaluate(config):
+  """Evaluates the latest checkpoint on the whole test set."""
+  job_lib.require_checkpoint(config)
+  job = job_lib.eval_job(config)
+  return job.write_metrics(job.estimator.evaluate(job.input_fn, steps=None))
+
+
+def predict(config):
+  """Writes predictions for the first `num_predictions` test images."""
+  job_lib.require_checkpoint(config)
+  job = job_lib.eval_job(config)
+  predictions = itertools.islice(job.estimator.predict(job.input_fn),
+                                 config.num_predictions)
+  path = config.resolved_predictions_file
+  count = outputs.write_predictions(path, predictions)
+  logging.info('Wrote %d predictions to %s', count, path)
+  return path
+
+
+def export(config):
+  """Writes a SavedModel of the latest checkpoint; returns its directory."""
+  job_lib.require_checkpoint(config)
+  job = job_lib.eval_job(config)
+  return export_lib.export_latest_checkpoint(job.estimator, config.model_dir)

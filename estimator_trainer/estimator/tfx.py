@@ -1,0 +1,39 @@
+"""TFX's Trainer entry point (Estimator flavour): `trainer_fn`."""
+
+import tensorflow as tf
+
+from estimator_trainer import export as export_lib
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.estimator import job as job_lib
+
+
+def trainer_fn(trainer_fn_args, schema=None):
+  """TFX Trainer module function (Estimator flavour).
+
+  Reads `train_files`, `eval_files` (lists of TFRecord globs of our
+  tf.Example), `serving_model_dir` (used as model_dir, as in TFX's examples),
+  `train_steps` and `eval_steps` from `trainer_fn_args`; `schema` is not
+  needed (the example format is fixed). Returns `estimator`, `train_spec` and
+  `eval_spec` for `tf.estimator.train_and_evaluate`, with a final exporter,
+  and TFMA's `eval_input_receiver_fn` (needs the `tfx` extra).
+  """
+  del schema
+  args = trainer_fn_args
+  config = TrainConfig(
+      model_dir=args.serving_model_dir,
+      train_files=','.join(args.train_files),
+      eval_files=','.join(args.eval_files),
+      train_steps=args.train_steps, export='final')
+  # TFMA exports the eval graph; images rendered in Python cannot be in it.
+  job = job_lib.Job(config, eval_images=False)
+  return {
+      'estimator': job.estimator,
+      'train_spec': tf.estimator.TrainSpec(job.input_fn,
+                                           max_steps=job.max_steps,
+                                           hooks=job.train_hooks()),
+      'eval_spec': tf.estimator.EvalSpec(
+          job.input_fn, steps=getattr(args, 'eval_steps', None),
+          exporters=job_lib.exporters(config), start_delay_secs=0,
+          throttle_secs=config.throttle_secs),
+      'eval_input_receiver_fn': export_lib.eval_input_receiver_fn,
+  }
