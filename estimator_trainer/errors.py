@@ -1,5 +1,9 @@
 """Errors the CLI turns into one-line messages and exit codes."""
 
+import sys
+
+from absl import flags
+
 
 class TrainerError(Exception):
   """A runtime failure the user can act on (bad data file, no checkpoint...).
@@ -18,3 +22,18 @@ class UsageError(TrainerError):
 
 class DataError(TrainerError):
   """A data source is missing, unreachable or malformed."""
+
+
+def fail(code, message):
+  """Ends a command line program: `error: <message>` on stderr, exit `code`."""
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(code)
+
+
+def parse_flags(argv):
+  """absl's flag parsing for `app.run(flags_parser=...)`: a bad flag is a
+  one-line usage error (exit 2) instead of absl's usage dump."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    fail(UsageError.exit_code, str(e))

@@ -7,7 +7,6 @@ Exit codes: 0 success, 1 runtime error, 2 usage error.
 
 import json
 import os
-import sys
 import warnings
 
 # google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
@@ -24,6 +23,7 @@ from estimator_trainer import config as config_lib
 from estimator_trainer import console
 from estimator_trainer import engines
 from estimator_trainer import listen
+from estimator_trainer import errors
 from estimator_trainer.errors import TrainerError, UsageError
 
 _DEFAULTS = config_lib.TrainConfig.__dataclass_fields__
@@ -216,28 +216,16 @@ def main(argv):
     logging.info('Config: %s', config)
     engines.ENGINES[config.engine].run(config)
   except TrainerError as e:
-    _fail(e.exit_code, str(e))
+    errors.fail(e.exit_code, str(e))
   except Exception as e:  # pylint: disable=broad-except
     # No traceback for users; --verbosity=1 shows it.
     logging.debug('Failure', exc_info=True)
     message = (str(e).strip().splitlines() or [''])[0]
-    _fail(1, f'{type(e).__name__}: {message}')
-
-
-def _fail(code, message):
-  print(f'error: {message}', file=sys.stderr)
-  sys.exit(code)
-
-
-def _parse_flags(argv):
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    _fail(2, str(e))
+    errors.fail(TrainerError.exit_code, f'{type(e).__name__}: {message}')
 
 
 def run():
-  app.run(main, flags_parser=_parse_flags)
+  app.run(main, flags_parser=errors.parse_flags)
 
 
 if __name__ == '__main__':

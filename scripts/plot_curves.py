@@ -12,13 +12,13 @@ Exit codes: 0 success, 1 runtime error, 2 usage error.
 
 import contextlib
 import os
-import sys
 
 from absl import app
 from absl import flags
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer.errors import TrainerError, UsageError
 
@@ -120,22 +120,10 @@ def main(argv):
     curves_by_dir = {d: read_curves(d) for d in FLAGS.model_dirs}
     plot(curves_by_dir, FLAGS.output, title=FLAGS.title)
   except TrainerError as e:
-    _fail(e.exit_code, str(e))
+    errors.fail(e.exit_code, str(e))
   print(f'Wrote {FLAGS.output}')
-
-
-def _fail(code, message):
-  print(f'error: {message}', file=sys.stderr)
-  sys.exit(code)
-
-
-def _parse_flags(argv):
-  try:
-    return FLAGS(argv)
-  except flags.Error as e:
-    _fail(2, str(e))
 
 
 if __name__ == '__main__':
   _define_flags()
-  app.run(main, flags_parser=_parse_flags)
+  app.run(main, flags_parser=errors.parse_flags)
