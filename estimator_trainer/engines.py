@@ -41,8 +41,8 @@ _TF2 = dict(modes=('train_and_evaluate', 'train', 'evaluate'),
 
 ENGINES = {
     'estimator': Engine('estimator_trainer.estimator'),
-    'ctl': Engine('estimator_trainer.ctl', **_TF2),
-    'keras': Engine('estimator_trainer.keras_fit', **_TF2),
+    'ctl': Engine('estimator_trainer.tf2.ctl', **_TF2),
+    'keras': Engine('estimator_trainer.tf2.keras_fit', **_TF2),
 }
 
 

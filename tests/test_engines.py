@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from estimator_trainer import ctl
-from estimator_trainer import keras_fit
-from estimator_trainer import tf2
+from estimator_trainer.tf2 import ctl
+from estimator_trainer.tf2 import job as tf2_job
+from estimator_trainer.tf2 import keras_fit
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.model import create_model
 
@@ -125,7 +125,7 @@ def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
                                                        mnist_small_dir):
   model_dir, trained = ctl_run
   config = _config(model_dir, mnist_small_dir, engine='ctl', mode='evaluate')
-  job = tf2.Job(config, training=False)
+  job = tf2_job.Job(config, training=False)
   assert job.strategy is tf.distribute.get_strategy()  # The default one.
   metrics = ctl.evaluate(config)
   assert metrics['global_step'] == 60

@@ -6,16 +6,14 @@ steps, not epochs): destroying a distributed iterator per epoch stalled the
 tutorial's loop for seconds on tf.data's autotune thread.
 """
 
-import math
-import time
-
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import faults
 from estimator_trainer import losses
-from estimator_trainer import tf2
-from estimator_trainer.data import TRAIN
+from estimator_trainer.tf2 import controller as controller_lib
+from estimator_trainer.tf2 import job as job_lib
+
+TRAIN = tf.estimator.ModeKeys.TRAIN
 
 
 class _Trainer:
@@ -59,61 +57,32 @@ class _Trainer:
     return loss
 
 
+  def reset_metrics(self):
+    self.loss.reset_state()
+    self.accuracy.reset_state()
+
+
 def _train(config, evaluate):
-  """Returns the job and the last evaluation (None when preempted)."""
-  job = tf2.Job(config)
-  step = job.restore()
+  """Trains (and evaluates, if `evaluate`); returns the finished
+  Controller."""
+  job = job_lib.Job(config)
   trainer = _Trainer(job)
-  evaluator = tf2.Evaluator(job) if evaluate else None
-  train_summaries = tf2.TrainSummaries(job, step)
-  iterator = iter(job.distribute(TRAIN))
-  result, last_eval = None, None
-  every = config.save_checkpoints_steps
   with faults.Sigterm(enabled=config.cluster is None) as sigterm:
-    while step < job.max_steps:
-      # Loops end on checkpoint and summary steps, as Estimator's do.
-      num_steps = min(config.steps_per_loop, job.max_steps - step,
-                      every - step % every, config.save_summary_steps -
-                      step % config.save_summary_steps)
+    controller = controller_lib.Controller(job, job.restore(), evaluate,
+                                           sigterm)
+    iterator = iter(job.distribute(TRAIN))
+    while controller.step < job.max_steps and not controller.stopped:
+      previous = controller.step
+      num_steps = controller.steps_to_next_stop(config.steps_per_loop)
       loss = float(trainer.train_steps(iterator, tf.constant(num_steps)))
       # Counted here: reading the optimizer's counter costs an op per loop.
-      previous, step = step, step + num_steps
-      if not math.isfinite(loss):  # Before any save of these weights.
-        raise faults.diverged(f'loss is {loss}', step, config.model_dir)
-      if train_summaries.update(step, loss, trainer.read_metrics):
-        trainer.loss.reset_state()
-        trainer.accuracy.reset_state()
-      if sigterm.received:
-        job.save(step)
-        faults.log_preempted(step)
-        break
-      if step // every > previous // every or step >= job.max_steps:
-        job.save(step)
-        final = step >= job.max_steps
-        # As train_and_evaluate: each checkpoint, at most every throttle_secs.
-        if evaluator and (final or last_eval is None or time.monotonic() -
-                          last_eval >= config.throttle_secs):
-          result, last_eval = evaluator.evaluate(step), time.monotonic()
-  train_summaries.close()
-  job.finish()
-  if sigterm.received:
-    return job, None
-  if evaluator and (result is None or result['global_step'] < step):
-    result = evaluator.evaluate(step)  # Restarted after the last step.
-  logging.info('Trained to step %d', step)
-  return job, result
+      if controller.after_steps(previous + num_steps, loss,
+                                trainer.read_metrics):
+        trainer.reset_metrics()
+      if controller.checkpoint_due(previous):
+        controller.checkpoint()
+    controller.finish()
+  return controller
 
 
-def train_and_evaluate(config):
-  """Trains to the configured step count, evaluating at each checkpoint;
-  returns metrics.json's dict (None on workers other than the chief)."""
-  return tf2.write_results(*_train(config, evaluate=True))
-
-
-def train(config):
-  """Trains to the configured step count; returns the final step."""
-  job, _ = _train(config, evaluate=False)
-  return job.step
-
-
-evaluate = tf2.evaluate
+train_and_evaluate, train, evaluate = controller_lib.engine_modes(_train)

@@ -1,10 +1,6 @@
-"""What the TF2 engines (ctl, keras) share: strategy, data, model, optimizer,
-checkpoints, evaluation, and the Estimator engine's model_dir layout
-(training events in model_dir, evaluation events in model_dir/eval,
-metrics.json)."""
+"""A TF2 run: strategy, data, model, optimizer and checkpoints."""
 
 import os
-import time
 
 from absl import logging
 import numpy as np
@@ -13,17 +9,13 @@ import tensorflow as tf
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
-from estimator_trainer import losses
 from estimator_trainer import outputs
-from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
-from estimator_trainer.data import CLASS_NAMES, TRAIN, make_input_fn, make_source
+from estimator_trainer.data import TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import Watchdog
-
-EVAL = tf.estimator.ModeKeys.EVAL
 
 
 def make_optimizer(config, decay_steps):
@@ -161,144 +153,10 @@ class Job:
       tf.io.gfile.rmtree(self.checkpoint_dir)
 
 
-def _writer(job, subdir=''):
+
+def writer(job, subdir=''):
   """A summary writer on the chief; writes nothing elsewhere."""
   if not job.is_chief:
     return tf.summary.create_noop_writer()
   return tf.summary.create_file_writer(
       os.path.join(job.config.model_dir, subdir))
-
-
-class Evaluator:
-  """Evaluates the model on the whole test set (each example once) under the
-  job's strategy; writes model_dir/eval as the estimator engine does."""
-
-  def __init__(self, job):
-    self._job = job
-    class_names = CLASS_NAMES[job.config.dataset]
-    with job.strategy.scope():
-      self._metrics = {
-          'accuracy': tf.keras.metrics.Accuracy(),
-          'average_loss': tf.keras.metrics.Mean(),  # Per example: exact.
-          'loss': tf.keras.metrics.Mean(),  # Of batch means: Estimator's.
-          'num_examples': tf.keras.metrics.Sum(),
-      }
-      self._images = [summaries.ConfusionMatrixImage(class_names),
-                      summaries.MisclassifiedImage(class_names)]
-    self._dataset = job.distribute(EVAL)
-    self._writer = _writer(job, layout.EVAL_DIR)
-
-  def _replica_step(self, features, labels):
-    logits = self._job.model(features['image'], training=False)
-    classes = tf.argmax(logits, axis=1)
-    weights = features['weight']
-    metrics = self._metrics
-    metrics['accuracy'].update_state(labels, classes, sample_weight=weights)
-    metrics['average_loss'].update_state(
-        losses.per_example_loss(labels, logits), sample_weight=weights)
-    metrics['loss'].update_state(
-        losses.weighted_mean_loss(labels, logits, weights))
-    metrics['num_examples'].update_state(weights)
-    self._images[0].update_state(labels, classes, weights)
-    self._images[1].update_state(features['image'], labels, classes, weights)
-
-  @tf.function
-  def _run(self):
-    for features, labels in self._dataset:
-      self._job.strategy.run(self._replica_step, (features, labels))
-
-  def evaluate(self, step):
-    """Returns Estimator's eval dict (accuracy, loss, ..., global_step)."""
-    for metric in [*self._metrics.values(), *self._images]:
-      metric.reset_state()
-    start = time.monotonic()
-    self._run()
-    result = {name: metric.result().numpy()
-              for name, metric in self._metrics.items()}
-    result['global_step'] = step
-    with self._writer.as_default(step=step):
-      for name, value in result.items():
-        if name != 'global_step':
-          tf.summary.scalar(name, value)
-      for image in self._images:
-        tf.summary.experimental.write_raw_pb(image.result())
-    self._writer.flush()
-    logging.info('Evaluation at step %d (%.1f s): %s', step,
-                 time.monotonic() - start, result)
-    return result
-
-
-class TrainSummaries:
-  """Training events and progress, as the estimator engine writes them: loss,
-  accuracy, learning_rate, global_step/sec, examples_per_second (global and
-  per replica) every `save_summary_steps`; on the chief only."""
-
-  def __init__(self, job, start_step):
-    self._job = job
-    self._every = job.config.save_summary_steps
-    self._writer = _writer(job)
-    self._last = None  # (step, time); the first interval includes tracing.
-    self._last_written = start_step
-    self._progress = (progress_lib.Progress(job.max_steps,
-                                            job.global_batch_size)
-                      if job.is_chief else None)
-    with self._writer.as_default(step=start_step):
-      for summary in summaries.hparams_summaries(job.hparams()):
-        tf.summary.experimental.write_raw_pb(summary)
-
-  def update(self, step, loss, read_metrics):
-    """After training to `step` (`loss`: the latest, for the progress line).
-
-    `read_metrics()` returns the mean loss and accuracy per example since
-    the previous summary; it is called only when a summary is due (reading
-    metrics costs a few ops per call). Returns True when it wrote a summary
-    (so the caller resets its metrics).
-    """
-    now = time.monotonic()
-    if self._progress:
-      self._progress.update(step, loss)
-    if self._last is None:
-      self._last = (step, now)
-    if step // self._every == self._last_written // self._every and (
-        step < self._job.max_steps):
-      return False
-    loss, accuracy = read_metrics()
-    with self._writer.as_default(step=step):
-      tf.summary.scalar('loss', loss)
-      tf.summary.scalar('accuracy', accuracy)
-      tf.summary.scalar('learning_rate',
-                        current_learning_rate(self._job.optimizer))
-      if step > self._last[0]:
-        steps_per_second = (step - self._last[0]) / (now - self._last[1])
-        examples = steps_per_second * self._job.global_batch_size
-        tf.summary.scalar('global_step/sec', steps_per_second)
-        tf.summary.scalar('examples_per_second', examples)
-        tf.summary.scalar('examples_per_second_per_replica',
-                          examples / self._job.num_replicas)
-    self._last = (step, now)
-    self._last_written = step
-    return True
-
-  def close(self):
-    self._writer.flush()
-    if self._progress:
-      self._progress.close()
-
-
-def write_results(job, result):
-  """metrics.json of a training job's final evaluation, on the chief; None
-  elsewhere, or when preempted (`result` None)."""
-  if not job.is_chief or result is None:
-    return None
-  return outputs.write_eval_metrics(job.config.model_dir, result)
-
-
-def evaluate(config):
-  """--mode evaluate: restores the latest checkpoint's model, with no
-  strategy, and evaluates it; writes model_dir/eval and metrics.json."""
-  job = Job(config, training=False)
-  step = job.restore()
-  if not step:
-    raise TrainerError(f'no checkpoint in {config.model_dir}; train first')
-  return outputs.write_eval_metrics(config.model_dir,
-                                    Evaluator(job).evaluate(step))

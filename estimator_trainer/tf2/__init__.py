@@ -1,0 +1,10 @@
+"""The TF2 engines, on the same input_fn, model, loss helpers, evaluation and
+model_dir layout as the estimator engine:
+
+    job.py         a run's strategy, data, model, optimizer, checkpoints
+    evaluation.py  the whole test set under the strategy; --mode=evaluate
+    controller.py  the outer loop both engines share (checkpoints, throttled
+                   evaluation, SIGTERM, non-finite loss, summaries)
+    ctl.py         the custom training loop engine (strategy.run)
+    keras_fit.py   the Model.fit engine
+"""

@@ -1,0 +1,174 @@
+"""The TF2 engines' outer loop, after Orbit's Controller: what happens
+between training steps whoever runs them (ctl's `train_steps(n)` calls, or
+Keras `fit` through a callback). The non-finite check, summaries and
+progress, SIGTERM, a checkpoint every `save_checkpoints_steps` steps,
+evaluation of checkpoints at most every `throttle_secs`, and the final
+evaluation."""
+
+import math
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer import faults
+from estimator_trainer import progress as progress_lib
+from estimator_trainer import summaries
+from estimator_trainer.tf2 import evaluation
+from estimator_trainer.tf2 import job as job_lib
+
+
+class TrainSummaries:
+  """Training events and progress, as the estimator engine writes them: loss,
+  accuracy, learning_rate, global_step/sec, examples_per_second (global and
+  per replica) every `save_summary_steps`; on the chief only."""
+
+  def __init__(self, job, start_step):
+    self._job = job
+    self._every = job.config.save_summary_steps
+    self._writer = job_lib.writer(job)
+    self._last = None  # (step, time); the first interval includes tracing.
+    self._last_written = start_step
+    self._progress = (progress_lib.Progress(job.max_steps,
+                                            job.global_batch_size)
+                      if job.is_chief else None)
+    with self._writer.as_default(step=start_step):
+      for summary in summaries.hparams_summaries(job.hparams()):
+        tf.summary.experimental.write_raw_pb(summary)
+
+  def update(self, step, loss, read_metrics):
+    """After training to `step` (`loss`: the latest, for the progress line).
+
+    `read_metrics()` returns the mean loss and accuracy per example since
+    the previous summary; it is called only when a summary is due (reading
+    metrics costs a few ops per call). Returns True when it wrote a summary
+    (so the caller resets its metrics).
+    """
+    now = time.monotonic()
+    if self._progress:
+      self._progress.update(step, loss)
+    if self._last is None:
+      self._last = (step, now)
+    if step // self._every == self._last_written // self._every and (
+        step < self._job.max_steps):
+      return False
+    loss, accuracy = read_metrics()
+    with self._writer.as_default(step=step):
+      tf.summary.scalar('loss', loss)
+      tf.summary.scalar('accuracy', accuracy)
+      tf.summary.scalar('learning_rate',
+                        job_lib.current_learning_rate(self._job.optimizer))
+      if step > self._last[0]:
+        steps_per_second = (step - self._last[0]) / (now - self._last[1])
+        examples = steps_per_second * self._job.global_batch_size
+        tf.summary.scalar('global_step/sec', steps_per_second)
+        tf.summary.scalar('examples_per_second', examples)
+        tf.summary.scalar('examples_per_second_per_replica',
+                          examples / self._job.num_replicas)
+    self._last = (step, now)
+    self._last_written = step
+    return True
+
+  def close(self):
+    self._writer.flush()
+    if self._progress:
+      self._progress.close()
+
+
+
+class Controller:
+  """Drives a training job from `start_step` to `job.max_steps`.
+
+  The engine trains; after each run of steps it calls `after_steps`, and
+  `checkpoint` when `checkpoint_due` (ctl) or at the end of a Keras epoch of
+  `save_checkpoints_steps` steps; `finish` ends the run.
+  """
+
+  def __init__(self, job, start_step, evaluate, sigterm):
+    self.job = job
+    self.step = start_step
+    self._evaluator = evaluation.Evaluator(job) if evaluate else None
+    self._summaries = TrainSummaries(job, start_step)
+    self._sigterm = sigterm
+    self._last_eval = None  # monotonic time of the last evaluation.
+    self.result = None  # The latest evaluation; None when preempted.
+    self.stopped = False  # Saved on SIGTERM: training must end now.
+
+  @property
+  def preempted(self):
+    return self._sigterm.received
+
+  @property
+  def should_stop(self):
+    """Training should end after this step: the last one, or SIGTERM came
+    (the next `checkpoint` saves and stops)."""
+    return self.step >= self.job.max_steps or self.preempted
+
+  def steps_to_next_stop(self, steps_per_loop):
+    """At most `steps_per_loop`, ending on checkpoint and summary steps (as
+    Estimator's loop does) and at the last step."""
+    config = self.job.config
+    return min(steps_per_loop, self.job.max_steps - self.step,
+               config.save_checkpoints_steps -
+               self.step % config.save_checkpoints_steps,
+               config.save_summary_steps -
+               self.step % config.save_summary_steps)
+
+  def after_steps(self, step, loss, read_metrics):
+    """After training to `step`, whose last loss is `loss`. Returns True
+    when a summary was written (read_metrics() read: reset them)."""
+    self.step = step
+    if not math.isfinite(loss):  # Before any save of these weights.
+      raise faults.diverged(f'loss is {loss}', step,
+                            self.job.config.model_dir)
+    return self._summaries.update(step, loss, read_metrics)
+
+  def checkpoint_due(self, previous_step):
+    every = self.job.config.save_checkpoints_steps
+    return (self.preempted or self.step // every > previous_step // every or
+            self.step >= self.job.max_steps)
+
+  def checkpoint(self):
+    """Saves the current step; evaluates it unless preempted or throttled
+    (the last step is always evaluated)."""
+    self.job.save(self.step)
+    if self.preempted:
+      self.stopped = True
+      faults.log_preempted(self.step)
+      return
+    final = self.step >= self.job.max_steps
+    if self._evaluator and (
+        final or self._last_eval is None or
+        time.monotonic() - self._last_eval >= self.job.config.throttle_secs):
+      self.result = self._evaluator.evaluate(self.step)
+      self._last_eval = time.monotonic()
+
+  def finish(self):
+    """Ends the run: the final evaluation (unless preempted), then the
+    job's clean-up."""
+    self._summaries.close()
+    if self.stopped:
+      self.result = None
+    elif self._evaluator and (self.result is None or
+                              self.result['global_step'] < self.step):
+      self.result = self._evaluator.evaluate(self.step)  # A rerun at the end.
+    self.job.finish()
+    if not self.stopped:
+      logging.info('Trained to step %d', self.step)
+
+
+def engine_modes(run):
+  """train_and_evaluate, train and evaluate of a TF2 engine whose
+  `run(config, evaluate)` trains and returns its finished Controller."""
+
+  def train_and_evaluate(config):
+    """Trains to the configured step count, evaluating checkpoints; returns
+    metrics.json's dict (None on workers other than the chief)."""
+    controller = run(config, evaluate=True)
+    return evaluation.write_results(controller.job, controller.result)
+
+  def train(config):
+    """Trains to the configured step count; returns the final step."""
+    return run(config, evaluate=False).step
+
+  return train_and_evaluate, train, evaluation.evaluate

@@ -1,0 +1,96 @@
+"""Evaluation by the TF2 engines: the whole test set, each example once,
+under the job's strategy; model_dir/eval and metrics.json as the estimator
+engine writes them."""
+
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer import layout
+from estimator_trainer import losses
+from estimator_trainer import outputs
+from estimator_trainer import summaries
+from estimator_trainer.data import CLASS_NAMES
+from estimator_trainer.errors import TrainerError
+from estimator_trainer.tf2 import job as job_lib
+
+EVAL = tf.estimator.ModeKeys.EVAL
+
+
+class Evaluator:
+  """Evaluates the model on the whole test set (each example once) under the
+  job's strategy; writes model_dir/eval as the estimator engine does."""
+
+  def __init__(self, job):
+    self._job = job
+    class_names = CLASS_NAMES[job.config.dataset]
+    with job.strategy.scope():
+      self._metrics = {
+          'accuracy': tf.keras.metrics.Accuracy(),
+          'average_loss': tf.keras.metrics.Mean(),  # Per example: exact.
+          'loss': tf.keras.metrics.Mean(),  # Of batch means: Estimator's.
+          'num_examples': tf.keras.metrics.Sum(),
+      }
+      self._images = [summaries.ConfusionMatrixImage(class_names),
+                      summaries.MisclassifiedImage(class_names)]
+    self._dataset = job.distribute(EVAL)
+    self._writer = job_lib.writer(job, layout.EVAL_DIR)
+
+  def _replica_step(self, features, labels):
+    logits = self._job.model(features['image'], training=False)
+    classes = tf.argmax(logits, axis=1)
+    weights = features['weight']
+    metrics = self._metrics
+    metrics['accuracy'].update_state(labels, classes, sample_weight=weights)
+    metrics['average_loss'].update_state(
+        losses.per_example_loss(labels, logits), sample_weight=weights)
+    metrics['loss'].update_state(
+        losses.weighted_mean_loss(labels, logits, weights))
+    metrics['num_examples'].update_state(weights)
+    self._images[0].update_state(labels, classes, weights)
+    self._images[1].update_state(features['image'], labels, classes, weights)
+
+  @tf.function
+  def _run(self):
+    for features, labels in self._dataset:
+      self._job.strategy.run(self._replica_step, (features, labels))
+
+  def evaluate(self, step):
+    """Returns Estimator's eval dict (accuracy, loss, ..., global_step)."""
+    for metric in [*self._metrics.values(), *self._images]:
+      metric.reset_state()
+    start = time.monotonic()
+    self._run()
+    result = {name: metric.result().numpy()
+              for name, metric in self._metrics.items()}
+    result['global_step'] = step
+    with self._writer.as_default(step=step):
+      for name, value in result.items():
+        if name != 'global_step':
+          tf.summary.scalar(name, value)
+      for image in self._images:
+        tf.summary.experimental.write_raw_pb(image.result())
+    self._writer.flush()
+    logging.info('Evaluation at step %d (%.1f s): %s', step,
+                 time.monotonic() - start, result)
+    return result
+
+
+def write_results(job, result):
+  """metrics.json of a training job's final evaluation, on the chief; None
+  elsewhere, or when preempted (`result` None)."""
+  if not job.is_chief or result is None:
+    return None
+  return outputs.write_eval_metrics(job.config.model_dir, result)
+
+
+def evaluate(config):
+  """--mode evaluate: restores the latest checkpoint's model, with no
+  strategy, and evaluates it; writes model_dir/eval and metrics.json."""
+  job = job_lib.Job(config, training=False)
+  step = job.restore()
+  if not step:
+    raise TrainerError(f'no checkpoint in {config.model_dir}; train first')
+  return outputs.write_eval_metrics(config.model_dir,
+                                    Evaluator(job).evaluate(step))
