@@ -14,6 +14,12 @@ from estimator_trainer.data import IMAGE_SHAPE
 from estimator_trainer.errors import TrainerError
 
 
+def require_checkpoint(model_dir):
+  """Fails unless model_dir holds a checkpoint (to evaluate, export...)."""
+  if not tf.train.latest_checkpoint(model_dir):
+    raise TrainerError(f'no checkpoint in {model_dir}; train first')
+
+
 def check_compatible(model_dir, model_fn, params, training):
   """Fails unless model_dir's latest checkpoint can restore `model_fn`'s graph.
 

@@ -5,6 +5,7 @@ The cluster runtime is TensorFlow's own: each process of a job gets the same
 Kubeflow's TFJob, Vertex AI or scripts/local_cluster.py set it.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -113,6 +114,25 @@ def parse(text: Optional[str]) -> Optional[Cluster]:
 
 def from_environment() -> Optional[Cluster]:
   return parse(os.environ.get('TF_CONFIG'))
+
+
+@contextlib.contextmanager
+def tf_config_environment(cluster: Optional[Cluster]):
+  """TF_CONFIG as TensorFlow is to see it while the block runs: `cluster`'s
+  (`Cluster.tf_config`), or unset when `cluster` is None (a task evaluating
+  on its own). Restored afterwards. The one place TF_CONFIG is written."""
+  saved = os.environ.get('TF_CONFIG')
+  if cluster is None:
+    os.environ.pop('TF_CONFIG', None)
+  else:
+    os.environ['TF_CONFIG'] = cluster.tf_config()
+  try:
+    yield
+  finally:
+    if saved is None:
+      os.environ.pop('TF_CONFIG', None)
+    else:
+      os.environ['TF_CONFIG'] = saved
 
 
 def check_strategy(cluster: Optional[Cluster], strategy: str,

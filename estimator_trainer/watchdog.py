@@ -44,6 +44,15 @@ class Watchdog:
       self._watcher.wait()
 
 
+def cluster_watchdog(timeout_secs, waiting_for):
+  """A Watchdog for a cluster task that waits for `waiting_for` (a training
+  step, a new checkpoint) from its peers."""
+  return Watchdog(
+      timeout_secs,
+      f'no {waiting_for} in {timeout_secs} s: a cluster task never started or '
+      'died (--cluster_timeout_secs)')
+
+
 class WatchdogHook(tf.estimator.SessionRunHook):
   """Kicks the watchdog after every training step."""
 

@@ -1,6 +1,7 @@
 """TF_CONFIG parsing and validation (no TensorFlow runtime needed)."""
 
 import json
+import os
 
 import pytest
 
@@ -89,3 +90,21 @@ def test_eval_strategy_must_be_local_in_a_cluster(monkeypatch):
                      ': evaluation runs on one task'):
     TrainConfig(model_dir='/tmp/x', strategy='multi_worker_mirrored',
                 eval_strategy='multi_worker_mirrored')
+
+
+def test_tf_config_environment_sets_or_hides_then_restores(monkeypatch):
+  outside = _tf_config({**TWO_WORKERS, 'evaluator': ['127.0.0.1:3']})
+  monkeypatch.setenv('TF_CONFIG', outside)
+  task = cluster.parse(outside)
+  with cluster.tf_config_environment(task):
+    # The evaluator is not part of the cluster TensorFlow sees.
+    assert json.loads(os.environ['TF_CONFIG']) == json.loads(
+        _tf_config(TWO_WORKERS))
+    with cluster.tf_config_environment(None):
+      assert 'TF_CONFIG' not in os.environ
+    assert os.environ['TF_CONFIG'] == task.tf_config()
+  assert os.environ['TF_CONFIG'] == outside
+  monkeypatch.delenv('TF_CONFIG')
+  with cluster.tf_config_environment(task):
+    assert os.environ['TF_CONFIG'] == task.tf_config()
+  assert 'TF_CONFIG' not in os.environ

@@ -3,7 +3,6 @@ and the evaluator, and the files through which the training tasks tell
 them how long training runs and when it is over."""
 
 import json
-import os
 import time
 
 from absl import logging
@@ -13,7 +12,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.estimator import job as job_lib
-from estimator_trainer.watchdog import Watchdog
+from estimator_trainer.watchdog import cluster_watchdog
 
 
 class TrainingProgress:
@@ -69,13 +68,6 @@ def _read_json(path):
     return json.load(f)
 
 
-def make_watchdog(config, waiting_for):
-  return Watchdog(
-      config.cluster_timeout_secs,
-      f'no {waiting_for} in {config.cluster_timeout_secs} s: a cluster task '
-      'never started or died (--cluster_timeout_secs)')
-
-
 def serve_parameters(config):
   """A ps task: serves variables until every training task has finished.
 
@@ -86,7 +78,7 @@ def serve_parameters(config):
   tf.distribute.Server(tf.train.ClusterSpec(cluster.jobs),
                        job_name=cluster_lib.PS,
                        task_index=cluster.task_index, start=True)
-  watchdog = make_watchdog(config, 'new checkpoint')
+  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
   training = TrainingProgress(config)
   max_steps = training.read_max_steps(watchdog)
   progress = None
@@ -108,7 +100,7 @@ def evaluate_until_trained(config):
   The last one is at max_steps, or whatever the chief saved when it
   finished earlier (early stopping).
   """
-  watchdog = make_watchdog(config, 'new checkpoint')
+  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
   training = TrainingProgress(config)
   max_steps = training.read_max_steps(watchdog)
   job = job_lib.eval_job(config)
@@ -168,13 +160,3 @@ def remove_scratch_dir(config):
   scratch = config.cluster.scratch_dir(config.model_dir)
   if not config.cluster.is_chief and tf.io.gfile.exists(scratch):
     tf.io.gfile.rmtree(scratch)
-
-
-def set_tf_config(config):
-  """Sets up TF_CONFIG for TensorFlow; returns this task's type or None."""
-  if config.cluster is None:
-    return None
-  os.environ['TF_CONFIG'] = config.cluster.tf_config()
-  logging.info('Cluster task %s:%d of %s', config.cluster.task_type,
-               config.cluster.task_index, config.cluster.jobs)
-  return config.cluster.task_type

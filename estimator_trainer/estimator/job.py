@@ -1,13 +1,12 @@
 """What every mode of the Estimator engine sets up: the RunConfig, the data,
 the Estimator on model_fn, its hooks and exporters."""
 
-import contextlib
 import dataclasses
-import os
 
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
@@ -17,7 +16,6 @@ from estimator_trainer import outputs
 from estimator_trainer import progress
 from estimator_trainer import summaries
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
-from estimator_trainer.errors import TrainerError
 from estimator_trainer.estimator.graph import model_fn
 from estimator_trainer.strategy import make_strategy, num_replicas
 
@@ -105,31 +103,15 @@ class Job:
 
 
 
-@contextlib.contextmanager
-def _outside_cluster():
-  """Hides TF_CONFIG: evaluation runs on this task alone, not in the cluster.
-
-  With TF_CONFIG, RunConfig would point the evaluation session at the
-  cluster's master and filter its devices.
-  """
-  saved = os.environ.pop('TF_CONFIG', None)
-  try:
-    yield
-  finally:
-    if saved is not None:
-      os.environ['TF_CONFIG'] = saved
-
-
 def eval_job(config):
-  """A job that only evaluates or predicts, on this task's own devices."""
-  with _outside_cluster():
-    return Job(dataclasses.replace(config, strategy='default', cluster=None),
-               training=False)
+  """A job that only evaluates or predicts, on this task's own devices.
 
-
-def require_checkpoint(config):
-  if not tf.train.latest_checkpoint(config.model_dir):
-    raise TrainerError(f'no checkpoint in {config.model_dir}; train first')
+  Without TF_CONFIG: with it, RunConfig would point the evaluation session
+  at the cluster's master and filter its devices.
+  """
+  config = dataclasses.replace(config, strategy='default', cluster=None)
+  with cluster_lib.tf_config_environment(None):
+    return Job(config, training=False)
 
 
 def exporters(config):

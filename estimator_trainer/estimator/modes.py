@@ -6,13 +6,14 @@ import itertools
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import outputs
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
-from estimator_trainer.watchdog import WatchdogHook
+from estimator_trainer.watchdog import WatchdogHook, cluster_watchdog
 
 
 def train_and_evaluate(config):
@@ -23,38 +24,49 @@ def train_and_evaluate(config):
   new checkpoint and writes metrics.json (the chief does, at the end, when
   there is no evaluator). Returns None on tasks that write no metrics.
   """
-  role = cluster_roles.set_tf_config(config)
-  if role == cluster_lib.PS:
-    return cluster_roles.serve_parameters(config)
-  if role == cluster_lib.EVALUATOR:
-    return cluster_roles.evaluate_until_trained(config)
+  with cluster_lib.tf_config_environment(config.cluster):
+    if config.cluster is None:
+      return _train_and_evaluate_alone(config)
+    logging.info('Cluster task %s:%d of %s', config.cluster.task_type,
+                 config.cluster.task_index, config.cluster.jobs)
+    if config.cluster.task_type == cluster_lib.PS:
+      return cluster_roles.serve_parameters(config)
+    if config.cluster.task_type == cluster_lib.EVALUATOR:
+      return cluster_roles.evaluate_until_trained(config)
+    return _train_in_cluster(config)
 
-  hooks = []
-  if role:
-    # Before the strategy exists: creating it may already wait for peers.
-    watchdog = cluster_roles.make_watchdog(config, 'training step')
-    hooks.append(WatchdogHook(watchdog))
+
+def _train_and_evaluate_alone(config):
+  """One process: stops on SIGTERM (faults.py); None when preempted."""
   job = job_lib.Job(config)
-  hooks += job.train_hooks()
-  if role and config.cluster.is_chief:
-    cluster_roles.TrainingProgress(config).write_train_spec(
-        job.max_steps, job.global_batch_size)
-  # Only a lone process stops on SIGTERM: a cluster's tasks would have to
-  # stop together.
-  run = (faults.train_and_evaluate if role is None else
-         tf.estimator.train_and_evaluate)
-  result = run(
-      job.estimator,
-      tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
-                             hooks=hooks),
-      tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
-                            throttle_secs=config.throttle_secs,
-                            exporters=job_lib.exporters(config)))
-  if role is None:  # None when preempted: not trained, nothing to report.
-    return None if result is None else job.write_metrics(result[0])
+  result = faults.train_and_evaluate(job.estimator, *_specs(job, config, []))
+  return None if result is None else job.write_metrics(result[0])
+
+
+def _specs(job, config, hooks):
+  """TrainSpec and EvalSpec of a training job."""
+  return (tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
+                                 hooks=[*hooks, *job.train_hooks()]),
+          tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
+                                throttle_secs=config.throttle_secs,
+                                exporters=job_lib.exporters(config)))
+
+
+def _train_in_cluster(config):
+  """A chief or worker: trains with its peers (a SIGTERM stops the task at
+  once: the tasks would have to stop together); the chief evaluates at the
+  end when the cluster has no evaluator."""
+  # Before the strategy exists: creating it may already wait for peers.
+  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'training step')
+  job = job_lib.Job(config)
+  progress = cluster_roles.TrainingProgress(config)
+  if config.cluster.is_chief:
+    progress.write_train_spec(job.max_steps, job.global_batch_size)
+  tf.estimator.train_and_evaluate(
+      job.estimator, *_specs(job, config, [WatchdogHook(watchdog)]))
   watchdog.stop()
   cluster_roles.remove_scratch_dir(config)
-  cluster_roles.TrainingProgress(config).mark_finished(job.max_steps)
+  progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
     job = job_lib.eval_job(config)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
@@ -75,14 +87,14 @@ def train(config):
 
 def evaluate(config):
   """Evaluates the latest checkpoint on the whole test set."""
-  job_lib.require_checkpoint(config)
+  checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.eval_job(config)
   return job.write_metrics(job.estimator.evaluate(job.input_fn, steps=None))
 
 
 def predict(config):
   """Writes predictions for the first `num_predictions` test images."""
-  job_lib.require_checkpoint(config)
+  checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.eval_job(config)
   predictions = itertools.islice(job.estimator.predict(job.input_fn),
                                  config.num_predictions)
@@ -94,6 +106,6 @@ def predict(config):
 
 def export(config):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
-  job_lib.require_checkpoint(config)
+  checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.eval_job(config)
   return export_lib.export_latest_checkpoint(job.estimator, config.model_dir)

@@ -11,6 +11,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import faults
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
@@ -161,14 +162,18 @@ def engine_modes(run):
   """train_and_evaluate, train and evaluate of a TF2 engine whose
   `run(config, evaluate)` trains and returns its finished Controller."""
 
+  def run_in_cluster(config, evaluate):
+    with cluster_lib.tf_config_environment(config.cluster):
+      return run(config, evaluate)
+
   def train_and_evaluate(config):
     """Trains to the configured step count, evaluating checkpoints; returns
     metrics.json's dict (None on workers other than the chief)."""
-    controller = run(config, evaluate=True)
+    controller = run_in_cluster(config, evaluate=True)
     return evaluation.write_results(controller.job, controller.result)
 
   def train(config):
     """Trains to the configured step count; returns the final step."""
-    return run(config, evaluate=False).step
+    return run_in_cluster(config, evaluate=False).step
 
   return train_and_evaluate, train, evaluation.evaluate

@@ -7,12 +7,12 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import outputs
 from estimator_trainer import summaries
 from estimator_trainer.data import CLASS_NAMES
-from estimator_trainer.errors import TrainerError
 from estimator_trainer.tf2 import job as job_lib
 
 EVAL = tf.estimator.ModeKeys.EVAL
@@ -88,9 +88,8 @@ def write_results(job, result):
 def evaluate(config):
   """--mode evaluate: restores the latest checkpoint's model, with no
   strategy, and evaluates it; writes model_dir/eval and metrics.json."""
+  checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.Job(config, training=False)
   step = job.restore()
-  if not step:
-    raise TrainerError(f'no checkpoint in {config.model_dir}; train first')
   return outputs.write_eval_metrics(config.model_dir,
                                     Evaluator(job).evaluate(step))

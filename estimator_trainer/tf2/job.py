@@ -15,7 +15,7 @@ from estimator_trainer.data import TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
 from estimator_trainer.strategy import configure_threads, make_strategy
-from estimator_trainer.watchdog import Watchdog
+from estimator_trainer.watchdog import cluster_watchdog
 
 
 def make_optimizer(config, decay_steps):
@@ -51,12 +51,10 @@ class Job:
     self.watchdog = None
     if training and cluster:
       listen.warn_if_unconfined(cluster)
-      os.environ['TF_CONFIG'] = cluster.tf_config()
-      # Creating the strategy already waits for the peers.
-      self.watchdog = Watchdog(
-          config.cluster_timeout_secs,
-          f'no training step in {config.cluster_timeout_secs} s: a cluster '
-          'task never started or died (--cluster_timeout_secs)')
+      # Creating the strategy (under the caller's TF_CONFIG, see
+      # controller.engine_modes) already waits for the peers.
+      self.watchdog = cluster_watchdog(config.cluster_timeout_secs,
+                                       'training step')
     configure_threads(config.intra_op_threads, config.inter_op_threads)
     self.strategy = (make_strategy(config.strategy, config.cpu_replicas,
                                    config.communication) if training else None
