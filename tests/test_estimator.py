@@ -247,21 +247,6 @@ def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):
   assert not (tmp_path / 'metrics.json').exists()
 
 
-def test_cosine_decay_goes_from_learning_rate_to_zero():
-  params = {**PARAMS, 'lr_decay': 'cosine', 'decay_steps': 100}
-  with tf.Graph().as_default():
-    step = tf.compat.v1.train.get_or_create_global_step()
-    lr = graph.decayed_learning_rate(params)
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      values = []
-      for value in (0, 50, 100, 150):
-        sess.run(step.assign(value))
-        values.append(sess.run(lr))
-  np.testing.assert_allclose(values, [0.1, 0.05, 0.0, 0.0], atol=1e-7)
-  assert graph.decayed_learning_rate({**PARAMS, 'lr_decay': 'none'}) == 0.1
-
-
 def test_weight_decay_adds_the_l2_penalty_once():
   losses = {}
   for decay in (0.0, 0.01):

@@ -8,12 +8,9 @@ from estimator_trainer import progress
 from estimator_trainer import summaries
 from estimator_trainer.data import CLASS_NAMES
 from estimator_trainer.model import create_model
+from estimator_trainer.optimizers import OptimizerSpec
 
 ModeKeys = tf.estimator.ModeKeys
-OPTIMIZERS = {
-    'adam': tf.compat.v1.train.AdamOptimizer,
-    'sgd': tf.compat.v1.train.GradientDescentOptimizer,
-}
 
 
 def train_op(optimizer, loss, variables):
@@ -28,15 +25,6 @@ def train_op(optimizer, loss, variables):
   return optimizer.apply_gradients(
       zip(grads, variables),
       global_step=tf.compat.v1.train.get_or_create_global_step())
-
-
-def decayed_learning_rate(params):
-  """`learning_rate`, decayed to 0 at `decay_steps` under `lr_decay=cosine`."""
-  if params.get('lr_decay', 'none') == 'none':
-    return params['learning_rate']
-  return tf.compat.v1.train.cosine_decay(
-      params['learning_rate'], tf.compat.v1.train.get_or_create_global_step(),
-      params['decay_steps'])
 
 
 def model_fn(features, labels, mode, params):
@@ -93,13 +81,12 @@ def model_fn(features, labels, mode, params):
   loss = losses.replica_training_loss(labels, logits,
                                       params['global_batch_size'],
                                       model.losses)
-  learning_rate = decayed_learning_rate(params)
+  optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
   # v1 summaries: written for the first replica only, at save_summary_steps.
   tf.compat.v1.summary.scalar('learning_rate', learning_rate)
   tf.compat.v1.summary.scalar('accuracy', tf.reduce_mean(
       tf.cast(tf.equal(predictions['classes'], labels), tf.float32)))
   tf.compat.v1.add_to_collection(progress.REPLICA_LOSSES, loss)
-  optimizer = OPTIMIZERS[params['optimizer']](learning_rate)
   return tf.estimator.EstimatorSpec(
       mode, loss=loss,
       train_op=train_op(optimizer, loss, model.trainable_variables))

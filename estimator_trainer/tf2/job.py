@@ -14,20 +14,9 @@ from estimator_trainer import summaries
 from estimator_trainer.data import TRAIN, make_input_fn, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
+from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
-
-
-def make_optimizer(config, decay_steps):
-  """The estimator engine's optimizer and schedule, as a Keras optimizer."""
-  learning_rate = config.learning_rate
-  if config.lr_decay == 'cosine':
-    learning_rate = tf.keras.optimizers.schedules.CosineDecay(learning_rate,
-                                                              decay_steps)
-  if config.optimizer == 'adam':
-    # tf.compat.v1.train.AdamOptimizer's epsilon, as the estimator engine.
-    return tf.keras.optimizers.Adam(learning_rate, epsilon=1e-8)
-  return tf.keras.optimizers.SGD(learning_rate)
 
 
 def current_learning_rate(optimizer):
@@ -71,7 +60,8 @@ class Job:
       self.model = create_model(seed=config.seed,
                                 weight_decay=config.weight_decay,
                                 precision=config.precision)
-      self.optimizer = (make_optimizer(config, self.max_steps)
+      self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
+                                      config.lr_decay, self.max_steps).keras()
                         if training else None)
     objects = {'model': self.model}
     if training:

@@ -1,0 +1,53 @@
+"""The optimizer and its learning-rate schedule: one definition, a builder
+per engine (tf.compat.v1.train for the Estimator graph, Keras for the TF2
+engines), the same algorithm and numbers in both."""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+# tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
+ADAM_EPSILON = 1e-8
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSpec:
+  """`name` (config.OPTIMIZERS) with `learning_rate`, decayed by a cosine to 0 at `decay_steps`
+  under `lr_decay='cosine'`, constant under 'none'."""
+
+  name: str
+  learning_rate: float
+  lr_decay: str = 'none'
+  decay_steps: Optional[int] = None
+
+  @classmethod
+  def from_params(cls, params):
+    """The spec in model_fn's `params` (TrainConfig.model_params)."""
+    return cls(params['optimizer'], params['learning_rate'],
+               params.get('lr_decay', 'none'), params.get('decay_steps'))
+
+  def v1(self):
+    """(tf.compat.v1.train optimizer, its learning-rate tensor) on the
+    graph's global step, for Estimator."""
+    learning_rate = self.learning_rate
+    if self.lr_decay == 'cosine':
+      learning_rate = tf.compat.v1.train.cosine_decay(
+          learning_rate, tf.compat.v1.train.get_or_create_global_step(),
+          self.decay_steps)
+    if self.name == 'adam':
+      optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate,
+                                                   epsilon=ADAM_EPSILON)
+    else:
+      optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+    return optimizer, learning_rate
+
+  def keras(self):
+    """A Keras optimizer, its step counter in `iterations`."""
+    learning_rate = self.learning_rate
+    if self.lr_decay == 'cosine':
+      learning_rate = tf.keras.optimizers.schedules.CosineDecay(
+          learning_rate, self.decay_steps)
+    if self.name == 'adam':
+      return tf.keras.optimizers.Adam(learning_rate, epsilon=ADAM_EPSILON)
+    return tf.keras.optimizers.SGD(learning_rate)

@@ -1,0 +1,70 @@
+"""One optimizer spec, two builders: Estimator's and the TF2 engines' agree."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer.optimizers import ADAM_EPSILON, OptimizerSpec
+
+STEPS = (0, 50, 100, 150)
+
+
+def _v1_learning_rates(spec):
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    learning_rate = tf.convert_to_tensor(spec.v1()[1])  # Or a number.
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      values = []
+      for value in STEPS:
+        sess.run(step.assign(value))
+        values.append(sess.run(learning_rate))
+  return values
+
+
+def _keras_learning_rates(spec):
+  """The rate Keras applies at each step (a zero-gradient SGD step there:
+  the optimizer computes its rate from `iterations` as it applies)."""
+  optimizer = spec.keras()
+  variable = tf.Variable(1.0)
+  values = []
+  for step in STEPS:
+    optimizer.iterations.assign(step)
+    optimizer.apply_gradients([(tf.constant(0.0), variable)])
+    values.append(float(optimizer.learning_rate))
+  return values
+
+
+@pytest.mark.parametrize('lr_decay, expected', [
+    ('cosine', [0.1, 0.05, 0.0, 0.0]),  # From the rate to 0 at decay_steps.
+    ('none', [0.1] * 4),
+])
+def test_both_builders_follow_the_same_schedule(lr_decay, expected):
+  spec = OptimizerSpec('sgd', 0.1, lr_decay, decay_steps=100)
+  np.testing.assert_allclose(_v1_learning_rates(spec), expected, atol=1e-7)
+  np.testing.assert_allclose(_keras_learning_rates(spec), expected,
+                             atol=1e-7)
+
+
+def test_both_builders_make_the_same_algorithm():
+  adam = OptimizerSpec('adam', 1e-3)
+  with tf.Graph().as_default():
+    v1, _ = adam.v1()
+  assert isinstance(v1, tf.compat.v1.train.AdamOptimizer)
+  assert v1._epsilon == ADAM_EPSILON  # pylint: disable=protected-access
+  keras = adam.keras()
+  assert isinstance(keras, tf.keras.optimizers.Adam)
+  assert keras.epsilon == ADAM_EPSILON
+  sgd = OptimizerSpec('sgd', 0.1)
+  with tf.Graph().as_default():
+    assert isinstance(sgd.v1()[0],
+                      tf.compat.v1.train.GradientDescentOptimizer)
+  assert isinstance(sgd.keras(), tf.keras.optimizers.SGD)
+
+
+def test_spec_from_model_fn_params():
+  spec = OptimizerSpec.from_params({'optimizer': 'adam', 'learning_rate': 2e-3,
+                                    'lr_decay': 'cosine', 'decay_steps': 9})
+  assert spec == OptimizerSpec('adam', 2e-3, 'cosine', 9)
+  assert OptimizerSpec.from_params(
+      {'optimizer': 'sgd', 'learning_rate': 0.1}).lr_decay == 'none'
