@@ -1,4 +1,9 @@
-"""The one frozen configuration of a run; every check of user input is here."""
+"""The one frozen configuration of a run; every check of user input is here.
+
+Each field carries its flag's help, choices and bounds (`config_flags.py`
+turns them into absl flags): one source of defaults for the CLI, the
+`--config` file and the Python API.
+"""
 
 import dataclasses
 import math
@@ -11,14 +16,15 @@ from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 DATASETS = ('fashion_mnist', 'mnist')
-DATA_SOURCES = ('auto', 'tfds', 'idx')
-EXPORTS = ('final', 'latest', 'best', 'none')
-COMMUNICATIONS = ('auto', 'ring', 'nccl')
-OPTIMIZERS = ('adam', 'sgd')
-LR_DECAYS = ('cosine', 'none')
-PRECISIONS = ('float32', 'mixed_bfloat16')
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
+
+
+def _option(default, help, choices=None, above=None, at_least=None):  # pylint: disable=redefined-builtin
+  """A field with its flag's help; `choices`, `above` (>) and `at_least`
+  (>=) are checked on construction."""
+  return dataclasses.field(default=default, metadata=dict(
+      help=help, choices=choices, above=above, at_least=at_least))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,64 +33,125 @@ class TrainConfig:
 
   Batch: give `batch_size_per_replica` or `global_batch_size`, not both; with
   neither, 64 per replica. Length: `train_steps` or `train_epochs`, not both;
-  with neither, 10 epochs.
+  with neither, 10 epochs. `cluster` is this process's place in a TF_CONFIG
+  cluster: None unless given, or read by `from_environment`.
   """
 
-  model_dir: str
-  mode: str = 'train_and_evaluate'
-  engine: str = 'estimator'
-  dataset: str = 'fashion_mnist'
-  data_source: str = 'auto'
-  data_dir: Optional[str] = None
-  idx_dir: Optional[str] = None
-  train_files: Optional[str] = None
-  eval_files: Optional[str] = None
-  strategy: str = 'default'
-  eval_strategy: str = 'default'
-  communication: str = 'auto'
-  cpu_replicas: int = 0
-  intra_op_threads: int = 0
-  inter_op_threads: int = 0
-  batch_size_per_replica: Optional[int] = None
-  global_batch_size: Optional[int] = None
-  optimizer: str = 'adam'
-  learning_rate: float = 1e-3
-  lr_decay: str = 'cosine'
-  weight_decay: float = 0.0
-  precision: str = 'float32'
-  train_steps: Optional[int] = None
-  train_epochs: Optional[float] = None
-  shuffle_buffer: int = 60000
-  seed: int = 42
-  steps_per_loop: int = 1
-  save_checkpoints_steps: int = 1000
-  save_summary_steps: int = 100
-  log_step_count_steps: int = 100
-  keep_checkpoint_max: int = 5
-  throttle_secs: int = 60
-  export: str = 'final'
-  early_stopping_evals: int = 0
-  warm_start_from: Optional[str] = None
-  warm_start_vars: str = '.*'
-  num_predictions: int = 10
-  predictions_file: Optional[str] = None
-  cluster_timeout_secs: int = 600
-  # This process's place in a cluster: from TF_CONFIG, as in TensorFlow.
-  cluster: Optional[cluster_lib.Cluster] = dataclasses.field(
-      default_factory=cluster_lib.from_environment)
+  model_dir: str = dataclasses.field(metadata=dict(
+      help='Where checkpoints, events, metrics.json and predictions go.',
+      flag_default=os.path.join('/tmp', 'estimator_trainer')))
+  mode: str = _option('train_and_evaluate', 'What to run.',
+                      choices=engines.MODES)
+  engine: str = _option(
+      'estimator',
+      'estimator (tf.estimator), ctl (TF2 custom training loop: strategy.run) '
+      'or keras (Model.fit); the same data, model and loss.',
+      choices=tuple(engines.ENGINES))
+  dataset: str = _option('fashion_mnist', 'TFDS name.', choices=DATASETS)
+  data_source: str = _option(
+      'auto',
+      'tfds, idx, or auto: IDX files when --idx_dir is given (or Debian\'s '
+      '/usr/share/datasets/fashion-mnist is installed), else TFDS.',
+      choices=('auto', 'tfds', 'idx'))
+  data_dir: Optional[str] = _option(None,
+                                    'TFDS data_dir (TFDS default if unset).')
+  idx_dir: Optional[str] = _option(
+      None, 'Directory of the original IDX files (train-images-idx3-ubyte.gz, '
+      '...).')
+  train_files: Optional[str] = _option(
+      None,
+      'Glob of TFRecord files of tf.Example (image: 784 raw uint8 bytes, '
+      'label: int64) to train on, instead of --dataset; needs --eval_files.')
+  eval_files: Optional[str] = _option(
+      None, 'Glob of TFRecord files to evaluate and predict on.')
+  strategy: str = _option('default',
+                          'Training strategy (default: no strategy).',
+                          choices=engines.STRATEGIES)
+  eval_strategy: str = _option('default', 'Evaluation strategy.',
+                               choices=engines.STRATEGIES)
+  communication: str = _option(
+      'auto', 'multi_worker_mirrored all-reduce.',
+      choices=('auto', 'ring', 'nccl'))
+  cpu_replicas: int = _option(
+      0, 'Split the CPU into this many logical devices so that mirrored runs '
+      'that many replicas without GPUs (0: no split).', at_least=0)
+  intra_op_threads: int = _option(
+      0, 'Threads one op (a convolution) may use; 0: TensorFlow\'s choice '
+      '(all cores). With --cpu_replicas=<cores>, 1 runs each replica on a '
+      'core.', at_least=0)
+  inter_op_threads: int = _option(
+      0, 'Ops run at once; 0: TensorFlow\'s choice.', at_least=0)
+  batch_size_per_replica: Optional[int] = _option(
+      None, f'Per-replica batch (default {DEFAULT_BATCH_SIZE_PER_REPLICA}).',
+      above=0)
+  global_batch_size: Optional[int] = _option(
+      None, 'Global batch instead of --batch_size_per_replica; must divide by '
+      'the replica count.', above=0)
+  optimizer: str = _option('adam', 'The optimizer.', choices=('adam', 'sgd'))
+  learning_rate: float = _option(1e-3, 'Learning rate.', above=0)
+  lr_decay: str = _option(
+      'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
+      'none: constant.', choices=('cosine', 'none'))
+  weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
+  precision: str = _option(
+      'float32',
+      'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
+      '(faster only on CPUs with bfloat16 instructions, e.g. AVX512_BF16, '
+      'AMX).', choices=('float32', 'mixed_bfloat16'))
+  train_steps: Optional[int] = _option(None, 'Global steps to train to.',
+                                       above=0)
+  train_epochs: Optional[float] = _option(
+      None, f'Epochs to train instead of --train_steps (default '
+      f'{DEFAULT_TRAIN_EPOCHS}).', above=0)
+  shuffle_buffer: int = _option(
+      60000, 'Shuffle buffer in examples; 0 turns shuffling off.', at_least=0)
+  seed: int = _option(42, 'Seed of weights, shuffling and ops.')
+  steps_per_loop: int = _option(
+      1, 'ctl and keras engines: training steps per tf.function call.',
+      above=0)
+  save_checkpoints_steps: int = _option(
+      1000, 'Checkpoint (and so evaluation) cadence in steps.', above=0)
+  save_summary_steps: int = _option(100, 'TensorBoard summary cadence in '
+                                    'steps.', above=0)
+  log_step_count_steps: int = _option(
+      100, 'Log loss and steps/sec every this many steps.', above=0)
+  keep_checkpoint_max: int = _option(5, 'Checkpoints to keep.', above=0)
+  throttle_secs: int = _option(
+      60, 'train_and_evaluate: evaluate a new checkpoint at most this often.',
+      at_least=0)
+  export: str = _option(
+      'final',
+      'SavedModels under <model_dir>/export/<name>/<timestamp>: final (after '
+      'the last evaluation), latest (after every evaluation), best (highest '
+      'eval accuracy so far) or none.',
+      choices=('final', 'latest', 'best', 'none'))
+  early_stopping_evals: int = _option(
+      0, 'Stop training when eval accuracy has not improved for this many '
+      'evaluations (0: never).', at_least=0)
+  warm_start_from: Optional[str] = _option(
+      None, 'Initialize from this checkpoint or model_dir (fine-tuning).')
+  warm_start_vars: str = _option(
+      '.*', 'Regex of the variables to warm-start, e.g. "^(?!logits/)" for '
+      'all but the last layer.')
+  num_predictions: int = _option(
+      10, '--mode predict: how many test images to predict.', above=0)
+  predictions_file: Optional[str] = _option(
+      None, '--mode predict output (default <model_dir>/predictions.jsonl).')
+  cluster_timeout_secs: int = _option(
+      600, 'In a TF_CONFIG cluster, fail when no training step (evaluator and '
+      'ps: no new checkpoint) completes for this long: a peer never started '
+      'or died.', above=0)
+  cluster: Optional[cluster_lib.Cluster] = None
+
+  @classmethod
+  def from_environment(cls, **values):
+    """The config of `values` in the cluster that TF_CONFIG describes (as
+    TensorFlow reads it); without TF_CONFIG, no cluster."""
+    return cls(**values, cluster=cluster_lib.from_environment())
 
   def __post_init__(self):
-    _check_choice('mode', self.mode, engines.MODES)
-    _check_choice('engine', self.engine, tuple(engines.ENGINES))
-    _check_choice('dataset', self.dataset, DATASETS)
-    _check_choice('data_source', self.data_source, DATA_SOURCES)
-    _check_choice('strategy', self.strategy, engines.STRATEGIES)
-    _check_choice('eval_strategy', self.eval_strategy, engines.STRATEGIES)
-    _check_choice('communication', self.communication, COMMUNICATIONS)
-    _check_choice('optimizer', self.optimizer, OPTIMIZERS)
-    _check_choice('lr_decay', self.lr_decay, LR_DECAYS)
-    _check_choice('precision', self.precision, PRECISIONS)
-    _check_choice('export', self.export, EXPORTS)
+    for field in dataclasses.fields(self):
+      _check_field(field, getattr(self, field.name))
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
     if bool(self.train_files) != bool(self.eval_files):
@@ -97,20 +164,8 @@ class TrainConfig:
         self.global_batch_size is not None):
       raise UsageError(
           'give --batch_size_per_replica or --global_batch_size, not both')
-    _check_positive('batch_size_per_replica', self.batch_size_per_replica)
-    _check_positive('global_batch_size', self.global_batch_size)
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
-    _check_positive('train_steps', self.train_steps)
-    _check_positive('train_epochs', self.train_epochs)
-    _check_positive('learning_rate', self.learning_rate)
-    _check_positive('steps_per_loop', self.steps_per_loop)
-    _check_positive('save_checkpoints_steps', self.save_checkpoints_steps)
-    _check_positive('save_summary_steps', self.save_summary_steps)
-    _check_positive('log_step_count_steps', self.log_step_count_steps)
-    _check_positive('keep_checkpoint_max', self.keep_checkpoint_max)
-    _check_positive('num_predictions', self.num_predictions)
-    _check_positive('cluster_timeout_secs', self.cluster_timeout_secs)
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
     self._check_engine_offers()
     if self.engine == 'estimator' and self.cluster and self.mode == 'train':
@@ -122,11 +177,6 @@ class TrainConfig:
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
                        'exist')
-    for name in ('cpu_replicas', 'intra_op_threads', 'inter_op_threads',
-                 'shuffle_buffer', 'throttle_secs',
-                 'weight_decay', 'early_stopping_evals'):
-      if getattr(self, name) < 0:
-        raise UsageError(f'--{name} must be >= 0, got {getattr(self, name)}')
 
   def _check_engine_offers(self):
     """The mode, strategy, flags and cluster tasks fit the engine."""
@@ -173,26 +223,64 @@ class TrainConfig:
     return self.predictions_file or layout.predictions_file(self.model_dir)
 
   def model_params(self, global_batch_size: int, train_steps: int) -> dict:
-    """The `params` dict `model_fn` reads."""
-    return {
-        'optimizer': self.optimizer,
-        'learning_rate': self.learning_rate,
-        'lr_decay': self.lr_decay,
-        'decay_steps': train_steps,
-        'weight_decay': self.weight_decay,
-        'precision': self.precision,
-        'global_batch_size': global_batch_size,
-        'seed': self.seed,
-        'dataset': self.dataset,  # Class names of eval images.
-    }
+    """The `params` dict `model_fn` reads (ModelParams' fields)."""
+    return dataclasses.asdict(ModelParams(
+        global_batch_size=global_batch_size, optimizer=self.optimizer,
+        learning_rate=self.learning_rate, lr_decay=self.lr_decay,
+        decay_steps=train_steps, weight_decay=self.weight_decay,
+        precision=self.precision, seed=self.seed, dataset=self.dataset))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelParams:
+  """model_fn's `params`, typed; the defaults are TrainConfig's.
+
+  `global_batch_size` divides the summed loss (every replica's step then
+  means the same); `decay_steps` is the run's length, which training with
+  `lr_decay='cosine'` needs; `dataset` names the classes in eval images, which
+  `eval_images=False` leaves out (graphs exported for another process).
+  """
+
+  global_batch_size: int
+  optimizer: str = TrainConfig.optimizer
+  learning_rate: float = TrainConfig.learning_rate
+  lr_decay: str = TrainConfig.lr_decay
+  decay_steps: Optional[int] = None
+  weight_decay: float = TrainConfig.weight_decay
+  precision: str = TrainConfig.precision
+  seed: Optional[int] = TrainConfig.seed
+  dataset: str = TrainConfig.dataset
+  eval_images: bool = True
+
+  @classmethod
+  def from_dict(cls, params):
+    """ModelParams of a `params` dict; unknown keys are an error, not
+    silently ignored."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - names)
+    if unknown:
+      raise ValueError(f'model_fn params: unknown {", ".join(unknown)} '
+                       f'(known: {", ".join(sorted(names))})')
+    if 'global_batch_size' not in params:
+      raise ValueError('model_fn params: global_batch_size is required')
+    return cls(**params)
+
+
+def _check_field(field, value):
+  """A field's declared choices and bounds."""
+  meta = field.metadata
+  if value is None or not meta:
+    return
+  if meta.get('choices'):
+    _check_choice(field.name, value, meta['choices'])
+  if meta.get('above') is not None and not value > meta['above']:
+    raise UsageError(f'--{field.name} must be > {meta["above"]}, got {value}')
+  if meta.get('at_least') is not None and not value >= meta['at_least']:
+    raise UsageError(
+        f'--{field.name} must be >= {meta["at_least"]}, got {value}')
 
 
 def _check_choice(name, value, choices, context=''):
   if value not in choices:
     raise UsageError(f'--{name} must be one of {", ".join(choices)}'
                      f'{context}; got {value!r}')
-
-
-def _check_positive(name, value):
-  if value is not None and not value > 0:
-    raise UsageError(f'--{name} must be > 0, got {value}')

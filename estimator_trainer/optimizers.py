@@ -13,19 +13,24 @@ ADAM_EPSILON = 1e-8
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` (config.OPTIMIZERS) with `learning_rate`, decayed by a cosine to 0 at `decay_steps`
-  under `lr_decay='cosine'`, constant under 'none'."""
+  """`name` ('adam' or 'sgd') with `learning_rate`, decayed by a cosine to
+  0 at `decay_steps` under `lr_decay='cosine'`, constant under 'none'."""
 
   name: str
   learning_rate: float
   lr_decay: str = 'none'
   decay_steps: Optional[int] = None
 
+  def __post_init__(self):
+    if self.lr_decay == 'cosine' and not self.decay_steps:
+      raise ValueError("lr_decay='cosine' needs decay_steps (the training "
+                       "steps) or lr_decay='none'")
+
   @classmethod
   def from_params(cls, params):
-    """The spec in model_fn's `params` (TrainConfig.model_params)."""
-    return cls(params['optimizer'], params['learning_rate'],
-               params.get('lr_decay', 'none'), params.get('decay_steps'))
+    """The spec in model_fn's `params` (a config.ModelParams)."""
+    return cls(params.optimizer, params.learning_rate, params.lr_decay,
+               params.decay_steps)
 
   def v1(self):
     """(tf.compat.v1.train optimizer, its learning-rate tensor) on the

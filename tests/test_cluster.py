@@ -73,23 +73,25 @@ def test_bad_tf_config_is_a_usage_error(monkeypatch, tf_config, strategy,
                                         message):
   monkeypatch.setenv('TF_CONFIG', tf_config)
   with pytest.raises(UsageError) as e:
-    TrainConfig(model_dir='/tmp/x', strategy=strategy)
+    TrainConfig.from_environment(model_dir='/tmp/x', strategy=strategy)
   assert message in str(e.value)
 
 
 def test_clusters_train_through_train_and_evaluate(monkeypatch):
   monkeypatch.setenv('TF_CONFIG', _tf_config(TWO_WORKERS))
   with pytest.raises(UsageError, match='--mode=train_and_evaluate'):
-    TrainConfig(model_dir='/tmp/x', strategy='multi_worker_mirrored',
-                mode='train')
+    TrainConfig.from_environment(model_dir='/tmp/x',
+                                 strategy='multi_worker_mirrored',
+                                 mode='train')
 
 
 def test_eval_strategy_must_be_local_in_a_cluster(monkeypatch):
   monkeypatch.setenv('TF_CONFIG', _tf_config(TWO_WORKERS))
   with pytest.raises(UsageError, match='--eval_strategy=multi_worker_mirrored'
                      ': evaluation runs on one task'):
-    TrainConfig(model_dir='/tmp/x', strategy='multi_worker_mirrored',
-                eval_strategy='multi_worker_mirrored')
+    TrainConfig.from_environment(model_dir='/tmp/x',
+                                 strategy='multi_worker_mirrored',
+                                 eval_strategy='multi_worker_mirrored')
 
 
 def test_tf_config_environment_sets_or_hides_then_restores(monkeypatch):

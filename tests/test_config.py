@@ -1,11 +1,14 @@
+import dataclasses
 import importlib
 import json
 
+from absl import flags
 import pytest
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config_flags
 from estimator_trainer import engines
-from estimator_trainer.config import TrainConfig
+from estimator_trainer.config import ModelParams, TrainConfig
 from estimator_trainer.errors import UsageError
 
 
@@ -90,3 +93,51 @@ def test_each_engine_has_a_function_for_every_mode_it_offers(name):
   module = importlib.import_module(engine.module)
   for mode in engine.modes:
     assert callable(getattr(module, mode)), (name, mode)
+
+
+def test_model_params_take_their_defaults_from_train_config():
+  params = ModelParams.from_dict({'global_batch_size': 64, 'decay_steps': 9})
+  for field in dataclasses.fields(ModelParams):
+    if field.default is not dataclasses.MISSING and (
+        field.name in TrainConfig.__dataclass_fields__):
+      assert getattr(params, field.name) == getattr(
+          TrainConfig(model_dir='/tmp/x'), field.name), field.name
+  assert TrainConfig(model_dir='/tmp/x').model_params(64, 9) == {
+      **dataclasses.asdict(params), 'eval_images': True}
+
+
+@pytest.mark.parametrize('params, message', [
+    ({'global_batch_size': 8, 'learning_rte': 0.1, 'lr_decay': 'none'},
+     'unknown learning_rte'),
+    ({'lr_decay': 'none'}, 'global_batch_size is required'),
+])
+def test_bad_model_fn_params_are_named(params, message):
+  with pytest.raises(ValueError, match=message):
+    ModelParams.from_dict(params)
+
+
+def test_tf_config_is_read_only_by_from_environment(monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', json.dumps(
+      {'cluster': {'chief': ['h:1'], 'worker': ['h:2']},
+       'task': {'type': 'worker', 'index': 0}}))
+  assert TrainConfig(model_dir='/tmp/x').cluster is None
+  config = TrainConfig.from_environment(model_dir='/tmp/x',
+                                        strategy='multi_worker_mirrored')
+  assert (config.cluster.task_type, config.cluster.task_index) == ('worker', 0)
+
+
+def test_flags_come_from_the_config_fields():
+  flag_values = flags.FlagValues()
+  config_flags.define_flags(flag_values)
+  flag_values(['prog', '--learning_rate=0.01', '--train_steps=5'])
+  config = config_flags.config_from_flags(flag_values)
+  assert (config.learning_rate, config.train_steps) == (0.01, 5)
+  for field in dataclasses.fields(TrainConfig):
+    if field.name in ('model_dir', 'cluster'):
+      continue
+    assert flag_values[field.name].default == field.default, field.name
+    assert field.metadata['help'] in flag_values[field.name].help
+    for choice in field.metadata['choices'] or ():
+      assert choice in flag_values[field.name].help
+  assert flag_values['model_dir'].default == TrainConfig.__dataclass_fields__[
+      'model_dir'].metadata['flag_default']

@@ -15,8 +15,8 @@ from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 
 ModeKeys = tf.estimator.ModeKeys
-PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'global_batch_size': 4,
-          'seed': 1}
+PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'lr_decay': 'none',
+          'global_batch_size': 4, 'seed': 1}
 
 
 def _mnist_config(directory, idx_dir, **kwargs):

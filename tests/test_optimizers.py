@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer.config import ModelParams
 from estimator_trainer.optimizers import ADAM_EPSILON, OptimizerSpec
 
 STEPS = (0, 50, 100, 150)
@@ -63,8 +64,12 @@ def test_both_builders_make_the_same_algorithm():
 
 
 def test_spec_from_model_fn_params():
-  spec = OptimizerSpec.from_params({'optimizer': 'adam', 'learning_rate': 2e-3,
-                                    'lr_decay': 'cosine', 'decay_steps': 9})
-  assert spec == OptimizerSpec('adam', 2e-3, 'cosine', 9)
-  assert OptimizerSpec.from_params(
-      {'optimizer': 'sgd', 'learning_rate': 0.1}).lr_decay == 'none'
+  params = ModelParams.from_dict({'global_batch_size': 64, 'optimizer': 'adam',
+                                  'learning_rate': 2e-3, 'decay_steps': 9})
+  assert OptimizerSpec.from_params(params) == OptimizerSpec('adam', 2e-3,
+                                                            'cosine', 9)
+
+
+def test_cosine_decay_needs_the_training_steps():
+  with pytest.raises(ValueError, match="lr_decay='cosine' needs decay_steps"):
+    OptimizerSpec.from_params(ModelParams.from_dict({'global_batch_size': 8}))

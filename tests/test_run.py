@@ -110,11 +110,12 @@ def _fashion_mnist_test_labels(directory):
 def _config_from(argv):
   """TrainConfig of a command line, through the CLI's own flag handling."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from estimator_trainer import run  # pylint: disable=g-import-not-at-top
+  # Importing run defines the CLI's flags.
+  from estimator_trainer import config_flags, run  # pylint: disable=g-import-not-at-top,unused-import
   flags.FLAGS.unparse_flags()
   flags.FLAGS(['run', *argv])
   try:
-    return run.config_from_flags()
+    return config_flags.config_from_flags()
   finally:
     flags.FLAGS.unparse_flags()
 

@@ -19,7 +19,7 @@ def trainer_fn(trainer_fn_args, schema=None):
   """
   del schema
   args = trainer_fn_args
-  config = TrainConfig(
+  config = TrainConfig.from_environment(
       model_dir=args.serving_model_dir,
       train_files=','.join(args.train_files),
       eval_files=','.join(args.eval_files),
