@@ -4,9 +4,9 @@ Estimator, with the package's loss scaling and eval metrics."""
 import tensorflow as tf
 
 from estimator_trainer import losses
-from estimator_trainer import progress
-from estimator_trainer import summaries
+from estimator_trainer.config import ModelParams
 from estimator_trainer.data import CLASS_NAMES
+from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.model import create_model
 from estimator_trainer.optimizers import OptimizerSpec
 
@@ -31,13 +31,12 @@ def model_fn(features, labels, mode, params):
   """Estimator model_fn for TRAIN, EVAL and PREDICT.
 
   `features` is `{'image': float32 [batch, 28, 28, 1]}` (EVAL may add a
-  `'weight'` per example, 0 for padding); `params` holds `optimizer`,
-  `learning_rate`, `global_batch_size` and optionally `lr_decay` ('cosine'
-  needs `decay_steps`), `seed`, `weight_decay`.
+  `'weight'` per example, 0 for padding); `params` is a dict of
+  `config.ModelParams`' fields (`global_batch_size` required).
   """
-  model = create_model(seed=params.get('seed'),
-                       weight_decay=params.get('weight_decay', 0.0),
-                       precision=params.get('precision', 'float32'))
+  params = ModelParams.from_dict(params)
+  model = create_model(seed=params.seed, weight_decay=params.weight_decay,
+                       precision=params.precision)
   logits = model(features['image'], training=mode == ModeKeys.TRAIN)
   predictions = {
       'classes': tf.argmax(logits, axis=1),
@@ -52,42 +51,24 @@ def model_fn(features, labels, mode, params):
 
   if mode == ModeKeys.EVAL:
     weights = features.get('weight', tf.ones_like(labels, tf.float32))
-    num_examples = tf.keras.metrics.Sum(name='num_examples')
-    num_examples.update_state(weights)
-    metrics = {
-        'accuracy': tf.compat.v1.metrics.accuracy(
-            labels, predictions['classes'], weights=weights),
-        'average_loss': tf.compat.v1.metrics.mean(
-            losses.per_example_loss(labels, logits), weights=weights),
-        'num_examples': num_examples,
-    }
-    # Image summaries (strings, left out of metrics.json). Rendered by
-    # tf.py_function, so not in graphs saved for another process (TFMA).
-    if params.get('eval_images', True):
-      class_names = CLASS_NAMES[params.get('dataset', 'mnist')]
-      metrics['confusion_matrix'] = summaries.ConfusionMatrixImage(
-          class_names)
-      metrics['confusion_matrix'].update_state(labels, predictions['classes'],
-                                               weights)
-      metrics['misclassified'] = summaries.MisclassifiedImage(class_names)
-      metrics['misclassified'].update_state(
-          features['image'], labels, predictions['classes'], weights)
+    # Image summaries are rendered by tf.py_function, so they cannot be in
+    # graphs saved for another process (TFMA).
+    metrics = EvalMetrics(CLASS_NAMES[params.dataset]
+                          if params.eval_images else None)
     # A per-replica mean, not a share of the global batch: Estimator averages
     # the replicas' `loss`. `average_loss` is exact over the whole test set.
     return tf.estimator.EstimatorSpec(
         mode, loss=losses.weighted_mean_loss(labels, logits, weights),
-        eval_metric_ops=metrics)
+        eval_metric_ops=metrics.update(features['image'], labels, logits,
+                                       weights))
 
   loss = losses.replica_training_loss(labels, logits,
-                                      params['global_batch_size'],
-                                      model.losses)
+                                      params.global_batch_size, model.losses)
   optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
   # v1 summaries: written for the first replica only, at save_summary_steps.
   tf.compat.v1.summary.scalar('learning_rate', learning_rate)
   tf.compat.v1.summary.scalar('accuracy', tf.reduce_mean(
       tf.cast(tf.equal(predictions['classes'], labels), tf.float32)))
-  tf.compat.v1.add_to_collection(progress.REPLICA_LOSSES, loss)
   return tf.estimator.EstimatorSpec(
       mode, loss=loss,
       train_op=train_op(optimizer, loss, model.trainable_variables))
-

@@ -11,8 +11,8 @@ from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import outputs
-from estimator_trainer import summaries
 from estimator_trainer.data import CLASS_NAMES
+from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
 
 EVAL = tf.estimator.ModeKeys.EVAL
@@ -24,32 +24,19 @@ class Evaluator:
 
   def __init__(self, job):
     self._job = job
-    class_names = CLASS_NAMES[job.config.dataset]
     with job.strategy.scope():
-      self._metrics = {
-          'accuracy': tf.keras.metrics.Accuracy(),
-          'average_loss': tf.keras.metrics.Mean(),  # Per example: exact.
-          'loss': tf.keras.metrics.Mean(),  # Of batch means: Estimator's.
-          'num_examples': tf.keras.metrics.Sum(),
-      }
-      self._images = [summaries.ConfusionMatrixImage(class_names),
-                      summaries.MisclassifiedImage(class_names)]
+      self._metrics = EvalMetrics(CLASS_NAMES[job.config.dataset])
+      # Of batch means, as Estimator reports `loss`.
+      self._loss = tf.keras.metrics.Mean(name='loss')
     self._dataset = job.distribute(EVAL)
     self._writer = job_lib.writer(job, layout.EVAL_DIR)
 
   def _replica_step(self, features, labels):
     logits = self._job.model(features['image'], training=False)
-    classes = tf.argmax(logits, axis=1)
     weights = features['weight']
-    metrics = self._metrics
-    metrics['accuracy'].update_state(labels, classes, sample_weight=weights)
-    metrics['average_loss'].update_state(
-        losses.per_example_loss(labels, logits), sample_weight=weights)
-    metrics['loss'].update_state(
+    self._metrics.update(features['image'], labels, logits, weights)
+    self._loss.update_state(
         losses.weighted_mean_loss(labels, logits, weights))
-    metrics['num_examples'].update_state(weights)
-    self._images[0].update_state(labels, classes, weights)
-    self._images[1].update_state(features['image'], labels, classes, weights)
 
   @tf.function
   def _run(self):
@@ -58,18 +45,18 @@ class Evaluator:
 
   def evaluate(self, step):
     """Returns Estimator's eval dict (accuracy, loss, ..., global_step)."""
-    for metric in [*self._metrics.values(), *self._images]:
-      metric.reset_state()
+    self._metrics.reset()
+    self._loss.reset_state()
     start = time.monotonic()
     self._run()
-    result = {name: metric.result().numpy()
-              for name, metric in self._metrics.items()}
+    result = {name: metric.result().numpy() for name, metric in
+              [*self._metrics.scalars.items(), ('loss', self._loss)]}
     result['global_step'] = step
     with self._writer.as_default(step=step):
       for name, value in result.items():
         if name != 'global_step':
           tf.summary.scalar(name, value)
-      for image in self._images:
+      for image in self._metrics.images.values():
         tf.summary.experimental.write_raw_pb(image.result())
     self._writer.flush()
     logging.info('Evaluation at step %d (%.1f s): %s', step,
