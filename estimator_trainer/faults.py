@@ -59,8 +59,7 @@ class NonFiniteLossHook(tf.estimator.SessionRunHook):
   def begin(self):
     # Estimator's loss, over all replicas and workers: every worker of a
     # collective cluster fails at the same step.
-    self._losses = tf.compat.v1.get_collection(
-        tf.compat.v1.GraphKeys.LOSSES)
+    self._losses = tf.compat.v1.losses.get_losses()
     self._global_step = tf.compat.v1.train.get_global_step()
 
   def before_run(self, run_context):

@@ -9,11 +9,6 @@ import tensorflow as tf
 import tqdm
 from tqdm import contrib as tqdm_contrib
 
-# model_fn adds each replica's training loss here (a share of the global
-# batch's loss) for the progress display.
-REPLICA_LOSSES = 'replica_training_losses'
-
-
 def _duration(seconds):
   minutes, seconds = divmod(int(seconds), 60)
   hours, minutes = divmod(minutes, 60)
@@ -80,15 +75,15 @@ class Progress:
 class ProgressHook(tf.estimator.SessionRunHook):
   """Shows Progress from Estimator training (the chief's view)."""
 
-  def __init__(self, progress, num_replicas):
+  def __init__(self, progress):
     self._progress = progress
-    self._num_replicas = num_replicas
 
   def begin(self):
-    losses = tf.compat.v1.get_collection(REPLICA_LOSSES)
-    # This process's replicas' share, scaled to the whole global batch (the
-    # exact loss when every replica is local).
-    self._loss = tf.add_n(losses) * (self._num_replicas / len(losses))
+    # The loss Estimator summed over the replicas' shares (the global batch's
+    # mean loss) and registers just before the hooks begin; its NanTensorHook
+    # fetches it every step anyway. Hooks that model_fn returns cannot see
+    # it: Estimator keeps the first replica's hooks only.
+    self._loss = tf.compat.v1.losses.get_losses()[-1]
     self._global_step = tf.compat.v1.train.get_global_step()
     self._last_loss = None
 

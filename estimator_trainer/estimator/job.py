@@ -87,8 +87,7 @@ class Job:
           self.config.model_dir, self.global_batch_size, self.num_replicas,
           self.config.save_summary_steps))
       hooks.append(progress.ProgressHook(
-          progress.Progress(self.max_steps, self.global_batch_size),
-          self.num_replicas))
+          progress.Progress(self.max_steps, self.global_batch_size)))
     if self.config.early_stopping_evals:
       hooks.append(early_stopping.make_hook(self.estimator,
                                             self.config.early_stopping_evals))
@@ -125,8 +124,3 @@ def export(job, job_exporters, checkpoint, eval_result, is_final):
                     layout.export_dir(job.config.model_dir, exporter.name),
                     checkpoint, eval_result, is_final)
 
-
-def latest_step(model_dir):
-  """The step of model_dir's latest checkpoint; -1 without one."""
-  path = tf.train.latest_checkpoint(model_dir)
-  return layout.checkpoint_step(path) if path else -1
