@@ -1,4 +1,5 @@
-"""Checks that model_dir's checkpoint fits the model, before Estimator runs.
+"""model_dir's checkpoints: which step is latest, whether there is one, and
+whether it fits the model, before Estimator runs.
 
 Estimator restores model_dir's latest checkpoint by variable name. A
 checkpoint of another model fails only in session creation, after training
@@ -10,6 +11,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.data import IMAGE_SHAPE
 from estimator_trainer.errors import TrainerError
 
@@ -18,6 +20,12 @@ def require_checkpoint(model_dir):
   """Fails unless model_dir holds a checkpoint (to evaluate, export...)."""
   if not tf.train.latest_checkpoint(model_dir):
     raise TrainerError(f'no checkpoint in {model_dir}; train first')
+
+
+def latest_step(model_dir):
+  """The step of model_dir's latest checkpoint; -1 without one."""
+  path = tf.train.latest_checkpoint(model_dir)
+  return layout.checkpoint_step(path) if path else -1
 
 
 def check_compatible(model_dir, model_fn, params, training):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import early_stopping
 from estimator_trainer import estimator
 from estimator_trainer import faults
@@ -63,13 +64,8 @@ def _wait_for_line(proc, log, pattern):
 def _wait_for_checkpoint(proc, log, model_dir, step):
   """Waits until model_dir's latest checkpoint is at `step` or later."""
   def saved():
-    path = tf.train.latest_checkpoint(str(model_dir))
-    return path is not None and layout.checkpoint_step(path) >= step
+    return checkpoints.latest_step(str(model_dir)) >= step
   _wait_until(proc, log, saved, f'checkpoint at step {step}')
-
-
-def _latest_step(model_dir):
-  return layout.checkpoint_step(tf.train.latest_checkpoint(str(model_dir)))
 
 
 def _restored_step(log_text, model_dir):
@@ -154,7 +150,7 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     proc.kill()
     proc.wait()
     _check_checkpoints(model_dir)
-    step = _latest_step(model_dir)
+    step = checkpoints.latest_step(str(model_dir))
     assert latest <= step < steps and step > 0
     latest = step
     history.append((round(delay, 1), latest))
@@ -162,7 +158,7 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 
   rerun_log, metrics = _rerun_to_the_end(command, model_dir, steps)
   assert _restored_step(rerun_log, model_dir) == latest
-  assert _latest_step(model_dir) == steps
+  assert checkpoints.latest_step(str(model_dir)) == steps
   assert steps in _check_checkpoints(model_dir)
   assert metrics['num_examples'] == 10000
   print(f'(kill delay s, latest checkpoint) per kill: {history}')
@@ -366,7 +362,7 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
       'died (--cluster_timeout_secs)')
   assert seconds < 20 + 15
   worker.wait()
-  latest = _latest_step(model_dir)
+  latest = checkpoints.latest_step(str(model_dir))
   assert latest > 0
   _check_checkpoints(model_dir)
   print(f'worker killed: the chief exited {returncode} after {seconds:.1f} s')
@@ -376,7 +372,7 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   for proc, log in zip(procs, restarted):
     assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
   assert _restored_step(restarted[0].read_text(), model_dir) == latest
-  assert _latest_step(model_dir) == 200
+  assert checkpoints.latest_step(str(model_dir)) == 200
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 200
 
@@ -399,7 +395,7 @@ def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
   step = int(re.search(r'Preempted at step (\d+): saved a checkpoint', output
                        ).group(1))
   assert 50 <= step < 1500
-  assert _latest_step(model_dir) == step
+  assert checkpoints.latest_step(str(model_dir)) == step
   assert not (model_dir / 'metrics.json').exists()
   print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 

@@ -8,6 +8,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import layout
 from estimator_trainer import outputs
@@ -84,7 +85,7 @@ def serve_parameters(config):
   progress = None
   while progress is None or progress[1] < cluster.num_trainers:
     time.sleep(1)
-    new_progress = (job_lib.latest_step(config.model_dir),
+    new_progress = (checkpoints.latest_step(config.model_dir),
                     training.num_finished(max_steps))
     if new_progress != progress:
       progress = new_progress
@@ -120,7 +121,7 @@ def evaluate_until_trained(config):
         break
   if not final:  # Training stopped early: its last checkpoint is final.
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
-    if result is None or result['global_step'] < job_lib.latest_step(
+    if result is None or result['global_step'] < checkpoints.latest_step(
         config.model_dir):
       result = job.estimator.evaluate(job.input_fn, steps=None,
                                       checkpoint_path=checkpoint)

@@ -82,7 +82,7 @@ def train(config):
   global step. (Clusters train through train_and_evaluate: config.py.)"""
   job = job_lib.Job(config)
   faults.train(job.estimator, job.input_fn, job.max_steps, job.train_hooks())
-  return job_lib.latest_step(config.model_dir)
+  return checkpoints.latest_step(config.model_dir)
 
 
 def evaluate(config):
