@@ -10,22 +10,23 @@ import sys
 
 import pytest
 
+from estimator_trainer.benchmark import measure
+from estimator_trainer.benchmark import report
 from estimator_trainer.model import create_model
 import scripts_dir
 
 SCRIPT = scripts_dir.SCRIPTS / 'benchmark.py'
-benchmark = scripts_dir.load('benchmark')
 
 
 def test_forward_macs_of_create_model():
-  assert benchmark.forward_macs(create_model()) == 2_528_000
-  assert benchmark.train_flop_per_example() == 15_168_000
+  assert measure.forward_macs(create_model()) == 2_528_000
+  assert measure.train_flop_per_example() == 15_168_000
 
 
 def test_steady_rate_leaves_out_the_first_interval():
-  assert benchmark.steady_rate([1.0, 10.0, 30.0, 20.0]) == 20.0
+  assert measure.steady_rate([1.0, 10.0, 30.0, 20.0]) == 20.0
   with pytest.raises(RuntimeError, match='too few'):
-    benchmark.steady_rate([5.0])
+    measure.steady_rate([5.0])
 
 
 def test_summarize_ratios_and_failures():
@@ -38,25 +39,25 @@ def test_summarize_ratios_and_failures():
        'peak_rss_mb': 650.0},
       {'config': 'ctl_default', 'error': 'error: no ctl', 'peak_rss_mb': 20.0},
   ]
-  rows = {row['config']: row for row in benchmark.summarize(runs, 1e6)}
+  rows = {row['config']: row for row in report.summarize(runs, 1e6)}
   assert rows['estimator_default']['examples_per_second'] == 160.0
   assert rows['estimator_default']['ratio'] == 1.6
   assert rows['estimator_default']['peak_rss_mb'] == 650.0
   assert rows['estimator_default']['gflops'] == pytest.approx(0.16)
   assert rows['ctl_default']['error'] == 'error: no ctl'
   assert 'examples_per_second' not in rows['ctl_default']
-  table = benchmark.format_table(list(rows.values()))
+  table = report.format_table(list(rows.values()))
   assert 'failed' in table.splitlines()[4]
   assert 'error: no ctl' in table
-  assert benchmark.target_lines(list(rows.values())) == [
+  assert report.target_lines(list(rows.values())) == [
       'target estimator_default: 1.60x Model.fit (>= 1.5x) met']
 
 
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""
-  configs = ['estimator_default', 'fit_default', 'input_pipeline',
-             'model_step']
+  configs = ['estimator_default', 'keras_default', 'fit_default',
+             'input_pipeline', 'model_step']
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(SCRIPT), '--steps=16', '--summary_steps=4',

@@ -1,0 +1,4 @@
+"""Throughput measurement behind scripts/benchmark.py: `measure` (timers,
+rates, FLOP counts), `workloads` (what runs in a worker process), `runs`
+(configurations run as subprocesses, with peak memory) and `report` (the
+table)."""

@@ -1,0 +1,142 @@
+"""Benchmark configurations, each run in its own subprocess: the package's
+engines through its CLI, the reference workloads through `workloads`."""
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Sequence
+
+from estimator_trainer.benchmark import measure
+from estimator_trainer.benchmark.workloads import RESULT_PREFIX
+
+# name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
+# --engine=<kind> --strategy=<strategy>; fit, input and step run a workload.
+CONFIGS = {
+    'estimator_default': ('estimator', 'default'),
+    'estimator_mirrored': ('estimator', 'mirrored'),
+    'ctl_default': ('ctl', 'default'),
+    'ctl_mirrored': ('ctl', 'mirrored'),
+    'keras_default': ('keras', 'default'),
+    'keras_mirrored': ('keras', 'mirrored'),
+    'fit_default': ('fit', 'default'),
+    'fit_mirrored': ('fit', 'mirrored'),
+    'input_pipeline': ('input', None),
+    'model_step': ('step', 'default'),
+}
+ENGINES = ('estimator', 'ctl', 'keras')
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """What every configuration runs with."""
+
+  steps: int = 1000
+  batch_size: int = 64  # Per replica.
+  summary_steps: int = 50  # Steps per timed interval.
+  cpu_replicas: int = 0
+  cli_flags: Sequence[str] = ()  # Extra flags for the engines' CLI.
+  timeout_secs: int = 1800
+
+
+def wait_with_rusage(proc, timeout):
+  """(returncode, max RSS in bytes) of `proc`; kills it after `timeout` s.
+
+  Linux carries the parent's peak RSS into a child's ru_maxrss across fork
+  and exec, so the parent must stay small: it must not import TensorFlow
+  before the last run.
+  """
+  timer = threading.Timer(timeout, proc.kill)
+  timer.start()
+  try:
+    _, status, rusage = os.wait4(proc.pid, 0)
+  finally:
+    timer.cancel()
+  proc.returncode = os.waitstatus_to_exitcode(status)
+  return proc.returncode, rusage.ru_maxrss * 1024  # Linux: kilobytes.
+
+
+def _error_line(stderr, returncode):
+  """The one line that says why a run failed."""
+  lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+  for line in reversed(lines):
+    if line.startswith(('error:', 'FATAL Flags parsing error')):
+      return line
+  return lines[-1] if lines else f'exit code {returncode}'
+
+
+def command(name, model_dir, settings):
+  """The subprocess command line of configuration `name`."""
+  kind, strategy = CONFIGS[name]
+  if kind in ENGINES:
+    return [
+        sys.executable, '-m', 'estimator_trainer.run', '--mode=train',
+        f'--engine={kind}', f'--model_dir={model_dir}',
+        f'--strategy={strategy}', f'--train_steps={settings.steps}',
+        f'--save_summary_steps={settings.summary_steps}',
+        f'--batch_size_per_replica={settings.batch_size}',
+        f'--cpu_replicas={settings.cpu_replicas}', *settings.cli_flags,
+    ]
+  return [sys.executable, '-m', 'estimator_trainer.benchmark.workloads',
+          json.dumps(dict(kind=kind, strategy=strategy, steps=settings.steps,
+                          batch_size=settings.batch_size,
+                          every_steps=settings.summary_steps,
+                          cpu_replicas=settings.cpu_replicas))]
+
+
+def run_config(name, work_dir, settings):
+  """One run of configuration `name` in a subprocess: a result dict with
+  `rates` and `examples_per_second`, or `error`; and `peak_rss_mb`."""
+  model_dir = tempfile.mkdtemp(prefix=f'{name}_', dir=work_dir)
+  result = {'config': name}
+  start = time.monotonic()
+  with tempfile.TemporaryFile('w+') as out, tempfile.TemporaryFile(
+      'w+') as err:
+    proc = subprocess.Popen(command(name, model_dir, settings), stdout=out,
+                            stderr=err, stdin=subprocess.DEVNULL, text=True)
+    returncode, max_rss = wait_with_rusage(proc, settings.timeout_secs)
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read(), err.read()
+  result['seconds'] = time.monotonic() - start
+  result['peak_rss_mb'] = max_rss / 2**20
+  try:
+    if returncode:
+      raise RuntimeError(_error_line(stderr, returncode))
+    if CONFIGS[name][0] in ENGINES:
+      rates = measure.read_event_rates(model_dir)
+    else:
+      lines = [line for line in stdout.splitlines()
+               if line.startswith(RESULT_PREFIX)]
+      if not lines:
+        raise RuntimeError(_error_line(stderr, returncode))
+      rates = json.loads(lines[-1][len(RESULT_PREFIX):])['rates']
+    result['rates'] = rates
+    result['examples_per_second'] = measure.steady_rate(rates)
+  except RuntimeError as e:
+    result['error'] = str(e)
+  shutil.rmtree(model_dir, ignore_errors=True)
+  return result
+
+
+def run_rounds(names, rounds, work_dir, settings, report=None):
+  """Every configuration once per round, interleaved; the runs' results.
+
+  The order rotates each round, so that no configuration always runs first
+  or last as the machine's speed drifts. `report(run)` follows each run.
+  """
+  runs = []
+  for round_index in range(rounds):
+    shift = round_index % len(names)
+    for name in [*names[shift:], *names[:shift]]:
+      run = run_config(name, work_dir, settings)
+      run['round'] = round_index
+      runs.append(run)
+      if report:
+        report(run)
+  return runs

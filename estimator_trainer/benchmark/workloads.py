@@ -1,0 +1,113 @@
+"""The workloads a benchmark worker process runs, each returning interval
+rates: the plain Keras `Model.fit` reference, the input pipeline alone, and
+`model_step` (the compute ceiling).
+
+    python -m estimator_trainer.benchmark.workloads '{"kind": "fit", ...}'
+
+prints `RESULT_PREFIX {"rates": [...]}`.
+"""
+
+import contextlib
+import json
+import sys
+import tempfile
+import time
+
+from estimator_trainer.benchmark.measure import IntervalTimer
+
+# A worker process prints its result on a line starting with this.
+RESULT_PREFIX = 'BENCHMARK_RESULT '
+
+
+def _package_dataset(batch_size, strategy):
+  """The package's TRAIN dataset at this global batch, as Estimator reads it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import config as config_lib  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.strategy import num_replicas  # pylint: disable=g-import-not-at-top
+  global_batch = batch_size * num_replicas(strategy)
+  # model_dir is not read by input_fn.
+  config = config_lib.TrainConfig(model_dir=tempfile.gettempdir())
+  input_fn = data.make_input_fn(config, global_batch)
+  return input_fn(tf.estimator.ModeKeys.TRAIN), global_batch
+
+
+def run_fit(strategy, steps, batch_size, every_steps, cpu_replicas):
+  """Model.fit of create_model on the package's data, set up as a user of
+  plain tf.keras would (the outside reference)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.model import create_model  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.strategy import make_strategy  # pylint: disable=g-import-not-at-top
+  strategy = make_strategy(strategy, cpu_replicas)
+  dataset, global_batch = _package_dataset(batch_size, strategy)
+  # Keras feeds a Sequential model a tensor, not the features dict.
+  dataset = dataset.map(lambda features, labels: (features['image'], labels))
+  timer = IntervalTimer(global_batch, every_steps)
+  scope = strategy.scope() if strategy else contextlib.nullcontext()
+  with scope:
+    model = create_model(seed=42)
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(1e-3),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=['accuracy'])
+  # A batch-end callback that wants numpy logs makes fit wait for every
+  # step, as a session.run per step does.
+  callback = tf.keras.callbacks.LambdaCallback(
+      on_train_batch_end=lambda batch, logs: timer.step())
+  model.fit(dataset, epochs=1, steps_per_epoch=steps, callbacks=[callback],
+            verbose=0)
+  return timer.rates
+
+
+def run_input_pipeline(steps, batch_size, every_steps, cpu_replicas):
+  """Iterates the package's TRAIN dataset eagerly."""
+  del cpu_replicas  # One pipeline, no strategy.
+  dataset, global_batch = _package_dataset(batch_size, None)
+  timer = IntervalTimer(global_batch, every_steps)
+  for _ in dataset.take(steps):
+    timer.step()
+  return timer.rates
+
+
+def run_model_step(steps, batch_size, every_steps, cpu_replicas):
+  """Training steps on one in-memory batch, `every_steps` per call: no
+  input pipeline, no framework, one sync per interval."""
+  del cpu_replicas  # No strategy.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.model import create_model  # pylint: disable=g-import-not-at-top
+  dataset, global_batch = _package_dataset(batch_size, None)
+  features, labels = next(iter(dataset))
+  images = features['image']
+  model = create_model(seed=42)
+  optimizer = tf.keras.optimizers.Adam(1e-3)
+  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  @tf.function
+  def train_steps(num_steps):
+    loss = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(labels, model(images, training=True))
+      gradients = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss
+
+  rates = []
+  for _ in range(steps // every_steps):
+    start = time.perf_counter()
+    train_steps(tf.constant(every_steps)).numpy()
+    rates.append(every_steps * global_batch / (time.perf_counter() - start))
+  return rates
+
+
+def run(kind, strategy, steps, batch_size, every_steps, cpu_replicas):
+  """Interval rates of workload `kind`: fit, input or step."""
+  if kind == 'fit':
+    return run_fit(strategy, steps, batch_size, every_steps, cpu_replicas)
+  workload = {'input': run_input_pipeline, 'step': run_model_step}[kind]
+  return workload(steps, batch_size, every_steps, cpu_replicas)
+
+
+if __name__ == '__main__':
+  rates = run(**json.loads(sys.argv[1]))
+  print(RESULT_PREFIX + json.dumps({'rates': rates}), flush=True)
