@@ -12,7 +12,7 @@ import os
 import tensorflow as tf
 
 from estimator_trainer import layout
-from estimator_trainer.data import IMAGE_SHAPE
+from estimator_trainer.sources import IMAGE_SHAPE
 from estimator_trainer.errors import TrainerError
 
 

@@ -4,7 +4,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import layout
-from estimator_trainer.data import IMAGE_SHAPE, decode_images, decode_labels
+from estimator_trainer.sources import IMAGE_SHAPE, decode_images, decode_labels
 
 # The signature that takes serialized tf.Example protos, beside
 # `serving_default`; Estimator names it `<receiver>:<output>`.

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from estimator_trainer.data import IMAGE_SHAPE, NUM_CLASSES
+from estimator_trainer.sources import IMAGE_SHAPE, NUM_CLASSES
 
 
 def create_model(seed=None, weight_decay=0.0, precision='float32'):

@@ -16,7 +16,7 @@ import sys
 from absl import app
 from absl import flags
 
-from estimator_trainer import data
+from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 
 FLAGS = flags.FLAGS
@@ -41,7 +41,7 @@ def write_split(source, split, output_dir, num_shards):
   # Write to temporary names, rename when complete: no half-written shard.
   writers = [tf.io.TFRecordWriter(p + '.tmp') for p in paths]
   for i, (image, label) in enumerate(source.dataset(split)):
-    writers[i % num_shards].write(data.encode_example(image.numpy(), label))
+    writers[i % num_shards].write(sources.encode_example(image.numpy(), label))
   for writer, path in zip(writers, paths):
     writer.close()
     tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
@@ -55,9 +55,9 @@ def main(argv):
   config = TrainConfig(model_dir=FLAGS.output_dir, dataset=FLAGS.dataset,
                        data_source=FLAGS.data_source, data_dir=FLAGS.data_dir,
                        idx_dir=FLAGS.idx_dir)
-  source = data.make_source(config)
+  source = sources.make_source(config)
   os.makedirs(FLAGS.output_dir, exist_ok=True)
-  for split in (data.TRAIN, data.TEST):
+  for split in (sources.TRAIN, sources.TEST):
     paths = write_split(source, split, FLAGS.output_dir, FLAGS.num_shards)
     print(f'{split}: {source.num_examples(split)} examples in {len(paths)} '
           f'files {paths[0]} ...')

@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
 from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable=g-import-not-at-top
 
 TEST_REPLICAS = 2
@@ -18,7 +18,7 @@ configure_cpu_replicas(TEST_REPLICAS)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MNIST_T10K = pathlib.Path(
     os.environ.get('MNIST_T10K_DIR', REPO.parent / 'shared/data/mnist-t10k'))
-FASHION_MNIST = pathlib.Path(data.DEBIAN_IDX_DIRS['fashion_mnist'])
+FASHION_MNIST = pathlib.Path(sources.DEBIAN_IDX_DIRS['fashion_mnist'])
 
 
 def _require(directory, how):
@@ -46,8 +46,8 @@ def mnist_small_dir(tmp_path_factory, mnist_t10k_dir):
   Lets TRAIN-mode code run on real digits without the 60k train split.
   """
   directory = tmp_path_factory.mktemp('mnist_small')
-  for split in (data.TRAIN, data.TEST):
-    for src, dst in zip(data.IDX_FILES[data.TEST], data.IDX_FILES[split]):
+  for split in (sources.TRAIN, sources.TEST):
+    for src, dst in zip(sources.IDX_FILES[sources.TEST], sources.IDX_FILES[split]):
       shutil.copy(mnist_t10k_dir / src, directory / dst)
   return directory
 

@@ -169,7 +169,7 @@ def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
 def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
                                                          mnist_small_dir):
   """One epoch over 2 worker processes: every example read exactly once."""
-  from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
   helper = pathlib.Path(__file__).with_name('read_shard.py')
   cluster, tasks = _make_cluster(workers=2)
   procs = []
@@ -187,10 +187,10 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
   shards = [json.loads((tmp_path / f'{i}.json').read_text())
             for i in range(2)]
   assert [len(s) for s in shards] == [5000, 5000]
-  source = data.IdxSource('mnist', str(mnist_small_dir))
+  source = sources.IdxSource('mnist', str(mnist_small_dir))
   everything = collections.Counter(
       hashlib.sha1((tf.cast(x, tf.float32) / 255.0).numpy().tobytes())
-      .hexdigest() for x, _ in source.dataset(data.TEST))
+      .hexdigest() for x, _ in source.dataset(sources.TEST))
   assert collections.Counter(shards[0]) + collections.Counter(
       shards[1]) == everything
 

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from estimator_trainer import data
+from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import DataError
 
@@ -37,9 +38,9 @@ def _context(pipelines, pipeline_id, replicas):
 @pytest.fixture(scope='module')
 def mock_source():
   with tfds.testing.mock_data(num_examples=70):
-    source = data.TfdsSource('fashion_mnist')
-    source.num_examples(data.TRAIN)
-    source.num_examples(data.TEST)
+    source = sources.TfdsSource('fashion_mnist')
+    source.num_examples(sources.TRAIN)
+    source.num_examples(sources.TEST)
     yield source
 
 
@@ -48,9 +49,9 @@ def mock_source():
 
 def test_idx_source_reads_real_mnist_test_split(mnist_t10k_dir,
                                                 mnist_small_dir):
-  source = data.IdxSource('mnist', str(mnist_small_dir))
-  assert source.num_examples(data.TEST) == 10000
-  ds = source.dataset(data.TEST)
+  source = sources.IdxSource('mnist', str(mnist_small_dir))
+  assert source.num_examples(sources.TEST) == 10000
+  ds = source.dataset(sources.TEST)
   assert ds.element_spec == (
       tf.TensorSpec((28, 28, 1), tf.uint8), tf.TensorSpec((), tf.int64))
   labels = np.concatenate([y.numpy() for _, y in ds.batch(2000)])
@@ -64,28 +65,28 @@ def test_idx_source_reads_real_mnist_test_split(mnist_t10k_dir,
 
 def test_tfds_source_has_the_same_element_spec_as_idx(mock_source,
                                                       mnist_small_dir):
-  idx = data.IdxSource('mnist', str(mnist_small_dir))
-  assert (mock_source.dataset(data.TRAIN).element_spec ==
-          idx.dataset(data.TRAIN).element_spec)
-  assert mock_source.num_examples(data.TEST) == 70
+  idx = sources.IdxSource('mnist', str(mnist_small_dir))
+  assert (mock_source.dataset(sources.TRAIN).element_spec ==
+          idx.dataset(sources.TRAIN).element_spec)
+  assert mock_source.num_examples(sources.TEST) == 70
 
 
 def test_make_source_uses_idx_dir_and_tfds_when_asked(mnist_small_dir):
   config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
                        idx_dir=str(mnist_small_dir))
-  assert isinstance(data.make_source(config), data.IdxSource)
+  assert isinstance(sources.make_source(config), sources.IdxSource)
   config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
                        idx_dir=str(mnist_small_dir), data_source='tfds')
-  assert isinstance(data.make_source(config), data.TfdsSource)
+  assert isinstance(sources.make_source(config), sources.TfdsSource)
 
 
 def test_tfds_failure_is_one_line_data_error(tmp_path):
   # mnist is not prepared in this empty data_dir and there is no network.
-  source = data.TfdsSource('mnist', data_dir=str(tmp_path))
+  source = sources.TfdsSource('mnist', data_dir=str(tmp_path))
   source._builder.download_and_prepare = _raise_connection_error
   with pytest.raises(DataError, match=r'TFDS could not prepare mnist .*'
                      r'ConnectionError.*--idx_dir') as e:
-    source.num_examples(data.TRAIN)
+    source.num_examples(sources.TRAIN)
   assert '\n' not in str(e.value)
 
 
@@ -108,7 +109,7 @@ def _write_split(directory, images=None, labels=None, image_magic=2051,
   images = rng.integers(0, 256, (5, 28, 28), np.uint8) if images is None \
       else images
   labels = np.arange(5) if labels is None else labels
-  names = data.IDX_FILES[data.TEST]
+  names = sources.IDX_FILES[sources.TEST]
   _write_idx(directory / names[0], image_magic, images.shape[1:], images,
              truncate_images)
   _write_idx(directory / names[1], label_magic, (), labels)
@@ -128,26 +129,26 @@ def _write_split(directory, images=None, labels=None, image_magic=2051,
 ])
 def test_bad_idx_files_are_one_line_errors_naming_the_file(tmp_path, kwargs,
                                                            message):
-  source = data.IdxSource('mnist', str(_write_split(tmp_path, **kwargs)))
+  source = sources.IdxSource('mnist', str(_write_split(tmp_path, **kwargs)))
   with pytest.raises(DataError, match=message) as e:
-    source.num_examples(data.TEST)
+    source.num_examples(sources.TEST)
   assert '\n' not in str(e.value)
 
 
 def test_idx_length_must_match_header(tmp_path):
-  names = data.IDX_FILES[data.TEST]
+  names = sources.IDX_FILES[sources.TEST]
   _write_split(tmp_path)
   header = np.array([2051, 6, 28, 28], '>u4').tobytes()  # Says 6, holds 5.
   payload = np.zeros((5, 28, 28), np.uint8).tobytes()
   (tmp_path / names[0]).write_bytes(gzip.compress(header + payload))
   with pytest.raises(DataError, match='header says 6 records but the file '
                      'holds 5'):
-    data.IdxSource('mnist', str(tmp_path)).num_examples(data.TEST)
+    sources.IdxSource('mnist', str(tmp_path)).num_examples(sources.TEST)
 
 
 def test_missing_idx_file_is_named(tmp_path):
   with pytest.raises(DataError, match='t10k-images-idx3-ubyte.gz: no such'):
-    data.IdxSource('mnist', str(tmp_path)).num_examples(data.TEST)
+    sources.IdxSource('mnist', str(tmp_path)).num_examples(sources.TEST)
 
 
 def test_make_input_fn_validates_before_building_any_graph(tmp_path):
@@ -177,7 +178,7 @@ def test_train_shards_are_disjoint_and_cover_the_split(mock_source,
                                                        num_pipelines):
   config = TrainConfig(model_dir='/tmp/x', shuffle_buffer=0)
   input_fn = data.make_input_fn(config, 6 * num_pipelines, mock_source)
-  everything = _split_keys(mock_source, data.TRAIN)
+  everything = _split_keys(mock_source, sources.TRAIN)
   assert len(set(everything)) == 70  # Keys identify examples.
   shards = []
   for i in range(num_pipelines):
@@ -222,7 +223,7 @@ def test_shuffle_is_seeded_and_zero_turns_it_off(mock_source):
     ds = data.make_input_fn(config, 70, mock_source)(TRAIN)
     return next(iter(ds))[1].numpy().tolist()
 
-  in_order = [int(y) for _, y in mock_source.dataset(data.TRAIN)]
+  in_order = [int(y) for _, y in mock_source.dataset(sources.TRAIN)]
   assert first_labels(shuffle_buffer=0) == in_order
   assert first_labels(seed=1) == first_labels(seed=1)
   assert first_labels(seed=1) != in_order
@@ -247,7 +248,7 @@ def test_eval_sees_every_test_example_exactly_once(mnist_small_dir, pipelines,
           counts[_key(x)] += 1
   assert len(steps) == 1
   reference = collections.Counter(_split_keys(
-      data.IdxSource('mnist', str(mnist_small_dir)), data.TEST))
+      sources.IdxSource('mnist', str(mnist_small_dir)), sources.TEST))
   assert counts == reference
   assert sum(counts.values()) == 10000
 
@@ -257,7 +258,7 @@ def test_eval_without_context_is_the_test_split_in_order(mock_source):
   batches = list(data.make_input_fn(config, 32, mock_source)(EVAL))
   labels = np.concatenate([y for _, y in batches])
   weights = np.concatenate([f['weight'] for f, _ in batches])
-  in_order = [int(y) for _, y in mock_source.dataset(data.TEST)]
+  in_order = [int(y) for _, y in mock_source.dataset(sources.TEST)]
   assert weights.tolist() == [1.0] * 70 + [0.0] * 26
   assert labels[:70].tolist() == in_order
 

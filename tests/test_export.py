@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from estimator_trainer import data
+from estimator_trainer import sources
 from estimator_trainer import estimator
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.export import EXAMPLES_SIGNATURE
@@ -39,7 +39,7 @@ def exported(tmp_path_factory, mnist_small_dir):
 
 @pytest.fixture(scope='module')
 def test_images(mnist_small_dir):
-  ds = data.IdxSource('mnist', str(mnist_small_dir)).dataset(data.TEST)
+  ds = sources.IdxSource('mnist', str(mnist_small_dir)).dataset(sources.TEST)
   images, _ = next(iter(ds.batch(NUM_IMAGES)))
   return (tf.cast(images, tf.float32) / 255.0).numpy()
 
@@ -65,7 +65,7 @@ def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
   signature = tf.saved_model.load(path).signatures[EXAMPLES_SIGNATURE]
   raw = np.round(test_images[:50] * 255).astype(np.uint8)
   outputs = signature(examples=tf.constant(
-      [data.encode_example(x, 0) for x in raw]))
+      [sources.encode_example(x, 0) for x in raw]))
   assert outputs['classes'].numpy().tolist() == [r['class']
                                                  for r in rows[:50]]
   np.testing.assert_allclose(outputs['probabilities'].numpy(),

@@ -12,6 +12,7 @@ from tensorflow_model_analysis.eval_saved_model import load as tfma_load
 
 import estimator_trainer
 from estimator_trainer import data
+from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -22,9 +23,9 @@ def _write_tfrecords(mnist_small_dir, output_dir, num_shards):
       'write_tfrecords', REPO / 'scripts' / 'write_tfrecords.py')
   writer = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(writer)
-  source = data.IdxSource('mnist', str(mnist_small_dir))
+  source = sources.IdxSource('mnist', str(mnist_small_dir))
   return {split: writer.write_split(source, split, str(output_dir), num_shards)
-          for split in (data.TRAIN, data.TEST)}
+          for split in (sources.TRAIN, sources.TEST)}
 
 
 @pytest.fixture(scope='module')
@@ -36,26 +37,26 @@ def tfrecords(tmp_path_factory, mnist_small_dir):
 
 def test_tfrecords_hold_the_same_examples_as_the_source(tfrecords,
                                                         mnist_small_dir):
-  source = data.TFRecordSource({data.TRAIN: str(tfrecords / 'train-*'),
-                                data.TEST: str(tfrecords / 'test-*')})
-  assert len(source.files(data.TRAIN)) == 4
-  assert source.num_examples(data.TEST) == 10000
-  idx = data.IdxSource('mnist', str(mnist_small_dir))
+  source = sources.TFRecordSource({sources.TRAIN: str(tfrecords / 'train-*'),
+                                sources.TEST: str(tfrecords / 'test-*')})
+  assert len(source.files(sources.TRAIN)) == 4
+  assert source.num_examples(sources.TEST) == 10000
+  idx = sources.IdxSource('mnist', str(mnist_small_dir))
 
   def multiset(ds):
     return sorted((x.numpy().tobytes(), int(y)) for x, y in ds)
 
-  assert multiset(source.dataset(data.TEST)) == multiset(
-      idx.dataset(data.TEST))
+  assert multiset(source.dataset(sources.TEST)) == multiset(
+      idx.dataset(sources.TEST))
 
 
 @pytest.mark.parametrize('num_shards', [2, 3, 5])
 def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
                                                           num_shards):
   """4 files: by file for 2 and 3 pipelines, by record for 5."""
-  source = data.TFRecordSource({data.TRAIN: str(tfrecords / 'train-*'),
-                                data.TEST: str(tfrecords / 'test-*')})
-  for split in (data.TRAIN, data.TEST):
+  source = sources.TFRecordSource({sources.TRAIN: str(tfrecords / 'train-*'),
+                                sources.TEST: str(tfrecords / 'test-*')})
+  for split in (sources.TRAIN, sources.TEST):
     keys, sizes = [], []
     for i in range(num_shards):
       shard = [x.numpy().tobytes() + bytes([int(y)])
@@ -65,7 +66,7 @@ def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
     everything = [x.numpy().tobytes() + bytes([int(y)])
                   for x, y in source.dataset(split)]
     assert sorted(keys) == sorted(everything) and len(keys) == 10000
-    if split == data.TEST:  # By record: shard sizes differ by at most 1.
+    if split == sources.TEST:  # By record: shard sizes differ by at most 1.
       assert max(sizes) - min(sizes) <= 1
 
 

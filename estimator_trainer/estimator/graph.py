@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from estimator_trainer import losses
 from estimator_trainer.config import ModelParams
-from estimator_trainer.data import CLASS_NAMES
+from estimator_trainer.sources import CLASS_NAMES
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.model import create_model
 from estimator_trainer.optimizers import OptimizerSpec

@@ -15,7 +15,8 @@ from estimator_trainer import listen
 from estimator_trainer import outputs
 from estimator_trainer import progress
 from estimator_trainer import summaries
-from estimator_trainer.data import TRAIN, make_input_fn, make_source
+from estimator_trainer.data import make_input_fn
+from estimator_trainer.sources import TRAIN, make_source
 from estimator_trainer.estimator.graph import model_fn
 from estimator_trainer.strategy import make_strategy, num_replicas
 

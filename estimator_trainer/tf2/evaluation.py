@@ -11,7 +11,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import outputs
-from estimator_trainer.data import CLASS_NAMES
+from estimator_trainer.sources import CLASS_NAMES
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
 

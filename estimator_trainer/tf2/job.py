@@ -11,7 +11,8 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import outputs
 from estimator_trainer import summaries
-from estimator_trainer.data import TRAIN, make_input_fn, make_source
+from estimator_trainer.data import make_input_fn
+from estimator_trainer.sources import TRAIN, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.model import create_model
 from estimator_trainer.optimizers import OptimizerSpec
