@@ -1,10 +1,10 @@
 """model_dir's result files: checked writable up front, never half-written."""
 
+import contextlib
 import json
 import os
 
 from absl import logging
-import tensorflow as tf
 
 from estimator_trainer import layout
 from estimator_trainer.errors import TrainerError
@@ -29,18 +29,31 @@ def require_writable_dir(path):
     raise TrainerError(f'cannot write to {path}: {existing} is not writable')
 
 
-def write_atomic(path, text):
-  """Writes `text` to `path` through a temporary file and a rename.
+def write_atomic(path, data):
+  """Writes `data` (str or bytes) to `path` through a temporary file and a
+  rename: readers see the old file or the whole new one, never a part.
 
-  tf.io.gfile, so `model_dir` may be a local path or a gs:// URL.
+  `path` may be local or, through tf.io.gfile, a URL (gs://...); local paths
+  need no TensorFlow (scripts that never load it use this too).
   """
-  directory = os.path.dirname(path)
-  if directory:
-    tf.io.gfile.makedirs(directory)
+  binary = isinstance(data, bytes)
   tmp = f'{path}.tmp-{os.getpid()}'
-  with tf.io.gfile.GFile(tmp, 'w') as f:
-    f.write(text)
-  tf.io.gfile.rename(tmp, path, overwrite=True)
+  if '://' in path:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    with tf.io.gfile.GFile(tmp, 'wb' if binary else 'w') as f:
+      f.write(data)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return
+  if os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+  try:
+    with open(tmp, 'wb' if binary else 'w') as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
 
 
 def _plain(value):

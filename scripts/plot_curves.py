@@ -10,7 +10,8 @@ curve (dashed) from <model_dir>/eval, labelled with the model_dir's name.
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
-import contextlib
+import errno
+import io
 import os
 
 from absl import app
@@ -20,6 +21,7 @@ from matplotlib.figure import Figure
 
 from estimator_trainer import errors
 from estimator_trainer import layout
+from estimator_trainer import outputs
 from estimator_trainer.errors import TrainerError, UsageError
 
 FLAGS = flags.FLAGS
@@ -100,15 +102,16 @@ def plot(curves_by_dir, output, title=None):
 
 
 def _write_png(figure, output):
-  """Renders to a temporary file beside `output`: never a half-written PNG."""
-  temporary = f'{output}.tmp'
+  """Writes the PNG atomically: never a half-written file. The directory
+  must exist: a mistyped path is an error, not a new directory."""
+  buffer = io.BytesIO()
+  figure.savefig(buffer, format='png')
   try:
-    figure.savefig(temporary, format='png')
-    os.replace(temporary, output)
+    if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+      raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    outputs.write_atomic(output, buffer.getvalue())
   except OSError as e:
-    with contextlib.suppress(OSError):
-      os.remove(temporary)
-    raise TrainerError(f'cannot write {output}: {e.strerror}') from e
+    raise TrainerError(f'cannot write {output}: {e.strerror}') from None
 
 
 def main(argv):
