@@ -14,9 +14,10 @@ from estimator_trainer.data import make_input_fn
 
 
 def main(out_path, idx_dir, num_examples):
-  config = TrainConfig(model_dir='/tmp/unused', dataset='mnist',
-                       idx_dir=idx_dir, strategy='multi_worker_mirrored',
-                       shuffle_buffer=1000, global_batch_size=100)
+  config = TrainConfig.from_environment(
+      model_dir='/tmp/unused', dataset='mnist', idx_dir=idx_dir,
+      strategy='multi_worker_mirrored', shuffle_buffer=1000,
+      global_batch_size=100)
   strategy = estimator.make_run_config(config).train_distribute
   input_fn = make_input_fn(config, 100)
   shard_size = num_examples // strategy.num_replicas_in_sync
