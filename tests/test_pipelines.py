@@ -14,6 +14,7 @@ import estimator_trainer
 from estimator_trainer import data
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import DataError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,7 @@ def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
 def test_missing_tfrecords_are_a_one_line_error(tmp_path):
   config = TrainConfig(model_dir=str(tmp_path), train_files='/nope/*',
                        eval_files='/nope/*')
-  with pytest.raises(data.DataError, match="no files match '/nope/\\*'"):
+  with pytest.raises(DataError, match="no files match '/nope/\\*'"):
     data.make_input_fn(config, 64)
 
 
