@@ -1,10 +1,11 @@
-"""Train a small CNN on (Fashion-)MNIST with tf.estimator, correctly distributed.
+"""Train Keras models on image datasets with tf.estimator, correctly
+distributed, and move to TF2 engines on the same input, model and loss.
 
 The stable API legacy pipelines import:
 
     from estimator_trainer import (TrainConfig, make_input_fn, model_fn,
-                                   make_run_config, train_and_evaluate,
-                                   trainer_fn)
+                                   make_model_fn, make_run_config,
+                                   train_and_evaluate, trainer_fn)
 
 Imported lazily, so that `python -m estimator_trainer.run` can set up
 TensorFlow's environment before TensorFlow loads.
@@ -18,6 +19,7 @@ _API = {
     'TrainConfig': 'estimator_trainer.config',
     'make_input_fn': 'estimator_trainer.data',
     'model_fn': 'estimator_trainer.estimator',
+    'make_model_fn': 'estimator_trainer.estimator',
     'make_run_config': 'estimator_trainer.estimator',
     'train_and_evaluate': 'estimator_trainer.estimator',
     'trainer_fn': 'estimator_trainer.estimator',

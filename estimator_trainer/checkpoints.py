@@ -7,12 +7,13 @@ has written events to model_dir, with a first line that names neither the
 directory nor the variable.
 """
 
+import json
 import os
 
 import tensorflow as tf
 
 from estimator_trainer import layout
-from estimator_trainer.sources import IMAGE_SHAPE
+from estimator_trainer import outputs
 from estimator_trainer.errors import TrainerError
 
 
@@ -22,13 +23,36 @@ def require_checkpoint(model_dir):
     raise TrainerError(f'no checkpoint in {model_dir}; train first')
 
 
+def record_model(model_dir, config, spec):
+  """Notes in model_dir which model (and data) its checkpoints are of, when
+  training starts there."""
+  if not tf.io.gfile.exists(layout.model_file(model_dir)):
+    outputs.write_atomic(layout.model_file(model_dir), json.dumps(
+        {'model': config.model, 'model_kwargs': config.model_kwargs,
+         'dataset': spec.name}, indent=1))
+
+
+def other_model(model_dir, model):
+  """How to name what model_dir's checkpoint is of, beside --model `model`:
+  'model resnet20, not cnn' when model_dir recorded it."""
+  try:
+    with tf.io.gfile.GFile(layout.model_file(model_dir)) as f:
+      recorded = json.load(f).get('model')
+  except (tf.errors.OpError, ValueError, AttributeError):
+    recorded = None
+  if recorded and recorded != model:
+    return f'model {recorded}, not {model}'
+  return 'a different model'
+
+
 def latest_step(model_dir):
   """The step of model_dir's latest checkpoint; -1 without one."""
   path = tf.train.latest_checkpoint(model_dir)
   return layout.checkpoint_step(path) if path else -1
 
 
-def check_compatible(model_dir, model_fn, params, training):
+def check_compatible(model_dir, model_fn, params, training, image_shape,
+                     model='cnn'):
   """Fails unless model_dir's latest checkpoint can restore `model_fn`'s graph.
 
   Passes when there is no checkpoint. Training restores the optimizer's
@@ -47,7 +71,7 @@ def check_compatible(model_dir, model_fn, params, training):
   # PREDICT's graph serves both without building the metrics.
   mode = (tf.estimator.ModeKeys.TRAIN if training else
           tf.estimator.ModeKeys.PREDICT)
-  expected = _graph_variables(model_fn, params, mode)
+  expected = _graph_variables(model_fn, params, mode, image_shape)
   missing = sorted(set(expected) - set(stored))
   reshaped = sorted(name for name in set(expected) & set(stored)
                     if list(stored[name]) != expected[name])
@@ -61,15 +85,16 @@ def check_compatible(model_dir, model_fn, params, training):
   else:
     return
   raise TrainerError(
-      f'{model_dir} holds a checkpoint of a different model: {problem}')
+      f'{model_dir} holds a checkpoint of {other_model(model_dir, model)}: '
+      f'{problem}')
 
 
-def _graph_variables(model_fn, params, mode):
+def _graph_variables(model_fn, params, mode, image_shape):
   """Name -> shape of the variables Estimator would restore in `mode`."""
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()  # Estimator adds it too.
     features = {'image': tf.compat.v1.placeholder(tf.float32,
-                                                  [None, *IMAGE_SHAPE])}
+                                                  [None, *image_shape])}
     labels = tf.compat.v1.placeholder(tf.int64, [None])
     model_fn(features, labels, mode, params)
     return {v.op.name: v.shape.as_list()

@@ -6,25 +6,55 @@ turns them into absl flags): one source of defaults for the CLI, the
 """
 
 import dataclasses
+import json
 import math
 import os
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import engines
 from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
-DATASETS = ('fashion_mnist', 'mnist')
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
 
 
-def _option(default, help, choices=None, above=None, at_least=None):  # pylint: disable=redefined-builtin
+def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
+            parse=None):
   """A field with its flag's help; `choices`, `above` (>) and `at_least`
-  (>=) are checked on construction."""
+  (>=) are checked on construction. `parse` turns the flag's text (or a
+  --config file's value) into the field's value."""
   return dataclasses.field(default=default, metadata=dict(
-      help=help, choices=choices, above=above, at_least=at_least))
+      help=help, choices=choices, above=above, at_least=at_least,
+      parse=parse))
+
+
+def _ints(name, count):
+  """Parser of `count` positive ints given as 'A,B,...' (or a list)."""
+  def parse(value):
+    if isinstance(value, str):
+      value = [part for part in value.replace('x', ',').split(',') if part]
+    try:
+      result = tuple(int(part) for part in value)
+    except (TypeError, ValueError):
+      result = ()
+    if len(result) != count or min(result) < 1:
+      raise UsageError(f'--{name} must be {count} positive integers '
+                       f'separated by commas, got {value!r}')
+    return result
+  return parse
+
+
+def _json_object(value):
+  if isinstance(value, str):
+    try:
+      value = json.loads(value)
+    except ValueError as e:
+      raise UsageError(f'--model_kwargs: not JSON ({e})') from None
+  if not isinstance(value, dict):
+    raise UsageError(f'--model_kwargs must be a JSON object, got {value!r}')
+  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +77,31 @@ class TrainConfig:
       'estimator (tf.estimator), ctl (TF2 custom training loop: strategy.run) '
       'or keras (Model.fit); the same data, model and loss.',
       choices=tuple(engines.ENGINES))
-  dataset: str = _option('fashion_mnist', 'TFDS name.', choices=DATASETS)
+  dataset: str = _option(
+      'fashion_mnist',
+      'TFDS name of an image-classification dataset (an `image` and a '
+      'ClassLabel `label` feature): fashion_mnist, mnist, cifar10, ...')
+  train_split: str = _option(
+      'train', 'TFDS split to train on; slicing allowed: train[:90%].')
+  eval_split: str = _option(
+      'test', 'TFDS split to evaluate and predict on: test, train[90%:], ...')
+  image_size: Optional[Tuple[int, int]] = _option(
+      None, 'HEIGHT,WIDTH: resize every image (TFDS datasets whose images '
+      'vary in size).', parse=_ints('image_size', 2))
+  augment: str = _option(
+      'none', 'crop_flip: pad 4, random crop back and random horizontal flip '
+      '(training only, the CIFAR standard).', choices=('none', 'crop_flip'))
+  model: str = _option(
+      'cnn', 'cnn (the seeds\' CNN), resnet20 (the CIFAR ResNet-20) or '
+      'MODULE:FUNCTION, your builder: FUNCTION(input_shape, num_classes, '
+      '**model_kwargs) returning an uncompiled tf.keras.Model from float32 '
+      'images to float32 logits.')
+  model_kwargs: Optional[Dict[str, Any]] = _option(
+      None, 'JSON object of keyword arguments for the --model builder.',
+      parse=_json_object)
+  sync_batch_norm: bool = _option(
+      False, 'Batch norm statistics over all replicas (resnet20, or a builder '
+      'taking sync_batch_norm): 1 and N replicas then train alike.')
   data_source: str = _option(
       'auto',
       'tfds, idx, or auto: IDX files when --idx_dir is given (or Debian\'s '
@@ -60,10 +114,21 @@ class TrainConfig:
       '...).')
   train_files: Optional[str] = _option(
       None,
-      'Glob of TFRecord files of tf.Example (image: 784 raw uint8 bytes, '
-      'label: int64) to train on, instead of --dataset; needs --eval_files.')
+      'Glob of TFRecord files of tf.Example (--image_key, --label_key) to '
+      'train on, instead of --dataset; needs --eval_files.')
   eval_files: Optional[str] = _option(
       None, 'Glob of TFRecord files to evaluate and predict on.')
+  image_key: str = _option('image', 'tf.Example key of the image in '
+                           'TFRecords: raw uint8 bytes or PNG/JPEG '
+                           '(TF-Slim: image/encoded).')
+  label_key: str = _option('label', 'tf.Example key of the int64 label '
+                           '(TF-Slim: image/class/label).')
+  image_shape: Optional[Tuple[int, int, int]] = _option(
+      None, 'HEIGHT,WIDTH,CHANNELS of TFRecord images, instead of the '
+      'dataset_spec.json file beside them.', parse=_ints('image_shape', 3))
+  num_classes: Optional[int] = _option(
+      None, 'Classes of TFRecord labels, instead of the '
+      'dataset_spec.json file beside them.', above=1)
   strategy: str = _option('default',
                           'Training strategy (default: no strategy).',
                           choices=engines.STRATEGIES)
@@ -151,7 +216,11 @@ class TrainConfig:
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
-      _check_field(field, getattr(self, field.name))
+      value = getattr(self, field.name)
+      if field.metadata.get('parse') and value is not None:
+        value = field.metadata['parse'](value)
+        object.__setattr__(self, field.name, value)
+      _check_field(field, value)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
     if bool(self.train_files) != bool(self.eval_files):
@@ -222,13 +291,23 @@ class TrainConfig:
   def resolved_predictions_file(self) -> str:
     return self.predictions_file or layout.predictions_file(self.model_dir)
 
-  def model_params(self, global_batch_size: int, train_steps: int) -> dict:
-    """The `params` dict `model_fn` reads (ModelParams' fields)."""
+  def model_params(self, global_batch_size: int, train_steps: Optional[int],
+                   spec=None) -> dict:
+    """The `params` dict `model_fn` reads (ModelParams' fields); the classes
+    of `spec` (a sources.DatasetSpec), else of the default dataset."""
     return dataclasses.asdict(ModelParams(
         global_batch_size=global_batch_size, optimizer=self.optimizer,
         learning_rate=self.learning_rate, lr_decay=self.lr_decay,
         decay_steps=train_steps, weight_decay=self.weight_decay,
-        precision=self.precision, seed=self.seed, dataset=self.dataset))
+        precision=self.precision, seed=self.seed,
+        sync_batch_norm=self.sync_batch_norm,
+        class_names=(tuple(spec.class_names) if spec else
+                     _DEFAULT_CLASS_NAMES)))
+
+
+# The default dataset's (Fashion-MNIST's) classes.
+_DEFAULT_CLASS_NAMES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
+                        'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,8 +316,9 @@ class ModelParams:
 
   `global_batch_size` divides the summed loss (every replica's step then
   means the same); `decay_steps` is the run's length, which training with
-  `lr_decay='cosine'` needs; `dataset` names the classes in eval images, which
-  `eval_images=False` leaves out (graphs exported for another process).
+  `lr_decay='cosine'` needs; `class_names` (one per class: the logits'
+  width) default to the default dataset's; `eval_images=False` leaves the
+  eval images out (graphs exported for another process).
   """
 
   global_batch_size: int
@@ -249,7 +329,8 @@ class ModelParams:
   weight_decay: float = TrainConfig.weight_decay
   precision: str = TrainConfig.precision
   seed: Optional[int] = TrainConfig.seed
-  dataset: str = TrainConfig.dataset
+  sync_batch_norm: bool = TrainConfig.sync_batch_norm
+  class_names: Tuple[str, ...] = _DEFAULT_CLASS_NAMES
   eval_images: bool = True
 
   @classmethod

@@ -18,12 +18,16 @@ def _flag_fields():
   """(field, its value type) of each TrainConfig field that is a flag."""
   hints = typing.get_type_hints(config_lib.TrainConfig)
   for field in dataclasses.fields(config_lib.TrainConfig):
-    if 'help' in field.metadata:
-      # Optional[X] is X with a None default.
-      kind = next(arg for arg in (typing.get_args(hints[field.name]) or
-                                  (hints[field.name],))
-                  if arg is not type(None))
-      yield field, kind
+    if 'help' not in field.metadata:
+      continue
+    if field.metadata.get('parse'):  # TrainConfig parses the text.
+      yield field, str
+      continue
+    # Optional[X] is X with a None default.
+    kind = next(arg for arg in (typing.get_args(hints[field.name]) or
+                                (hints[field.name],))
+                if arg is not type(None))
+    yield field, kind
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -68,10 +72,12 @@ def _apply_config_file(path, flag_values):
     if name not in flag_values or name == 'config':
       raise UsageError(f'--config {path}: unknown flag {name!r}')
     if not flag_values[name].present:
+      if isinstance(value, (list, tuple)):  # image_size: [32, 32]
+        value = ','.join(str(part) for part in value)
+      elif isinstance(value, (dict, bool)):  # model_kwargs: {...}
+        value = json.dumps(value)
       try:
-        flag_values[name].parse(value if isinstance(value, str) else
-                                json.dumps(value) if isinstance(value, bool)
-                                else str(value))
+        flag_values[name].parse(str(value))
       except flags.Error as e:
         raise UsageError(f'--config {path}: {e}') from None
 

@@ -6,7 +6,7 @@ import math
 from absl import logging
 import tensorflow as tf
 
-from estimator_trainer.sources import IMAGE_SHAPE, TEST, TRAIN, make_source
+from estimator_trainer.sources import TEST, TRAIN, make_source
 
 
 def _features(images, labels, weights=None):
@@ -15,6 +15,21 @@ def _features(images, labels, weights=None):
   if weights is not None:
     features['weight'] = weights
   return features, labels
+
+
+def crop_flip(seed):
+  """Per example: pad 4 pixels, crop a random window of the original size,
+  flip left-right at random (the CIFAR standard). Stateless: the same for
+  the same `seed` and example index on every rerun and every machine."""
+  def augment(index, element):
+    image, label = element
+    padded = tf.pad(image, [[4, 4], [4, 4], [0, 0]])
+    image = tf.image.stateless_random_crop(padded, tf.shape(image),
+                                           seed=[seed, 2 * index])
+    image = tf.image.stateless_random_flip_left_right(
+        image, seed=[seed, 2 * index + 1])
+    return image, label
+  return augment
 
 
 def eval_padded_size(num_examples, num_pipelines, local_replicas, batch_size):
@@ -82,13 +97,19 @@ def make_input_fn(config, global_batch_size, source=None):
       ds = ds.cache()
       if config.shuffle_buffer:
         ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
-      ds = ds.repeat().batch(batch_size, drop_remainder=True).map(
+      ds = ds.repeat()
+      if config.augment == 'crop_flip':
+        # After the cache: new crops every epoch. Seeded per pipeline.
+        ds = ds.enumerate().map(crop_flip(config.seed * 1000 + pipeline_id),
+                                num_parallel_calls=tf.data.AUTOTUNE)
+      ds = ds.batch(batch_size, drop_remainder=True).map(
           _features, num_parallel_calls=tf.data.AUTOTUNE)
     else:
       padded = eval_padded_size(num_test, num_pipelines, local_replicas,
                                 batch_size)
       padding = tf.data.Dataset.from_tensors(
-          (tf.zeros(IMAGE_SHAPE, tf.uint8), tf.constant(0, tf.int64),
+          (tf.zeros(source.spec.image_shape, tf.uint8),
+           tf.constant(0, tf.int64),
            0.0)).repeat()
       ds = ds.map(lambda x, y: (x, y, 1.0)).concatenate(padding).take(padded)
       ds = ds.batch(batch_size).map(

@@ -4,44 +4,49 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import layout
-from estimator_trainer.sources import IMAGE_SHAPE, decode_images, decode_labels
 
 # The signature that takes serialized tf.Example protos, beside
 # `serving_default`; Estimator names it `<receiver>:<output>`.
 EXAMPLES_SIGNATURE = 'examples:serving_default'
 
 
-def serving_input_receiver_fn():
-  """Two ways in: a float32 image batch, or serialized tf.Example protos.
+def serving_input_receiver_fn(example_format):
+  """A receiver fn with two ways in: a float32 image batch, or serialized
+  tf.Example protos of `example_format` (sources.ExampleFormat).
 
   The image input defaults to the parsed examples, so a signature that feeds
   only `examples` computes from them, and one that feeds `image` overrides
   them (with no examples, the parsed batch is empty and unused).
   """
-  examples = tf.compat.v1.placeholder_with_default(
-      tf.constant([], tf.string), [None], name='examples')
-  images = tf.compat.v1.placeholder_with_default(
-      _images(examples), [None, *IMAGE_SHAPE], name='image')
-  return tf.estimator.export.ServingInputReceiver(
-      features={'image': images},
-      receiver_tensors={'image': images},
-      receiver_tensors_alternatives={'examples': {'examples': examples}})
+  def receiver_fn():
+    examples = tf.compat.v1.placeholder_with_default(
+        tf.constant([], tf.string), [None], name='examples')
+    images = tf.compat.v1.placeholder_with_default(
+        _images(example_format, examples),
+        [None, *example_format.image_shape], name='image')
+    return tf.estimator.export.ServingInputReceiver(
+        features={'image': images},
+        receiver_tensors={'image': images},
+        receiver_tensors_alternatives={'examples': {'examples': examples}})
+  return receiver_fn
 
 
-def _images(examples):
-  return tf.cast(decode_images(examples), tf.float32) / 255.0
+def _images(example_format, examples):
+  return tf.cast(example_format.decode_images(examples), tf.float32) / 255.0
 
 
-def eval_input_receiver_fn():
+def eval_input_receiver_fn(example_format):
   """TFMA's input of the TFX Trainer contract: serialized tf.Example protos
   with their labels. Needs tensorflow-model-analysis (the `tfx` extra)."""
-  import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
-  examples = tf.compat.v1.placeholder(tf.string, [None],
-                                      name='input_example_tensor')
-  return tfma.export.EvalInputReceiver(
-      features={'image': _images(examples)},
-      labels=decode_labels(examples),
-      receiver_tensors={'examples': examples})
+  def receiver_fn():
+    import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
+    examples = tf.compat.v1.placeholder(tf.string, [None],
+                                        name='input_example_tensor')
+    return tfma.export.EvalInputReceiver(
+        features={'image': _images(example_format, examples)},
+        labels=example_format.decode_labels(examples),
+        receiver_tensors={'examples': examples})
+  return receiver_fn
 
 
 def _accuracy_at_least_best(best_eval_result, current_eval_result):
@@ -77,24 +82,25 @@ class _Logged(tf.estimator.Exporter):
     return path
 
 
-def make_exporters(kind, keep=5):
+def make_exporters(kind, example_format, keep=5):
   """The Estimator exporters of `--export` (an empty list for `none`)."""
+  serving_input_fn = serving_input_receiver_fn(example_format)
   if kind == 'latest':
     exporter = tf.estimator.LatestExporter(
-        'latest', serving_input_receiver_fn, exports_to_keep=keep)
+        'latest', serving_input_fn, exports_to_keep=keep)
   elif kind == 'best':
     exporter = tf.estimator.BestExporter(
-        'best', serving_input_receiver_fn, compare_fn=_accuracy_at_least_best,
+        'best', serving_input_fn, compare_fn=_accuracy_at_least_best,
         exports_to_keep=keep)
   elif kind == 'final':
-    exporter = tf.estimator.FinalExporter('final', serving_input_receiver_fn)
+    exporter = tf.estimator.FinalExporter('final', serving_input_fn)
   else:
     return []
   return [_Logged(exporter)]
 
 
-def export_latest_checkpoint(estimator, model_dir):
+def export_latest_checkpoint(estimator, model_dir, example_format):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
   return _log_export(estimator.export_saved_model(
       layout.export_dir(model_dir, 'manual'),
-      serving_input_receiver_fn))
+      serving_input_receiver_fn(example_format)))

@@ -16,6 +16,7 @@ METRICS_FILE = 'metrics.json'  # The final evaluation.
 PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
+MODEL_FILE = 'model.json'  # The --model (and data) its checkpoints are of.
 
 
 def eval_dir(model_dir):
@@ -32,6 +33,10 @@ def backup_dir(checkpoint_dir):
 
 def metrics_file(model_dir):
   return os.path.join(model_dir, METRICS_FILE)
+
+
+def model_file(model_dir):
+  return os.path.join(model_dir, MODEL_FILE)
 
 
 def predictions_file(model_dir):

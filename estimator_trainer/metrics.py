@@ -11,9 +11,10 @@ from estimator_trainer import summaries
 class EvalMetrics:
   """accuracy, average_loss (exact per example) and num_examples, weighted
   (weight 0 marks padding); with `class_names`, the confusion matrix and the
-  misclassified images too (string-valued image summaries)."""
+  misclassified images (of `image_shape`) too, string-valued image
+  summaries."""
 
-  def __init__(self, class_names=None):
+  def __init__(self, class_names=None, image_shape=None):
     self.scalars = {
         'accuracy': tf.keras.metrics.Accuracy(name='accuracy'),
         'average_loss': tf.keras.metrics.Mean(name='average_loss'),
@@ -23,7 +24,8 @@ class EvalMetrics:
     if class_names is not None:
       self.images = {
           'confusion_matrix': summaries.ConfusionMatrixImage(class_names),
-          'misclassified': summaries.MisclassifiedImage(class_names),
+          'misclassified': summaries.MisclassifiedImage(class_names,
+                                                        image_shape),
       }
 
   def update(self, images, labels, logits, weights):

@@ -73,6 +73,10 @@ def _figure_png(figure):
   return buffer.getvalue()
 
 
+# Past this many classes the names and counts would overlap: shading only.
+_LABELLED_CLASSES = 20
+
+
 def render_confusion_matrix(matrix, class_names):
   """PNG of a confusion matrix: counts, shaded by row (true class)."""
   from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
@@ -81,11 +85,13 @@ def render_confusion_matrix(matrix, class_names):
   figure = figure_lib.Figure(figsize=(7, 6.5), layout='tight')
   axes = figure.add_subplot()
   axes.imshow(rates, cmap='Blues', vmin=0, vmax=1)
+  axes.set_xlabel('predicted')
+  axes.set_ylabel('true')
+  if len(class_names) > _LABELLED_CLASSES:
+    return _figure_png(figure)
   ticks = np.arange(len(class_names))
   axes.set_xticks(ticks, class_names, rotation=45, ha='right')
   axes.set_yticks(ticks, class_names)
-  axes.set_xlabel('predicted')
-  axes.set_ylabel('true')
   for (row, col), count in np.ndenumerate(matrix):
     axes.text(col, row, f'{count:.0f}', ha='center', va='center', fontsize=7,
               color='white' if rates[row, col] > 0.5 else 'black')
@@ -102,7 +108,10 @@ def render_misclassified(images, labels, predictions, class_names):
   for i, (image, label, prediction) in enumerate(
       zip(images, labels, predictions)):
     axes = figure.add_subplot(rows, columns, i + 1)
-    axes.imshow(np.squeeze(image), cmap='gray_r', vmin=0, vmax=1)
+    if image.shape[-1] == 1:
+      axes.imshow(image[..., 0], cmap='gray_r', vmin=0, vmax=1)
+    else:
+      axes.imshow(np.clip(image, 0, 1))
     axes.set_title(f'true: {class_names[label]}\npred: '
                    f'{class_names[prediction]}', fontsize=8)
     axes.axis('off')
@@ -150,7 +159,8 @@ class MisclassifiedImage(_ImageMetric):
   replicas would be meaningless.
   """
 
-  def __init__(self, class_names, max_images=16, name='misclassified'):
+  def __init__(self, class_names, image_shape, max_images=16,
+               name='misclassified'):
     super().__init__(name=name)
     self._class_names = tuple(class_names)
     self._max_images = max_images
@@ -160,7 +170,7 @@ class MisclassifiedImage(_ImageMetric):
           name, shape=shape, dtype=dtype, initializer='zeros',
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
-    self._images = weight('images', (max_images, 28, 28, 1), tf.float32)
+    self._images = weight('images', (max_images, *image_shape), tf.float32)
     self._labels = weight('labels', (max_images,), tf.int64)
     self._predictions = weight('predictions', (max_images,), tf.int64)
     self._count = weight('count', (), tf.int64)
@@ -215,11 +225,12 @@ _HPARAMS_METRICS = (
 )
 
 
-def run_hparams(config, num_replicas, global_batch_size, train_steps):
-  """What the HParams plugin compares runs by."""
+def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
+  """What the HParams plugin compares runs by (`spec`: the DatasetSpec)."""
   return {
       'engine': config.engine,
-      'dataset': config.dataset,
+      'model': config.model,
+      'dataset': spec.name,
       'strategy': config.strategy,
       'replicas': num_replicas,
       'global_batch_size': global_batch_size,

@@ -6,7 +6,7 @@
         --steps=600 --rounds=5
 
 Each configuration runs in its own subprocess on the same machine, data
-(the package's TRAIN input pipeline) and model (`create_model`):
+(the package's TRAIN input pipeline) and model (`models.cnn`):
 
   estimator_<strategy>  `python -m estimator_trainer.run --mode=train`;
   ctl_<strategy>        examples/s from its `examples_per_second` events,
@@ -16,7 +16,7 @@ Each configuration runs in its own subprocess on the same machine, data
                         TRAIN dataset, timed by a batch callback.
   input_pipeline        the package's TRAIN dataset iterated eagerly, no model.
   model_step            the ceiling of any engine: forward, backward and Adam
-                        of create_model in one tf.function looping over
+                        of the CNN in one tf.function looping over
                         --summary_steps steps of ONE batch already in memory.
 
 examples/s is the median over intervals of --summary_steps steps, leaving
@@ -75,6 +75,46 @@ flags.DEFINE_string('work_dir', None,
 flags.DEFINE_integer('timeout_secs', 1800, 'Limit of one subprocess.')
 flags.DEFINE_string('json_output', None,
                     'Also write every run\'s result to this JSON file.')
+flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
+flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
+                  'The --precision of every configuration.')
+flags.DEFINE_list(
+    'synthetic_shape', None,
+    'H,W,C: train on random images of this shape (10 classes, TFRecords '
+    'written to the work dir) instead of the package\'s default data, e.g. '
+    '32,32,3 for resnet20 at CIFAR\'s shape. Throughput does not depend on '
+    'pixel values.')
+
+
+def _synthetic_data(work_dir, shape):
+  """TFRecords of random images of `shape`: the setup values reading them."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
+  import write_tfrecords  # pylint: disable=g-import-not-at-top
+
+  class Random:
+    spec = sources.DatasetSpec('synthetic', shape, 10)
+
+    def dataset(self, split):
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      count = 4096 if split == sources.TRAIN else 256
+      rng = np.random.default_rng(0)
+      return tf.data.Dataset.from_tensor_slices(
+          (rng.integers(0, 256, (count, *shape), np.uint8),
+           rng.integers(0, 10, count)))
+
+  directory = os.path.join(work_dir, 'synthetic_data')
+  write_tfrecords.write(Random(), directory, 4,
+                        sources.ExampleFormat(tuple(shape), 10))
+  return {'train_files': os.path.join(directory, 'train-*'),
+          'eval_files': os.path.join(directory, 'test-*')}
+
+
+def _run_in_subprocess(function, *args):
+  """`function(*args)` in a forked child; its (picklable) result."""
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  with multiprocessing.get_context('fork').Pool(1) as pool:
+    return pool.apply(function, args)
 
 
 def _print_run(run):
@@ -96,22 +136,38 @@ def main(argv):
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
       errors.fail(2, f'--{name} must be >= 1')
-  settings = runs_lib.Settings(
-      steps=FLAGS.steps, batch_size=FLAGS.batch_size,
-      summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
-      cli_flags=tuple(FLAGS.cli_flags), timeout_secs=FLAGS.timeout_secs)
+  shape = None
+  if FLAGS.synthetic_shape:
+    try:
+      shape = tuple(int(d) for d in FLAGS.synthetic_shape)
+    except ValueError:
+      shape = ()
+    if len(shape) != 3 or min(shape) < 1:
+      errors.fail(2, '--synthetic_shape must be 3 positive integers')
   work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix='benchmark_')
   os.makedirs(work_dir, exist_ok=True)
   try:
+    setup = {'model': FLAGS.model, 'precision': FLAGS.precision}
+    if shape:
+      # In a subprocess: this process must not load TensorFlow (RSS).
+      setup.update(_run_in_subprocess(_synthetic_data, work_dir, shape))
+    settings = runs_lib.Settings(
+        steps=FLAGS.steps, batch_size=FLAGS.batch_size,
+        summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
+        cli_flags=tuple(FLAGS.cli_flags), timeout_secs=FLAGS.timeout_secs,
+        setup=setup)
     runs = runs_lib.run_rounds(FLAGS.configs, FLAGS.rounds, work_dir,
                                settings, report=_print_run)
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
   # Imports TensorFlow: only after the last run (see wait_with_rusage).
-  flop_per_example = measure.train_flop_per_example()
+  flop_per_example = measure.train_flop_per_example(
+      FLAGS.model, shape or (28, 28, 1))
   rows = report.summarize(runs, flop_per_example)
-  print(f'{FLAGS.steps} steps x {FLAGS.rounds} round(s), batch '
+  print(f'{FLAGS.model} ({FLAGS.precision}) on '
+        f'{"synthetic " + "x".join(map(str, shape)) if shape else "the default data"}'
+        f': {FLAGS.steps} steps x {FLAGS.rounds} round(s), batch '
         f'{FLAGS.batch_size} per replica, intervals of {FLAGS.summary_steps} '
         f'steps; training {flop_per_example / 1e6:.2f} MFLOP/example '
         f'({flop_per_example // measure.TRAIN_FLOP_PER_MAC:,} MACs forward); '

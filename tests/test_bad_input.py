@@ -10,6 +10,7 @@ export appeared, and files already there (checkpoints) are untouched.
 import gzip
 import json
 import os
+import pathlib
 import shutil
 import struct
 import subprocess
@@ -24,6 +25,7 @@ from estimator_trainer.errors import TrainerError
 from estimator_trainer.estimator import model_fn
 
 IS_ROOT = os.geteuid() == 0
+TESTS = pathlib.Path(__file__).resolve().parent  # Holds builders.py.
 # Real MNIST digits, copied to {data} for each case (and corrupted by some).
 MNIST = ['--dataset=mnist', '--idx_dir={data}', '--train_steps=2']
 TWO_WORKERS = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
@@ -115,8 +117,8 @@ CASES = [
           ['--strategy=multi_worker_mirrored'], 2,
           'TF_CONFIG: 192.0.2.1:2222 (192.0.2.1) is not an address of this '
           'machine', env=_tf_config({'worker': ['192.0.2.1:2222']})),
-    _case('unknown-dataset', ['--dataset=cifar10'], 2,
-          "--dataset must be one of fashion_mnist, mnist; got 'cifar10'"),
+    _case('unknown-dataset', ['--dataset=no_such_dataset'], 2,
+          '--dataset no_such_dataset: not a TFDS dataset'),
     _case('unknown-strategy', ['--strategy=horovod'], 2,
           '--strategy must be one of default, one_device, mirrored, '
           "multi_worker_mirrored, parameter_server; got 'horovod'"),
@@ -182,6 +184,40 @@ CASES = [
           setup=_read_only_model_dir,
           marks=pytest.mark.skipif(
               IS_ROOT, reason='root writes through mode 0o500')),
+    *[_case(f'builder-{name}', [*MNIST, f'--model={model}', *extra], 2,
+            message, env={'PYTHONPATH': str(TESTS)})
+      for name, model, extra, message in [
+          ('module-not-found', 'no_such_module:build', [],
+           "--model no_such_module:build: cannot import no_such_module "
+           "(ModuleNotFoundError: No module named 'no_such_module')"),
+          ('no-such-function', 'builders:nope', [],
+           '--model builders:nope: builders has no nope'),
+          ('not-callable', 'builders:NOT_CALLABLE', [],
+           '--model builders:NOT_CALLABLE: NOT_CALLABLE is not callable'),
+          ('raises', 'builders:raises', [],
+           '--model builders:raises raised ValueError: cannot build for 10 '
+           'classes'),
+          ('not-a-model', 'builders:not_a_model', [],
+           '--model builders:not_a_model returned a dict, not a '
+           'tf.keras.Model'),
+          ('wrong-logits-shape', 'builders:wrong_width', [],
+           '--model builders:wrong_width: logits must be [batch, 10], got '
+           '(2, 3)'),
+          ('wrong-logits-dtype', 'builders:float16_logits', [],
+           '--model builders:float16_logits: logits must be float32, got '
+           'float16'),
+          ('no-sync-batch-norm', 'builders:mlp', ['--sync_batch_norm'],
+           '--sync_batch_norm: the builder of --model builders:mlp takes no '
+           'sync_batch_norm argument'),
+          ('unknown-name', 'resnet50', [],
+           "--model must be one of cnn, resnet20 or MODULE:FUNCTION; got "
+           "'resnet50'"),
+      ]],
+    _case('model-kwargs-not-an-object', [*MNIST, '--model_kwargs=[1]'], 2,
+          '--model_kwargs must be a JSON object, got [1]'),
+    _case('tfrecords-without-spec', ['--train_files={data}/*.gz',
+                                     '--eval_files={data}/*.gz'], 2,
+          'TFRecords need dataset_spec.json beside them'),
     _case('evaluate-checkpoint-of-other-model', ['--mode=evaluate', *MNIST],
           1, '{model_dir} holds a checkpoint of a different model: '
           'model.ckpt-0 lacks conv1/bias', setup=_other_model_checkpoint),
@@ -244,19 +280,19 @@ def test_check_compatible_names_the_missing_or_reshaped_variable(tmp_path):
   params = {'optimizer': 'adam', 'learning_rate': 1e-3, 'lr_decay': 'none',
             'global_batch_size': 8}
   checkpoints.check_compatible(str(tmp_path), model_fn, params,
-                               training=False)
+                               training=False, image_shape=(28, 28, 1))
   _save_checkpoint(tmp_path / 'ours', OUR_MODEL)
   checkpoints.check_compatible(str(tmp_path / 'ours'), model_fn, params,
-                               training=False)
+                               training=False, image_shape=(28, 28, 1))
   with pytest.raises(TrainerError, match=r'ours holds a checkpoint of a '
                      r'different model: model.ckpt-0 lacks beta1_power and '
                      r'\d+ more$'):
     checkpoints.check_compatible(str(tmp_path / 'ours'), model_fn, params,
-                                 training=True)
+                                 training=True, image_shape=(28, 28, 1))
   _save_checkpoint(tmp_path / 'wide',
                    {**OUR_MODEL, 'conv1/kernel': [5, 5, 1, 32]})
   with pytest.raises(TrainerError, match=r'conv1/kernel has shape '
                      r'\[5, 5, 1, 32\] in model.ckpt-0, expected '
                      r'\[3, 3, 1, 32\]'):
     checkpoints.check_compatible(str(tmp_path / 'wide'), model_fn, params,
-                                 training=False)
+                                 training=False, image_shape=(28, 28, 1))

@@ -12,14 +12,14 @@ import pytest
 
 from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark import report
-from estimator_trainer.model import create_model
+from estimator_trainer.models import cnn
 import scripts_dir
 
 SCRIPT = scripts_dir.SCRIPTS / 'benchmark.py'
 
 
-def test_forward_macs_of_create_model():
-  assert measure.forward_macs(create_model()) == 2_528_000
+def test_forward_macs_of_cnn():
+  assert measure.forward_macs(cnn()) == 2_528_000
   assert measure.train_flop_per_example() == 15_168_000
 
 

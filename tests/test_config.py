@@ -36,7 +36,12 @@ def test_epochs_round_up_to_whole_steps():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(strategy='horovod'), '--strategy must be one of'),
     (dict(eval_strategy='x'), '--eval_strategy must be one of'),
-    (dict(dataset='cifar10'), '--dataset must be one of'),
+    (dict(image_size='32'), '--image_size must be 2 positive integers'),
+    (dict(image_shape='32,32,0'), '--image_shape must be 3 positive'),
+    (dict(num_classes=1), '--num_classes must be > 1'),
+    (dict(model_kwargs='[1]'), '--model_kwargs must be a JSON object'),
+    (dict(model_kwargs='{'), '--model_kwargs: not JSON'),
+    (dict(augment='mixup'), '--augment must be one of'),
     (dict(mode='serve'), '--mode must be one of'),
     (dict(optimizer='rmsprop'), '--optimizer must be one of'),
     (dict(communication='mpi'), '--communication must be one of'),

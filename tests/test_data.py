@@ -10,7 +10,7 @@ import tensorflow_datasets as tfds
 from estimator_trainer import data
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.errors import DataError
+from estimator_trainer.errors import DataError, UsageError
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
 EVAL = tf.estimator.ModeKeys.EVAL
@@ -124,8 +124,6 @@ def _write_split(directory, images=None, labels=None, image_magic=2051,
     (dict(labels=np.arange(4)), r'5 images but .* has 4 labels'),
     (dict(truncate_images=100),
      r't10k-images-idx3-ubyte.gz: not a complete gzip file'),
-    (dict(images=np.zeros((5, 27, 28), np.uint8)),
-     r'records of shape \(27, 28\), expected \(28, 28\)'),
 ])
 def test_bad_idx_files_are_one_line_errors_naming_the_file(tmp_path, kwargs,
                                                            message):
@@ -133,6 +131,23 @@ def test_bad_idx_files_are_one_line_errors_naming_the_file(tmp_path, kwargs,
   with pytest.raises(DataError, match=message) as e:
     source.num_examples(sources.TEST)
   assert '\n' not in str(e.value)
+
+
+def test_idx_images_of_any_size_the_same_in_both_splits(tmp_path):
+  _write_split(tmp_path, images=np.zeros((5, 32, 30), np.uint8))
+  source = sources.IdxSource('mnist', str(tmp_path))
+  assert source.spec.image_shape == (32, 30, 1)
+  assert source.num_examples(sources.TEST) == 5
+  image, _ = next(iter(source.dataset(sources.TEST)))
+  assert image.shape == (32, 30, 1)
+  names = sources.IDX_FILES[sources.TRAIN]
+  _write_idx(tmp_path / names[0], 2051, (27, 28),
+             np.zeros((5, 27, 28), np.uint8))
+  _write_idx(tmp_path / names[1], 2049, (), np.arange(5))
+  with pytest.raises(DataError, match=r'train-images-idx3-ubyte.gz: images '
+                     r'of shape \[27, 28\], but the test images are '
+                     r'\[32, 30\]'):
+    source.num_examples(sources.TRAIN)
 
 
 def test_idx_length_must_match_header(tmp_path):
@@ -267,3 +282,61 @@ def test_predict_yields_the_first_test_images(mock_source):
   config = TrainConfig(model_dir='/tmp/x', num_predictions=5)
   batches = list(data.make_input_fn(config, 64, mock_source)(PREDICT))
   assert len(batches) == 1 and batches[0]['image'].shape == (5, 28, 28, 1)
+
+
+def test_crop_flip_keeps_the_shape_and_repeats_per_seed_and_index():
+  image = tf.reshape(tf.range(8 * 8 * 3, dtype=tf.int32) % 256,
+                     [8, 8, 3])
+  image = tf.cast(image, tf.uint8)
+  augment = data.crop_flip(seed=7)
+  crops = [augment(tf.constant(i, tf.int64), (image, 3))[0].numpy()
+           for i in range(8)]
+  assert all(c.shape == (8, 8, 3) for c in crops)
+  again = augment(tf.constant(5, tf.int64), (image, 3))[0].numpy()
+  np.testing.assert_array_equal(crops[5], again)
+  assert len({c.tobytes() for c in crops}) > 1  # Not all the same window.
+  other_seed = [data.crop_flip(seed=8)(tf.constant(i, tf.int64),
+                                       (image, 3))[0].numpy()
+                for i in range(8)]
+  assert any(not np.array_equal(a, b) for a, b in zip(crops, other_seed))
+
+
+def test_augmentation_is_for_training_only(mnist_small_dir):
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir), augment='crop_flip',
+                       shuffle_buffer=0)
+  plain = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                      idx_dir=str(mnist_small_dir), shuffle_buffer=0)
+  modes = tf.estimator.ModeKeys
+  for mode in (modes.EVAL, modes.PREDICT):
+    augmented = data.make_input_fn(config, 16)(mode)
+    reference = data.make_input_fn(plain, 16)(mode)
+    first = next(iter(augmented))
+    expected = next(iter(reference))
+    first = first[0] if isinstance(first, tuple) else first
+    expected = expected[0] if isinstance(expected, tuple) else expected
+    np.testing.assert_array_equal(first['image'], expected['image'])
+  train_augmented = next(iter(data.make_input_fn(config, 16)(modes.TRAIN)))
+  train_plain = next(iter(data.make_input_fn(plain, 16)(modes.TRAIN)))
+  assert not np.array_equal(train_augmented[0]['image'],
+                            train_plain[0]['image'])
+
+
+def test_tfds_images_of_varying_size_need_and_get_image_size():
+  with tfds.testing.mock_data(num_examples=6):
+    with pytest.raises(UsageError, match='images vary in size; give '
+                       '--image_size=HEIGHT,WIDTH'):
+      sources.TfdsSource('oxford_flowers102').spec  # pylint: disable=expression-not-assigned
+    source = sources.TfdsSource('oxford_flowers102', image_size=(24, 20))
+    assert source.spec.image_shape == (24, 20, 3)
+    assert source.spec.num_classes == 102
+    shapes = {tuple(x.shape) for x, _ in source.dataset(sources.TRAIN)}
+    assert shapes == {(24, 20, 3)}
+
+
+def test_a_tfds_dataset_without_image_and_label_lists_its_features():
+  with tfds.testing.mock_data(num_examples=2):
+    with pytest.raises(UsageError, match=r'--dataset imdb_reviews: needs an '
+                       r'`image` and a ClassLabel `label` feature; it has '
+                       r'label, text'):
+      sources.TfdsSource('imdb_reviews').spec  # pylint: disable=expression-not-assigned

@@ -14,7 +14,7 @@ from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.model import create_model
+from estimator_trainer.models import cnn
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
 
@@ -25,7 +25,7 @@ def _config(model_dir, idx_dir, **overrides):
 
 
 def _restore_weights(model_dir, step=None):
-  model = create_model()
+  model = cnn()
   path = (f'{model_dir}/ckpt-{step}' if step else
           tf.train.latest_checkpoint(str(model_dir)))
   tf.train.Checkpoint(model=model).restore(path).expect_partial()
@@ -44,7 +44,7 @@ def test_ctl_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
   """Same global batch, unshuffled: 2 replicas must step exactly like 1
   (weight CHANGES compared, as for the estimator engine)."""
   steps, deltas = 5, {}
-  initial = [w.numpy() for w in create_model(seed=42).weights]
+  initial = [w.numpy() for w in cnn(seed=42).weights]
   for name, replicas in [('default', 0), ('mirrored', 2)]:
     config = _config(tmp_path / name, mnist_small_dir, engine='ctl',
                      strategy=name, cpu_replicas=replicas,
@@ -80,7 +80,7 @@ def test_resume_continues_the_step_and_optimizer_state(tmp_path,
   assert _iterations(tmp_path / 'twice') == _iterations(tmp_path / 'once')
   assert _iterations(tmp_path / 'twice') == 200
   resumed = _restore_weights(tmp_path / 'twice')
-  fresh = [w.numpy() for w in create_model(seed=42).weights]
+  fresh = [w.numpy() for w in cnn(seed=42).weights]
   for before, after, start in zip(first_half, resumed, fresh):
     assert np.linalg.norm(after - before) < np.linalg.norm(after - start)
 

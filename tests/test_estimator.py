@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import estimator
+from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.estimator import cluster_roles
-from estimator_trainer.estimator import graph
 from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 
@@ -27,11 +27,11 @@ def _mnist_config(directory, idx_dir, **kwargs):
 # --- model_fn ---------------------------------------------------------------
 
 
-def _call_model_fn(mode):
+def _call_model_fn(mode, model_fn=estimator.model_fn):
   with tf.Graph().as_default():
     features = {'image': tf.zeros([4, 28, 28, 1])}
     labels = tf.constant([0, 1, 2, 3], tf.int64)
-    return estimator.model_fn(features, labels, mode, PARAMS)
+    return model_fn(features, labels, mode, PARAMS)
 
 
 def test_model_fn_predict_returns_classes_probabilities_logits():
@@ -66,19 +66,17 @@ def test_model_fn_train_returns_train_op_that_steps_global_step():
 
 @pytest.mark.parametrize('mode, training', [
     (ModeKeys.TRAIN, True), (ModeKeys.EVAL, False), (ModeKeys.PREDICT, False)])
-def test_model_fn_sets_training_only_in_train(monkeypatch, mode, training):
+def test_model_fn_sets_training_only_in_train(mode, training):
   seen = []
-  original = graph.create_model
 
-  def recording_create_model(**kwargs):
-    model = original(**kwargs)
+  def recording_cnn(input_shape, num_classes, seed=None):
+    model = models.cnn(input_shape, num_classes, seed)
     call = model.call
     model.call = lambda x, training=None: (seen.append(training),
                                            call(x, training=training))[1]
     return model
 
-  monkeypatch.setattr(graph, 'create_model', recording_create_model)
-  _call_model_fn(mode)
+  _call_model_fn(mode, estimator.make_model_fn(recording_cnn))
   assert seen == [training]
 
 
@@ -229,7 +227,7 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
   shutil.copytree(trained_mnist_dir, model_dir)
   job = job_lib.eval_job(_mnist_config(model_dir, mnist_small_dir,
                                        export='latest'))
-  exporters = job_lib.exporters(job.config)
+  exporters = job_lib.exporters(job)
   for path in model_dir.glob('model.ckpt-0.*'):
     path.unlink()
   assert cluster_roles.evaluate_and_export(

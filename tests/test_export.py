@@ -65,7 +65,7 @@ def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
   signature = tf.saved_model.load(path).signatures[EXAMPLES_SIGNATURE]
   raw = np.round(test_images[:50] * 255).astype(np.uint8)
   outputs = signature(examples=tf.constant(
-      [sources.encode_example(x, 0) for x in raw]))
+      [sources.ExampleFormat((28, 28, 1), 10).encode(x, 0) for x in raw]))
   assert outputs['classes'].numpy().tolist() == [r['class']
                                                  for r in rows[:50]]
   np.testing.assert_allclose(outputs['probabilities'].numpy(),

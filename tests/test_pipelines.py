@@ -25,8 +25,16 @@ def _write_tfrecords(mnist_small_dir, output_dir, num_shards):
   writer = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(writer)
   source = sources.IdxSource('mnist', str(mnist_small_dir))
-  return {split: writer.write_split(source, split, str(output_dir), num_shards)
-          for split in (sources.TRAIN, sources.TEST)}
+  return writer.write(source, str(output_dir), num_shards,
+                      sources.ExampleFormat((28, 28, 1), 10))
+
+
+def _tfrecord_source(tfrecords):
+  """The source of the written files, as --train_files/--eval_files make it
+  (shape and classes from the dataset_spec.json beside them)."""
+  return sources.make_source(TrainConfig(
+      model_dir='/tmp/unused', train_files=str(tfrecords / 'train-*'),
+      eval_files=str(tfrecords / 'test-*')))
 
 
 @pytest.fixture(scope='module')
@@ -38,8 +46,8 @@ def tfrecords(tmp_path_factory, mnist_small_dir):
 
 def test_tfrecords_hold_the_same_examples_as_the_source(tfrecords,
                                                         mnist_small_dir):
-  source = sources.TFRecordSource({sources.TRAIN: str(tfrecords / 'train-*'),
-                                sources.TEST: str(tfrecords / 'test-*')})
+  source = _tfrecord_source(tfrecords)
+  assert source.spec == sources.IdxSource('mnist', str(mnist_small_dir)).spec
   assert len(source.files(sources.TRAIN)) == 4
   assert source.num_examples(sources.TEST) == 10000
   idx = sources.IdxSource('mnist', str(mnist_small_dir))
@@ -55,8 +63,7 @@ def test_tfrecords_hold_the_same_examples_as_the_source(tfrecords,
 def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
                                                           num_shards):
   """4 files: by file for 2 and 3 pipelines, by record for 5."""
-  source = sources.TFRecordSource({sources.TRAIN: str(tfrecords / 'train-*'),
-                                sources.TEST: str(tfrecords / 'test-*')})
+  source = _tfrecord_source(tfrecords)
   for split in (sources.TRAIN, sources.TEST):
     keys, sizes = [], []
     for i in range(num_shards):

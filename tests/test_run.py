@@ -133,6 +133,18 @@ def test_config_file_sets_flags_that_the_command_line_overrides(tmp_path):
   assert config.shuffle_buffer == 0 and config.lr_decay == 'none'
 
 
+def test_config_file_maps_and_lists_for_model_kwargs_and_shapes(tmp_path):
+  path = tmp_path / 'hparams.yaml'
+  path.write_text('model: resnet20\nmodel_kwargs: {hidden: 8}\n'
+                  'image_size: [32, 30]\nsync_batch_norm: true\n')
+  config = _config_from([f'--config={path}'])
+  assert (config.model, config.model_kwargs, config.image_size,
+          config.sync_batch_norm) == ('resnet20', {'hidden': 8}, (32, 30),
+                                      True)
+  config = _config_from(['--model_kwargs={"hidden": 4}', '--image_size=8,9'])
+  assert (config.model_kwargs, config.image_size) == ({'hidden': 4}, (8, 9))
+
+
 def test_job_dir_is_an_alias_of_model_dir():
   assert _config_from(['--job_dir=/tmp/job']).model_dir == '/tmp/job'
 

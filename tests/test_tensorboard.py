@@ -157,7 +157,7 @@ def test_confusion_matrix_sums_replicas_and_renders():
 
 def test_misclassified_keeps_the_first_wrong_images_with_labels():
   metric = summaries.MisclassifiedImage(class_names=list('abcd'),
-                                        max_images=3)
+                                        image_shape=(28, 28, 1), max_images=3)
   images = tf.reshape(tf.range(5, dtype=tf.float32), [5, 1, 1, 1]) * tf.ones(
       [5, 28, 28, 1])
   # Wrong: examples 1, 3 (example 4 is wrong but weight 0: padding).

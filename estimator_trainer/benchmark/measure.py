@@ -54,7 +54,7 @@ def forward_macs(model):
 
   Conv2D: output elements x kernel height x kernel width x input channels;
   Dense: inputs x units. Biases, ReLU and pooling are a few adds or
-  comparisons per element and are not counted. For create_model on
+  comparisons per element and are not counted. For the CNN on
   28x28x1 images (valid padding, 2x2 pooling):
 
     conv1   26*26*32 outputs x 3*3*1        =   194,688
@@ -79,6 +79,9 @@ def forward_macs(model):
   return macs
 
 
-def train_flop_per_example():
-  from estimator_trainer.model import create_model  # pylint: disable=g-import-not-at-top
-  return forward_macs(create_model()) * TRAIN_FLOP_PER_MAC
+def train_flop_per_example(model='cnn', input_shape=(28, 28, 1),
+                           num_classes=10):
+  """Training FLOP per example of --model `model` at `input_shape`."""
+  from estimator_trainer import models  # pylint: disable=g-import-not-at-top
+  return forward_macs(models.build(model, input_shape, num_classes)
+                      ) * TRAIN_FLOP_PER_MAC

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark.workloads import RESULT_PREFIX
@@ -42,6 +42,8 @@ class Settings:
   cpu_replicas: int = 0
   cli_flags: Sequence[str] = ()  # Extra flags for the engines' CLI.
   timeout_secs: int = 1800
+  # TrainConfig values every configuration shares: model, precision, data.
+  setup: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def wait_with_rusage(proc, timeout):
@@ -80,10 +82,13 @@ def command(name, model_dir, settings):
         f'--strategy={strategy}', f'--train_steps={settings.steps}',
         f'--save_summary_steps={settings.summary_steps}',
         f'--batch_size_per_replica={settings.batch_size}',
-        f'--cpu_replicas={settings.cpu_replicas}', *settings.cli_flags,
+        f'--cpu_replicas={settings.cpu_replicas}',
+        *(f'--{name}={value}' for name, value in settings.setup.items()),
+        *settings.cli_flags,
     ]
   return [sys.executable, '-m', 'estimator_trainer.benchmark.workloads',
-          json.dumps(dict(kind=kind, strategy=strategy, steps=settings.steps,
+          json.dumps(dict(kind=kind, setup=dict(settings.setup),
+                          strategy=strategy, steps=settings.steps,
                           batch_size=settings.batch_size,
                           every_steps=settings.summary_steps,
                           cpu_replicas=settings.cpu_replicas))]

@@ -1,6 +1,7 @@
 """The workloads a benchmark worker process runs, each returning interval
 rates: the plain Keras `Model.fit` reference, the input pipeline alone, and
-`model_step` (the compute ceiling).
+`model_step` (the compute ceiling), each on a `setup`: the TrainConfig values
+of the model, precision and data (`{"model": "resnet20", ...}`).
 
     python -m estimator_trainer.benchmark.workloads '{"kind": "fit", ...}'
 
@@ -19,33 +20,48 @@ from estimator_trainer.benchmark.measure import IntervalTimer
 RESULT_PREFIX = 'BENCHMARK_RESULT '
 
 
-def _package_dataset(batch_size, strategy):
-  """The package's TRAIN dataset at this global batch, as Estimator reads it."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+def _config(setup):
+  """The TrainConfig of `setup`: model, precision and data flags."""
   from estimator_trainer import config as config_lib  # pylint: disable=g-import-not-at-top
+  # model_dir is not read by input_fn or the model.
+  return config_lib.TrainConfig(model_dir=tempfile.gettempdir(), **setup)
+
+
+def _package_dataset(setup, batch_size, strategy):
+  """The package's TRAIN dataset at this global batch, as Estimator reads
+  it, and its DatasetSpec."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
   from estimator_trainer.strategy import num_replicas  # pylint: disable=g-import-not-at-top
   global_batch = batch_size * num_replicas(strategy)
-  # model_dir is not read by input_fn.
-  config = config_lib.TrainConfig(model_dir=tempfile.gettempdir())
-  input_fn = data.make_input_fn(config, global_batch)
-  return input_fn(tf.estimator.ModeKeys.TRAIN), global_batch
+  config = _config(setup)
+  source = sources.make_source(config)
+  input_fn = data.make_input_fn(config, global_batch, source)
+  return input_fn(tf.estimator.ModeKeys.TRAIN), global_batch, source.spec
 
 
-def run_fit(strategy, steps, batch_size, every_steps, cpu_replicas):
-  """Model.fit of create_model on the package's data, set up as a user of
+def _model(setup, spec):
+  from estimator_trainer import models  # pylint: disable=g-import-not-at-top
+  config = _config(setup)
+  return models.build(config.model, spec.image_shape, spec.num_classes,
+                      config.model_kwargs, seed=42,
+                      precision=config.precision)
+
+
+def run_fit(setup, strategy, steps, batch_size, every_steps, cpu_replicas):
+  """Model.fit of the model on the package's data, set up as a user of
   plain tf.keras would (the outside reference)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from estimator_trainer.model import create_model  # pylint: disable=g-import-not-at-top
   from estimator_trainer.strategy import make_strategy  # pylint: disable=g-import-not-at-top
   strategy = make_strategy(strategy, cpu_replicas)
-  dataset, global_batch = _package_dataset(batch_size, strategy)
+  dataset, global_batch, spec = _package_dataset(setup, batch_size, strategy)
   # Keras feeds a Sequential model a tensor, not the features dict.
   dataset = dataset.map(lambda features, labels: (features['image'], labels))
   timer = IntervalTimer(global_batch, every_steps)
   scope = strategy.scope() if strategy else contextlib.nullcontext()
   with scope:
-    model = create_model(seed=42)
+    model = _model(setup, spec)
     model.compile(
         optimizer=tf.keras.optimizers.Adam(1e-3),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -59,26 +75,25 @@ def run_fit(strategy, steps, batch_size, every_steps, cpu_replicas):
   return timer.rates
 
 
-def run_input_pipeline(steps, batch_size, every_steps, cpu_replicas):
+def run_input_pipeline(setup, steps, batch_size, every_steps, cpu_replicas):
   """Iterates the package's TRAIN dataset eagerly."""
   del cpu_replicas  # One pipeline, no strategy.
-  dataset, global_batch = _package_dataset(batch_size, None)
+  dataset, global_batch, _ = _package_dataset(setup, batch_size, None)
   timer = IntervalTimer(global_batch, every_steps)
   for _ in dataset.take(steps):
     timer.step()
   return timer.rates
 
 
-def run_model_step(steps, batch_size, every_steps, cpu_replicas):
+def run_model_step(setup, steps, batch_size, every_steps, cpu_replicas):
   """Training steps on one in-memory batch, `every_steps` per call: no
   input pipeline, no framework, one sync per interval."""
   del cpu_replicas  # No strategy.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from estimator_trainer.model import create_model  # pylint: disable=g-import-not-at-top
-  dataset, global_batch = _package_dataset(batch_size, None)
+  dataset, global_batch, spec = _package_dataset(setup, batch_size, None)
   features, labels = next(iter(dataset))
   images = features['image']
-  model = create_model(seed=42)
+  model = _model(setup, spec)
   optimizer = tf.keras.optimizers.Adam(1e-3)
   loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -100,12 +115,14 @@ def run_model_step(steps, batch_size, every_steps, cpu_replicas):
   return rates
 
 
-def run(kind, strategy, steps, batch_size, every_steps, cpu_replicas):
-  """Interval rates of workload `kind`: fit, input or step."""
+def run(kind, setup, strategy, steps, batch_size, every_steps, cpu_replicas):
+  """Interval rates of workload `kind` (fit, input or step) on `setup`, the
+  TrainConfig values of the model, precision and data."""
   if kind == 'fit':
-    return run_fit(strategy, steps, batch_size, every_steps, cpu_replicas)
+    return run_fit(setup, strategy, steps, batch_size, every_steps,
+                   cpu_replicas)
   workload = {'input': run_input_pipeline, 'step': run_model_step}[kind]
-  return workload(steps, batch_size, every_steps, cpu_replicas)
+  return workload(setup, steps, batch_size, every_steps, cpu_replicas)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """The Estimator engine, by job:
 
-    graph.py          model_fn: the TRAIN, EVAL and PREDICT graphs
+    graph.py          make_model_fn (any builder) and model_fn (the CNN): the
+                      TRAIN, EVAL and PREDICT graphs
     job.py            RunConfig factory; Estimator, data, hooks, exporters
     modes.py          train_and_evaluate (every cluster role), train,
                       evaluate, predict, export
@@ -9,6 +10,7 @@
     tfx.py            TFX's trainer_fn
 """
 
+from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.graph import model_fn
 from estimator_trainer.estimator.job import make_run_config
 from estimator_trainer.estimator.modes import evaluate

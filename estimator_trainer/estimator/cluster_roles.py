@@ -105,7 +105,7 @@ def evaluate_until_trained(config):
   training = TrainingProgress(config)
   max_steps = training.read_max_steps(watchdog)
   job = job_lib.eval_job(config)
-  exporters = job_lib.exporters(config)  # Once: BestExporter keeps the best.
+  exporters = job_lib.exporters(job)  # Once: BestExporter keeps the best.
 
   result, final = None, False
   for checkpoint in tf.train.checkpoints_iterator(

@@ -12,12 +12,14 @@ from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import progress
+from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer.data import make_input_fn
+from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.sources import TRAIN, make_source
-from estimator_trainer.estimator.graph import model_fn
 from estimator_trainer.strategy import make_strategy, num_replicas
 
 
@@ -55,6 +57,10 @@ class Job:
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
     self.source = make_source(config)
+    spec = self.source.spec
+    self.example_format = sources.example_format(config, spec)
+    models.check(config.model, spec.image_shape, spec.num_classes,
+                 config.model_kwargs, config.precision, config.sync_batch_norm)
     # Only training needs the train split's size (reading it is not free).
     self.max_steps = config.resolve_train_steps(
         self.source.num_examples(TRAIN),
@@ -64,9 +70,13 @@ class Job:
     if config.warm_start_from:
       warm_start = tf.estimator.WarmStartSettings(
           config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
-    params = dict(config.model_params(self.global_batch_size, self.max_steps),
-                  eval_images=eval_images)
-    checkpoints.check_compatible(config.model_dir, model_fn, params, training)
+    params = dict(config.model_params(self.global_batch_size, self.max_steps,
+                                      spec), eval_images=eval_images)
+    model_fn = make_model_fn(config.model, **(config.model_kwargs or {}))
+    checkpoints.check_compatible(config.model_dir, model_fn, params, training,
+                                 spec.image_shape, config.model)
+    if training and self.is_chief:
+      checkpoints.record_model(config.model_dir, config, spec)
     self.estimator = tf.estimator.Estimator(
         model_fn, config=self.run_config, warm_start_from=warm_start,
         params=params)
@@ -95,7 +105,8 @@ class Job:
     return hooks
 
   def hparams(self):
-    return summaries.run_hparams(self.config, self.num_replicas,
+    return summaries.run_hparams(self.config, self.source.spec,
+                                 self.num_replicas,
                                  self.global_batch_size, self.max_steps)
 
   def write_metrics(self, eval_result):
@@ -114,8 +125,9 @@ def eval_job(config):
     return Job(config, training=False)
 
 
-def exporters(config):
-  return export_lib.make_exporters(config.export, config.keep_checkpoint_max)
+def exporters(job):
+  return export_lib.make_exporters(job.config.export, job.example_format,
+                                   job.config.keep_checkpoint_max)
 
 
 def export(job, job_exporters, checkpoint, eval_result, is_final):

@@ -49,7 +49,7 @@ def _specs(job, config, hooks):
                                  hooks=[*hooks, *job.train_hooks()]),
           tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
                                 throttle_secs=config.throttle_secs,
-                                exporters=job_lib.exporters(config)))
+                                exporters=job_lib.exporters(job)))
 
 
 def _train_in_cluster(config):
@@ -71,7 +71,7 @@ def _train_in_cluster(config):
     job = job_lib.eval_job(config)
     checkpoint = tf.train.latest_checkpoint(config.model_dir)
     result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
-    job_lib.export(job, job_lib.exporters(config), checkpoint, result,
+    job_lib.export(job, job_lib.exporters(job), checkpoint, result,
                    is_final=True)
     return job.write_metrics(result)
   return None
@@ -108,4 +108,5 @@ def export(config):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
   checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.eval_job(config)
-  return export_lib.export_latest_checkpoint(job.estimator, config.model_dir)
+  return export_lib.export_latest_checkpoint(job.estimator, config.model_dir,
+                                             job.example_format)

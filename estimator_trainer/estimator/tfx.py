@@ -33,7 +33,8 @@ def trainer_fn(trainer_fn_args, schema=None):
                                            hooks=job.train_hooks()),
       'eval_spec': tf.estimator.EvalSpec(
           job.input_fn, steps=getattr(args, 'eval_steps', None),
-          exporters=job_lib.exporters(config), start_delay_secs=0,
+          exporters=job_lib.exporters(job), start_delay_secs=0,
           throttle_secs=config.throttle_secs),
-      'eval_input_receiver_fn': export_lib.eval_input_receiver_fn,
+      'eval_input_receiver_fn': export_lib.eval_input_receiver_fn(
+          job.example_format),
   }

@@ -11,7 +11,6 @@ from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import outputs
-from estimator_trainer.sources import CLASS_NAMES
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
 
@@ -25,7 +24,8 @@ class Evaluator:
   def __init__(self, job):
     self._job = job
     with job.strategy.scope():
-      self._metrics = EvalMetrics(CLASS_NAMES[job.config.dataset])
+      self._metrics = EvalMetrics(job.source.spec.class_names,
+                                  job.source.spec.image_shape)
       # Of batch means, as Estimator reports `loss`.
       self._loss = tf.keras.metrics.Mean(name='loss')
     self._dataset = job.distribute(EVAL)

@@ -6,15 +6,16 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import summaries
 from estimator_trainer.data import make_input_fn
 from estimator_trainer.sources import TRAIN, make_source
 from estimator_trainer.errors import TrainerError
-from estimator_trainer.model import create_model
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
@@ -53,14 +54,19 @@ class Job:
     self.global_batch_size = config.resolve_global_batch_size(
         self.num_replicas)
     self.source = make_source(config)
+    spec = self.source.spec
+    models.check(config.model, spec.image_shape, spec.num_classes,
+                 config.model_kwargs, config.precision, config.sync_batch_norm)
     self.max_steps = config.resolve_train_steps(
         self.source.num_examples(TRAIN),
         self.global_batch_size) if training else None
     self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
     with self.strategy.scope():
-      self.model = create_model(seed=config.seed,
-                                weight_decay=config.weight_decay,
-                                precision=config.precision)
+      self.model = models.build(
+          config.model, spec.image_shape, spec.num_classes,
+          config.model_kwargs, seed=config.seed, precision=config.precision,
+          sync_batch_norm=config.sync_batch_norm,
+          weight_decay=config.weight_decay)
       self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
                                       config.lr_decay, self.max_steps).keras()
                         if training else None)
@@ -102,7 +108,15 @@ class Job:
         lambda context: self.input_fn(mode, context), self.input_options())
 
   def restore(self):
-    """Restores the latest checkpoint of model_dir; returns its step."""
+    """Restores the latest checkpoint of model_dir; returns its step. A
+    training chief then notes the model in model_dir."""
+    step = self._restore()
+    if self.optimizer is not None and self.is_chief:
+      checkpoints.record_model(self.config.model_dir, self.config,
+                               self.source.spec)
+    return step
+
+  def _restore(self):
     path = tf.train.latest_checkpoint(self.config.model_dir)
     if not path:
       return 0
@@ -114,9 +128,11 @@ class Job:
         status.expect_partial()  # Evaluation needs no optimizer slots.
     except (AssertionError, ValueError, tf.errors.OpError) as e:
       message = (str(e).strip().splitlines() or [''])[0]
+      other = checkpoints.other_model(self.config.model_dir,
+                                      self.config.model)
       raise TrainerError(
-          f'{self.config.model_dir} holds a checkpoint of a different model '
-          f'or engine: {message}') from None
+          f'{self.config.model_dir} holds a checkpoint of {other} (or of '
+          f'another engine): {message}') from None
     return layout.checkpoint_step(path)
 
   def save(self, step):
@@ -131,7 +147,8 @@ class Job:
       self.watchdog.kick()
 
   def hparams(self):
-    return summaries.run_hparams(self.config, self.num_replicas,
+    return summaries.run_hparams(self.config, self.source.spec,
+                                 self.num_replicas,
                                  self.global_batch_size, self.max_steps)
 
   def finish(self):

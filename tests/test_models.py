@@ -1,13 +1,14 @@
-"""The CNN: float32 logits and variables whatever the compute precision."""
+"""Model builders: the CNN and ResNet-20, the user's, and their checks."""
 
 import tensorflow as tf
 
-from estimator_trainer.model import create_model
+from estimator_trainer import models
 
 
 def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables():
-  float32 = create_model(seed=1)
-  mixed = create_model(seed=1, precision='mixed_bfloat16')
+  float32 = models.build('cnn', (28, 28, 1), 10, seed=1)
+  mixed = models.build('cnn', (28, 28, 1), 10, seed=1,
+                       precision='mixed_bfloat16')
   assert [w.name for w in mixed.weights] == [w.name for w in float32.weights]
   assert {w.dtype for w in mixed.weights} == {tf.float32}
   assert mixed.get_layer('conv1').compute_dtype == 'bfloat16'

@@ -1,0 +1,214 @@
+"""Model builders: the seeds' CNN, the CIFAR ResNet-20, or the user's.
+
+A builder is called as `builder(input_shape, num_classes, **model_kwargs)`
+and returns an uncompiled `tf.keras.Model` mapping a float32 image batch in
+[0, 1] to float32 logits `[batch, num_classes]`. `--model` names one:
+`cnn`, `resnet20` or `MODULE:FUNCTION` (imported by path). The package also
+passes `seed` and `sync_batch_norm` to a builder whose signature names them.
+"""
+
+import contextlib
+import importlib
+import inspect
+
+import tensorflow as tf
+
+from estimator_trainer.errors import UsageError
+
+BN_MOMENTUM = 0.9  # Keras's 0.99 leaves short runs' moving statistics stale.
+BN_EPSILON = 1e-5
+
+
+def _initializer(kind, seed, index):
+  """Each layer's initializer gets its own seed: `RunConfig(tf_random_seed)`
+  does not fix Keras 2.15 initial weights, and explicit seeds keep replicas
+  and reruns identical without touching global random state."""
+  return kind(seed=None if seed is None else seed + index)
+
+
+def cnn(input_shape=(28, 28, 1), num_classes=10, seed=None):
+  """Conv(32)-Pool-Conv(64)-Pool-Dense(64)-Dense(classes): the seeds' CNN.
+
+  Layers are named (conv1, conv2, hidden, logits) so that checkpoint variable
+  names are stable, e.g. for warm-starting all but `logits/`.
+  """
+  def init(index):
+    return _initializer(tf.keras.initializers.GlorotUniform, seed, index)
+
+  return tf.keras.Sequential([
+      tf.keras.layers.Input(input_shape, name='image'),
+      tf.keras.layers.Conv2D(32, 3, activation='relu', kernel_initializer=init(0),
+                             name='conv1'),
+      tf.keras.layers.MaxPooling2D(),
+      tf.keras.layers.Conv2D(64, 3, activation='relu', kernel_initializer=init(1),
+                             name='conv2'),
+      tf.keras.layers.MaxPooling2D(),
+      tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(64, activation='relu', kernel_initializer=init(2),
+                            name='hidden'),
+      # float32 logits: the loss and softmax need its range.
+      tf.keras.layers.Dense(num_classes, kernel_initializer=init(3),
+                            name='logits', dtype='float32'),
+  ], name='cnn')
+
+
+def resnet20(input_shape=(32, 32, 3), num_classes=10, seed=None,
+             sync_batch_norm=False):
+  """The CIFAR ResNet-20 of He et al. (2016), section 4.2.
+
+  A 3x3 convolution of 16 filters, three stages of three basic blocks (two
+  3x3 convolutions each; 16, 32, 64 filters; stride 2 at the start of stages
+  2 and 3), batch norm after every convolution, global average pooling and a
+  dense logits layer. Shortcuts that change shape are the paper's option A:
+  subsampled identity, zero-padded to the new width (no parameters).
+  With 10 classes at 32x32x3: 269,722 trainable parameters (and 1,376 moving
+  statistics) and 40,551,040 multiply-adds forward: the first convolution
+  32*32*16 outputs x 3*3*3 = 442,368; each of the 18 block convolutions
+  2,359,296 (32*32*16 x 3*3*16 in stage 1, 16*16*32 x 3*3*32 and 8*8*64 x
+  3*3*64 after), except the first of stages 2 and 3, 1,179,648 each (half the
+  input channels); the logits 64 x 10 = 640 (`benchmark.measure.forward_macs`
+  counts the same).
+
+  `sync_batch_norm`: batch statistics over every replica's examples (Keras's
+  `BatchNormalization(synchronized=True)`), so that the replica count does
+  not change what a step computes.
+  """
+  count = iter(range(1000))
+
+  def conv(x, filters, strides=1):
+    index = next(count)
+    return tf.keras.layers.Conv2D(
+        filters, 3, strides, padding='same', use_bias=False,
+        kernel_initializer=_initializer(tf.keras.initializers.HeNormal, seed,
+                                        index),
+        name=f'conv{index}')(x)
+
+  def batch_norm(x, index):
+    return tf.keras.layers.BatchNormalization(
+        momentum=BN_MOMENTUM, epsilon=BN_EPSILON,
+        synchronized=sync_batch_norm, name=f'bn{index}')(x)
+
+  images = tf.keras.layers.Input(input_shape, name='image')
+  x = tf.keras.layers.ReLU()(batch_norm(conv(images, 16), 0))
+  for stage, filters in enumerate((16, 32, 64)):
+    for block in range(3):
+      strides = 2 if stage and not block else 1
+      y = conv(x, filters, strides)
+      y = tf.keras.layers.ReLU()(batch_norm(y, stage * 6 + block * 2 + 1))
+      y = batch_norm(conv(y, filters), stage * 6 + block * 2 + 2)
+      shortcut = x
+      if strides != 1:
+        shortcut = tf.keras.layers.Lambda(
+            lambda t, width=filters: tf.pad(
+                t[:, ::2, ::2, :],
+                [[0, 0], [0, 0], [0, 0], [0, width - t.shape[-1]]]))(x)
+      x = tf.keras.layers.ReLU()(tf.keras.layers.Add()([y, shortcut]))
+  x = tf.keras.layers.GlobalAveragePooling2D()(x)
+  logits = tf.keras.layers.Dense(
+      num_classes, dtype='float32', name='logits',
+      kernel_initializer=_initializer(tf.keras.initializers.GlorotUniform,
+                                      seed, next(count)))(x)
+  return tf.keras.Model(images, logits, name='resnet20')
+
+
+BUILTINS = {'cnn': cnn, 'resnet20': resnet20}
+
+
+def resolve(name):
+  """The builder `name` names: a built-in, or MODULE:FUNCTION imported."""
+  if name in BUILTINS:
+    return BUILTINS[name]
+  if ':' not in name:
+    raise UsageError(f'--model must be one of {", ".join(BUILTINS)} or '
+                     f'MODULE:FUNCTION; got {name!r}')
+  module_name, function_name = name.split(':', 1)
+  try:
+    module = importlib.import_module(module_name)
+  except Exception as e:  # pylint: disable=broad-except
+    raise UsageError(f'--model {name}: cannot import {module_name} '
+                     f'({type(e).__name__}: {_first_line(e)})') from None
+  if not hasattr(module, function_name):
+    raise UsageError(f'--model {name}: {module_name} has no '
+                     f'{function_name}')
+  builder = getattr(module, function_name)
+  if not callable(builder):
+    raise UsageError(f'--model {name}: {function_name} is not callable')
+  return builder
+
+
+def _first_line(error):
+  return (str(error).strip().splitlines() or [''])[0]
+
+
+@contextlib.contextmanager
+def _precision(precision):
+  """Keras's global dtype policy while a builder runs: layers take theirs
+  when they are made."""
+  saved = tf.keras.mixed_precision.global_policy()
+  tf.keras.mixed_precision.set_global_policy(precision)
+  try:
+    yield
+  finally:
+    tf.keras.mixed_precision.set_global_policy(saved)
+
+
+def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
+          precision='float32', sync_batch_norm=False, weight_decay=0.0):
+  """The model of `builder` (a callable or a --model name), made under
+  `precision` ('mixed_bfloat16': bfloat16 compute, float32 variables), with
+  `weight_decay` x the sum of its kernels' squares (Keras's L2, not on
+  biases or batch-norm scales) in `model.losses`."""
+  name = builder if isinstance(builder, str) else getattr(
+      builder, '__name__', repr(builder))
+  if isinstance(builder, str):
+    builder = resolve(builder)
+  kwargs = dict(model_kwargs or {})
+  accepted = inspect.signature(builder).parameters
+  if 'seed' in accepted:
+    kwargs.setdefault('seed', seed)
+  if sync_batch_norm:
+    if 'sync_batch_norm' not in accepted:
+      raise UsageError(f'--sync_batch_norm: the builder of --model {name} '
+                       'takes no sync_batch_norm argument')
+    kwargs['sync_batch_norm'] = True
+  try:
+    with _precision(precision):
+      model = builder(tuple(input_shape), num_classes, **kwargs)
+  except UsageError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UsageError(f'--model {name} raised {type(e).__name__}: '
+                     f'{_first_line(e)}') from None
+  if not isinstance(model, tf.keras.Model):
+    raise UsageError(f'--model {name} returned a {type(model).__name__}, '
+                     'not a tf.keras.Model')
+  if weight_decay:
+    for variable in model.trainable_variables:
+      if 'kernel' in variable.name:
+        model.add_loss(lambda v=variable: weight_decay * tf.reduce_sum(
+            tf.square(v)))
+  return model
+
+
+def check(name, input_shape, num_classes, model_kwargs=None,
+          precision='float32', sync_batch_norm=False):
+  """Builds the model in a scratch graph (no variables or layer names left
+  behind) and checks its logits for a batch of 2: a bad builder fails here,
+  before anything is written."""
+  with tf.Graph().as_default():
+    model = build(name, input_shape, num_classes, model_kwargs,
+                  precision=precision, sync_batch_norm=sync_batch_norm)
+    try:
+      logits = model(tf.zeros([2, *input_shape]), training=False)
+    except Exception as e:  # pylint: disable=broad-except
+      raise UsageError(f'--model {name}: the model fails on images of shape '
+                       f'{list(input_shape)} ({type(e).__name__}: '
+                       f'{_first_line(e)})') from None
+  if not isinstance(logits, tf.Tensor) or logits.shape != (2, num_classes):
+    shape = getattr(logits, 'shape', type(logits).__name__)
+    raise UsageError(f'--model {name}: logits must be [batch, {num_classes}]'
+                     f', got {shape}')
+  if logits.dtype != tf.float32:
+    raise UsageError(f'--model {name}: logits must be float32, got '
+                     f'{logits.dtype.name} (under mixed_bfloat16 give the '
+                     "last layer dtype='float32')")

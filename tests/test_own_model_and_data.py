@@ -1,0 +1,280 @@
+"""The user's model and data: ResNet-20 and TFDS datasets of other shapes
+(TFDS's mock data), a builder from a module, PNG TFRecords in TF-Slim's
+schema, batch norm's moving statistics, synchronized batch norm."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from estimator_trainer import engines
+from estimator_trainer import estimator
+from estimator_trainer import make_input_fn
+from estimator_trainer import models
+from estimator_trainer import sources
+from estimator_trainer.config import TrainConfig
+import builders
+import scripts_dir
+
+TESTS = pathlib.Path(__file__).resolve().parent
+write_tfrecords = scripts_dir.load('write_tfrecords')
+
+
+def _metrics(model_dir):
+  return json.loads((pathlib.Path(model_dir) / 'metrics.json').read_text())
+
+
+def _checkpoint_shapes(model_dir):
+  return dict(tf.train.list_variables(tf.train.latest_checkpoint(
+      str(model_dir))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', list(engines.ENGINES))
+def test_resnet20_on_cifar10_through_every_engine(tmp_path, engine):
+  """32x32x3 images, 10 classes, batch norm: TFDS's mock cifar10."""
+  with tfds.testing.mock_data(num_examples=48):
+    config = TrainConfig(model_dir=str(tmp_path), engine=engine,
+                         dataset='cifar10', data_source='tfds',
+                         model='resnet20', augment='crop_flip',
+                         batch_size_per_replica=8, train_steps=6,
+                         save_checkpoints_steps=6, throttle_secs=0)
+    engines.ENGINES[engine].run(config)
+  metrics = _metrics(tmp_path)
+  assert metrics['num_examples'] == 48 and metrics['global_step'] == 6
+  assert 0 <= metrics['accuracy'] <= 1
+  assert np.isfinite(metrics['loss'])
+  if engine == 'estimator':
+    shapes = _checkpoint_shapes(tmp_path)
+    assert shapes['conv0/kernel'] == [3, 3, 3, 16]
+    assert shapes['logits/kernel'] == [64, 10]
+
+
+def test_a_100_class_dataset(tmp_path):
+  """cifar100's 100 classes reach the logits, metrics and eval images."""
+  with tfds.testing.mock_data(num_examples=40):
+    config = TrainConfig(model_dir=str(tmp_path), dataset='cifar100',
+                         data_source='tfds', batch_size_per_replica=8,
+                         train_steps=3, throttle_secs=0, export='none')
+    estimator.train_and_evaluate(config)
+  assert _checkpoint_shapes(tmp_path)['logits/kernel'] == [64, 100]
+  assert _metrics(tmp_path)['num_examples'] == 40
+
+
+def _cli(*flags, env=None):
+  return subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *flags],
+      env={**os.environ, 'PYTHONPATH': str(TESTS), **(env or {})},
+      capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
+                f'--idx_dir={mnist_small_dir}', '--model=builders:mlp',
+                '--model_kwargs={"hidden": 16}', '--train_steps=150',
+                '--export=final')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert _checkpoint_shapes(model_dir)['hidden/kernel'] == [784, 16]
+  assert _metrics(model_dir)['accuracy'] > 0.5  # Chance: 0.1.
+  assert list((model_dir / 'export' / 'final').iterdir())
+  # The default model on that model_dir fails up front, naming both.
+  result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
+                f'--idx_dir={mnist_small_dir}', '--mode=evaluate')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f'error: {model_dir} holds a checkpoint of model builders:mlp, not '
+      'cnn: ')
+
+
+def test_make_model_fn_in_a_pipeline_of_its_own(tmp_path, mnist_small_dir):
+  """A pipeline that builds its own Estimator from make_model_fn."""
+  config = TrainConfig(model_dir=str(tmp_path), dataset='mnist',
+                       idx_dir=str(mnist_small_dir), train_steps=150)
+  source = sources.make_source(config)
+  own = tf.estimator.Estimator(
+      estimator.make_model_fn(builders.mlp, hidden=16),
+      model_dir=str(tmp_path),
+      params=config.model_params(64, 150, source.spec))
+  input_fn = make_input_fn(config, 64, source)
+  own.train(input_fn, max_steps=150)
+  result = own.evaluate(input_fn)
+  assert result['num_examples'] == 10000 and result['accuracy'] > 0.5
+  assert {'confusion_matrix', 'misclassified'} <= set(result)
+
+
+class _Colors:
+  """16x16 RGB images whose class is their color: 4 classes."""
+
+  spec = sources.DatasetSpec('colors', (16, 16, 3), 4,
+                             ('red', 'green', 'blue', 'gray'))
+  COLORS = np.array([[200, 30, 30], [30, 200, 30], [30, 30, 200],
+                     [120, 120, 120]])
+
+  def __init__(self, num_examples):
+    self._num_examples = num_examples
+
+  def dataset(self, split):
+    rng = np.random.default_rng(0 if split == sources.TRAIN else 1)
+    labels = rng.integers(0, 4, self._num_examples)
+    noise = rng.integers(-20, 20, (self._num_examples, 16, 16, 3))
+    images = np.clip(self.COLORS[labels][:, None, None, :] + noise, 0,
+                     255).astype(np.uint8)
+    return tf.data.Dataset.from_tensor_slices((images, labels))
+
+
+SLIM_KEYS = ['--image_key=image/encoded', '--label_key=image/class/label']
+
+
+@pytest.fixture(scope='module')
+def png_tfrecords(tmp_path_factory):
+  """PNG-encoded RGB images under TF-Slim's keys, 4 classes, a spec file."""
+  directory = tmp_path_factory.mktemp('png_tfrecords')
+  example_format = sources.ExampleFormat(
+      (16, 16, 3), 4, 'image/encoded', 'image/class/label')
+  write_tfrecords.write(_Colors(256), str(directory), 2, example_format,
+                        encoding='png')
+  return directory
+
+
+def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
+  model_dir = tmp_path / 'model'
+  result = _cli(f'--model_dir={model_dir}',
+                f'--train_files={png_tfrecords}/train-*',
+                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                '--train_steps=60', '--batch_size_per_replica=16',
+                '--learning_rate=0.003')
+  assert result.returncode == 0, result.stderr[-3000:]
+  metrics = _metrics(model_dir)
+  assert metrics['num_examples'] == 256
+  assert metrics['accuracy'] > 0.9  # Chance: 0.25; colors are easy.
+  assert _checkpoint_shapes(model_dir)['logits/kernel'] == [64, 4]
+
+
+def test_a_label_out_of_range_is_a_data_error_naming_the_file(
+    tmp_path, png_tfrecords):
+  model_dir = tmp_path / 'model'
+  result = _cli(f'--model_dir={model_dir}',
+                f'--train_files={png_tfrecords}/train-*',
+                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                '--num_classes=3', '--train_steps=5')
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith('error: ') and 'label outside [0, 3)' in last, last
+  assert 'train-0000' in last
+
+
+def test_an_image_of_another_shape_is_a_data_error_naming_the_file(
+    tmp_path, png_tfrecords):
+  result = _cli(f'--model_dir={tmp_path / "model"}',
+                f'--train_files={png_tfrecords}/train-*',
+                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                '--image_shape=12,12,3', '--model=builders:mlp',
+                '--train_steps=5')
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert 'image/encoded: image not of shape [12, 12, 3] in' in last, last
+  assert 'train-0000' in last
+
+
+def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
+  return TrainConfig(model_dir=str(model_dir), dataset='mnist',
+                     idx_dir=str(mnist_small_dir), model='resnet20',
+                     **overrides)
+
+
+def test_batch_norm_moving_statistics_train_and_serve(tmp_path,
+                                                      mnist_small_dir):
+  """Under Estimator the Keras layers' updates must be in the train op; the
+  moving statistics are what evaluation and the SavedModel use."""
+  config = _resnet_mnist(tmp_path, mnist_small_dir, train_steps=20,
+                         batch_size_per_replica=32, export='final')
+  estimator.train_and_evaluate(config)
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+  moving_mean = reader.get_tensor('bn0/moving_mean')
+  moving_variance = reader.get_tensor('bn0/moving_variance')
+  assert np.abs(moving_mean).max() > 1e-3  # Initialized to 0.
+  assert np.abs(moving_variance - 1).max() > 1e-3  # Initialized to 1.
+  # The same weights in a Keras model, in inference mode (moving
+  # statistics), give what the SavedModel serves.
+  model = models.build('resnet20', (28, 28, 1), 10)
+  for variable in model.weights:
+    variable.assign(reader.get_tensor(variable.name.split(':')[0]))
+  images = next(iter(sources.IdxSource('mnist', str(mnist_small_dir)).dataset(
+      sources.TEST).batch(64)))[0]
+  images = tf.cast(images, tf.float32) / 255.0
+  export_dir = next((tmp_path / 'export' / 'final').iterdir())
+  served = tf.saved_model.load(str(export_dir)).signatures['serving_default'](
+      image=images)['logits']
+  np.testing.assert_allclose(served, model(images, training=False), atol=1e-4)
+  assert np.abs(served - model(images, training=True)).max() > 1e-2
+
+
+def _bn_weights(checkpoint):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.endswith(('kernel', 'bias', 'gamma', 'beta'))}
+
+
+def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm):
+  """The largest relative difference of a variable's change over one SGD
+  step between 1 and 2 replicas (same global batch)."""
+  changes = {}
+  for name, replicas in [('default', 0), ('mirrored', 2)]:
+    model_dir = tmp_path / f'{name}_{sync_batch_norm}'
+    estimator.train(_resnet_mnist(
+        model_dir, mnist_small_dir, strategy=name, cpu_replicas=replicas,
+        global_batch_size=32, optimizer='sgd', learning_rate=0.05,
+        lr_decay='none', shuffle_buffer=0, train_steps=1,
+        sync_batch_norm=sync_batch_norm))
+    initial = _bn_weights(str(model_dir / 'model.ckpt-0'))
+    final = _bn_weights(str(model_dir / 'model.ckpt-1'))
+    changes[name] = {k: final[k] - initial[k] for k in final}
+  return max(float(np.linalg.norm(changes['mirrored'][k] - change) /
+                   np.linalg.norm(change))
+             for k, change in changes['default'].items())
+
+
+@pytest.mark.slow
+def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
+                                                      mnist_small_dir):
+  """Per-replica statistics make the replicas' step differ by design;
+  synchronized ones make it the 1-replica step, up to float32 rounding
+  (amplified through 19 batch-norm layers: see the README)."""
+  synced = invariance_score(tmp_path, mnist_small_dir, True)
+  per_replica = invariance_score(tmp_path, mnist_small_dir, False)
+  print(f'resnet20 invariance score (1 step, 1 vs 2 replicas): {synced:.1e} '
+        f'with sync batch norm, {per_replica:.1e} without')
+  assert synced < 0.05
+  assert per_replica > 10 * synced
+
+
+def _sync_bn_step(precision, mode):
+  result = subprocess.run(
+      [sys.executable, str(TESTS / 'sync_bn_step.py'), precision, mode],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return float(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_sync_batch_norm_gradients_are_the_1_replica_gradients():
+  """In float64 the 2-replica step with synchronized statistics is the
+  1-replica step (up to the float32 logits layer): the wiring is exact; in
+  float32 what remains is rounding, amplified through the layers."""
+  synced64 = _sync_bn_step('float64', 'sync')
+  per_replica64 = _sync_bn_step('float64', 'per_replica')
+  synced32 = _sync_bn_step('float32', 'sync')
+  print(f'resnet20 gradient, 1 vs 2 replicas: {synced64:.1e} synchronized '
+        f'(float64), {per_replica64:.1e} per replica (float64), '
+        f'{synced32:.1e} synchronized (float32)')
+  assert synced64 < 1e-5
+  assert per_replica64 > 0.1
+  assert synced32 < 0.01
