@@ -117,3 +117,13 @@ def make_input_fn(config, global_batch_size, source=None):
     return ds.prefetch(tf.data.AUTOTUNE).with_options(_PIPELINE_OPTIONS)
 
   return input_fn
+
+
+def prepare(config, global_batch_size, training):
+  """What every engine's job reads: (source, training steps, input_fn). Only
+  training needs the train split's size (reading it is not free): None
+  otherwise."""
+  source = make_source(config)
+  max_steps = config.resolve_train_steps(
+      source.num_examples(TRAIN), global_batch_size) if training else None
+  return source, max_steps, make_input_fn(config, global_batch_size, source)

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import data
 from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
@@ -17,9 +18,7 @@ from estimator_trainer import outputs
 from estimator_trainer import progress
 from estimator_trainer import sources
 from estimator_trainer import summaries
-from estimator_trainer.data import make_input_fn
 from estimator_trainer.estimator.graph import make_model_fn
-from estimator_trainer.sources import TRAIN, make_source
 from estimator_trainer.strategy import make_strategy, num_replicas
 
 
@@ -56,16 +55,12 @@ class Job:
     self.run_config = make_run_config(config)
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
-    self.source = make_source(config)
+    self.source, self.max_steps, self.input_fn = data.prepare(
+        config, self.global_batch_size, training)
     spec = self.source.spec
-    self.example_format = sources.example_format(config, spec)
     models.check(config.model, spec.image_shape, spec.num_classes,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
-    # Only training needs the train split's size (reading it is not free).
-    self.max_steps = config.resolve_train_steps(
-        self.source.num_examples(TRAIN),
-        self.global_batch_size) if training else None
-    self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
+    self.example_format = sources.example_format(config, spec)
     warm_start = None
     if config.warm_start_from:
       warm_start = tf.estimator.WarmStartSettings(

@@ -7,14 +7,13 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import summaries
-from estimator_trainer.data import make_input_fn
-from estimator_trainer.sources import TRAIN, make_source
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
@@ -53,14 +52,11 @@ class Job:
     self.num_replicas = self.strategy.num_replicas_in_sync
     self.global_batch_size = config.resolve_global_batch_size(
         self.num_replicas)
-    self.source = make_source(config)
+    self.source, self.max_steps, self.input_fn = data.prepare(
+        config, self.global_batch_size, training)
     spec = self.source.spec
     models.check(config.model, spec.image_shape, spec.num_classes,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
-    self.max_steps = config.resolve_train_steps(
-        self.source.num_examples(TRAIN),
-        self.global_batch_size) if training else None
-    self.input_fn = make_input_fn(config, self.global_batch_size, self.source)
     with self.strategy.scope():
       self.model = models.build(
           config.model, spec.image_shape, spec.num_classes,
