@@ -4,7 +4,7 @@ distributed, and move to TF2 engines on the same input, model and loss.
 The stable API legacy pipelines import:
 
     from estimator_trainer import (TrainConfig, make_input_fn, model_fn,
-                                   make_model_fn, make_run_config,
+                                   make_model_fn, make_run_config, model_params,
                                    train_and_evaluate, trainer_fn)
 
 Imported lazily, so that `python -m estimator_trainer.run` can set up
@@ -21,6 +21,7 @@ _API = {
     'model_fn': 'estimator_trainer.estimator',
     'make_model_fn': 'estimator_trainer.estimator',
     'make_run_config': 'estimator_trainer.estimator',
+    'model_params': 'estimator_trainer.estimator',
     'train_and_evaluate': 'estimator_trainer.estimator',
     'trainer_fn': 'estimator_trainer.estimator',
 }

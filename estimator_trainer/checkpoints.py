@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer.errors import TrainerError
 
@@ -28,8 +29,9 @@ def record_model(model_dir, config, spec):
   training starts there."""
   if not tf.io.gfile.exists(layout.model_file(model_dir)):
     outputs.write_atomic(layout.model_file(model_dir), json.dumps(
-        {'model': config.model, 'model_kwargs': config.model_kwargs,
-         'dataset': spec.name}, indent=1))
+        {'model': models.name_of(config.model),
+         'model_kwargs': config.model_kwargs, 'dataset': spec.name},
+        indent=1))
 
 
 def other_model(model_dir, model):
@@ -40,6 +42,7 @@ def other_model(model_dir, model):
       recorded = json.load(f).get('model')
   except (tf.errors.OpError, ValueError, AttributeError):
     recorded = None
+  model = models.name_of(model)
   if recorded and recorded != model:
     return f'model {recorded}, not {model}'
   return 'a different model'

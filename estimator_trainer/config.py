@@ -9,7 +9,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import engines
@@ -91,7 +91,8 @@ class TrainConfig:
   augment: str = _option(
       'none', 'crop_flip: pad 4, random crop back and random horizontal flip '
       '(training only, the CIFAR standard).', choices=('none', 'crop_flip'))
-  model: str = _option(
+  # In the Python API also the builder itself (a callable).
+  model: Union[str, Callable[..., Any]] = _option(
       'cnn', 'cnn (the seeds\' CNN), resnet20 (the CIFAR ResNet-20) or '
       'MODULE:FUNCTION, your builder: FUNCTION(input_shape, num_classes, '
       '**model_kwargs) returning an uncompiled tf.keras.Model from float32 '
@@ -223,6 +224,9 @@ class TrainConfig:
       _check_field(field, value)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
+    if not isinstance(self.model, str) and not callable(self.model):
+      raise UsageError('--model must be a name, MODULE:FUNCTION or a '
+                       f'builder function, got {self.model!r}')
     if bool(self.train_files) != bool(self.eval_files):
       raise UsageError('give both --train_files and --eval_files')
     if self.data_source == 'idx' and not self.idx_dir:
@@ -290,61 +294,6 @@ class TrainConfig:
   @property
   def resolved_predictions_file(self) -> str:
     return self.predictions_file or layout.predictions_file(self.model_dir)
-
-  def model_params(self, global_batch_size: int, train_steps: Optional[int],
-                   spec=None) -> dict:
-    """The `params` dict `model_fn` reads (ModelParams' fields); the classes
-    of `spec` (a sources.DatasetSpec), else of the default dataset."""
-    return dataclasses.asdict(ModelParams(
-        global_batch_size=global_batch_size, optimizer=self.optimizer,
-        learning_rate=self.learning_rate, lr_decay=self.lr_decay,
-        decay_steps=train_steps, weight_decay=self.weight_decay,
-        precision=self.precision, seed=self.seed,
-        sync_batch_norm=self.sync_batch_norm,
-        class_names=(tuple(spec.class_names) if spec else
-                     _DEFAULT_CLASS_NAMES)))
-
-
-# The default dataset's (Fashion-MNIST's) classes.
-_DEFAULT_CLASS_NAMES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
-                        'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot')
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelParams:
-  """model_fn's `params`, typed; the defaults are TrainConfig's.
-
-  `global_batch_size` divides the summed loss (every replica's step then
-  means the same); `decay_steps` is the run's length, which training with
-  `lr_decay='cosine'` needs; `class_names` (one per class: the logits'
-  width) default to the default dataset's; `eval_images=False` leaves the
-  eval images out (graphs exported for another process).
-  """
-
-  global_batch_size: int
-  optimizer: str = TrainConfig.optimizer
-  learning_rate: float = TrainConfig.learning_rate
-  lr_decay: str = TrainConfig.lr_decay
-  decay_steps: Optional[int] = None
-  weight_decay: float = TrainConfig.weight_decay
-  precision: str = TrainConfig.precision
-  seed: Optional[int] = TrainConfig.seed
-  sync_batch_norm: bool = TrainConfig.sync_batch_norm
-  class_names: Tuple[str, ...] = _DEFAULT_CLASS_NAMES
-  eval_images: bool = True
-
-  @classmethod
-  def from_dict(cls, params):
-    """ModelParams of a `params` dict; unknown keys are an error, not
-    silently ignored."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    unknown = sorted(set(params) - names)
-    if unknown:
-      raise ValueError(f'model_fn params: unknown {", ".join(unknown)} '
-                       f'(known: {", ".join(sorted(names))})')
-    if 'global_batch_size' not in params:
-      raise ValueError('model_fn params: global_batch_size is required')
-    return cls(**params)
 
 
 def _check_field(field, value):

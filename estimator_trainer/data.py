@@ -9,9 +9,15 @@ import tensorflow as tf
 from estimator_trainer.sources import TEST, TRAIN, make_source
 
 
+def model_images(images):
+  """uint8 images as every model takes them, in training and in serving:
+  float32 in [0, 1]."""
+  return tf.cast(images, tf.float32) / 255.0
+
+
 def _features(images, labels, weights=None):
-  """Batch preprocessing shared by every mode: uint8 -> float32 in [0, 1]."""
-  features = {'image': tf.cast(images, tf.float32) / 255.0}
+  """Batch preprocessing shared by every mode."""
+  features = {'image': model_images(images)}
   if weights is not None:
     features['weight'] = weights
   return features, labels

@@ -24,6 +24,15 @@ class DataError(TrainerError):
   """A data source is missing, unreachable or malformed."""
 
 
+def first_line(error):
+  """The line of an error that says what went wrong: its first, or the
+  failed assertion of a data check (TensorFlow's own first line is then
+  "Graph execution error:")."""
+  lines = [line.strip() for line in str(error).strip().splitlines()] or ['']
+  return next((line for line in lines if 'assertion failed:' in line),
+              lines[0])
+
+
 def fail(code, message):
   """Ends a command line program: `error: <message>` on stderr, exit `code`."""
   print(f'error: {message}', file=sys.stderr)

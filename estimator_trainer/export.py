@@ -4,15 +4,12 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import layout
-
-# The signature that takes serialized tf.Example protos, beside
-# `serving_default`; Estimator names it `<receiver>:<output>`.
-EXAMPLES_SIGNATURE = 'examples:serving_default'
+from estimator_trainer.data import model_images
 
 
 def serving_input_receiver_fn(example_format):
   """A receiver fn with two ways in: a float32 image batch, or serialized
-  tf.Example protos of `example_format` (sources.ExampleFormat).
+  tf.Example protos of `example_format` (examples.ExampleFormat).
 
   The image input defaults to the parsed examples, so a signature that feeds
   only `examples` computes from them, and one that feeds `image` overrides
@@ -22,17 +19,13 @@ def serving_input_receiver_fn(example_format):
     examples = tf.compat.v1.placeholder_with_default(
         tf.constant([], tf.string), [None], name='examples')
     images = tf.compat.v1.placeholder_with_default(
-        _images(example_format, examples),
+        model_images(example_format.decode_images(examples)),
         [None, *example_format.image_shape], name='image')
     return tf.estimator.export.ServingInputReceiver(
         features={'image': images},
         receiver_tensors={'image': images},
         receiver_tensors_alternatives={'examples': {'examples': examples}})
   return receiver_fn
-
-
-def _images(example_format, examples):
-  return tf.cast(example_format.decode_images(examples), tf.float32) / 255.0
 
 
 def eval_input_receiver_fn(example_format):
@@ -43,7 +36,7 @@ def eval_input_receiver_fn(example_format):
     examples = tf.compat.v1.placeholder(tf.string, [None],
                                         name='input_example_tensor')
     return tfma.export.EvalInputReceiver(
-        features={'image': _images(example_format, examples)},
+        features={'image': model_images(example_format.decode_images(examples))},
         labels=example_format.decode_labels(examples),
         receiver_tensors={'examples': examples})
   return receiver_fn

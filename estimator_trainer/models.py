@@ -13,7 +13,7 @@ import inspect
 
 import tensorflow as tf
 
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import UsageError, first_line
 
 BN_MOMENTUM = 0.9  # Keras's 0.99 leaves short runs' moving statistics stale.
 BN_EPSILON = 1e-5
@@ -111,7 +111,24 @@ def resnet20(input_shape=(32, 32, 3), num_classes=10, seed=None,
   return tf.keras.Model(images, logits, name='resnet20')
 
 
+def predictions(logits):
+  """What a classifier's logits give in every engine's predictions and
+  SavedModels: `classes` (int64), `probabilities` and the `logits`."""
+  return {'classes': tf.argmax(logits, axis=1),
+          'probabilities': tf.nn.softmax(logits),
+          'logits': logits}
+
+
 BUILTINS = {'cnn': cnn, 'resnet20': resnet20}
+
+
+def name_of(builder):
+  """How model.json, HParams and errors name `builder`: its --model name,
+  or MODULE:FUNCTION of a callable."""
+  if isinstance(builder, str):
+    return builder
+  return (f'{getattr(builder, "__module__", "?")}:'
+          f'{getattr(builder, "__qualname__", repr(builder))}')
 
 
 def resolve(name):
@@ -126,7 +143,7 @@ def resolve(name):
     module = importlib.import_module(module_name)
   except Exception as e:  # pylint: disable=broad-except
     raise UsageError(f'--model {name}: cannot import {module_name} '
-                     f'({type(e).__name__}: {_first_line(e)})') from None
+                     f'({type(e).__name__}: {first_line(e)})') from None
   if not hasattr(module, function_name):
     raise UsageError(f'--model {name}: {module_name} has no '
                      f'{function_name}')
@@ -134,10 +151,6 @@ def resolve(name):
   if not callable(builder):
     raise UsageError(f'--model {name}: {function_name} is not callable')
   return builder
-
-
-def _first_line(error):
-  return (str(error).strip().splitlines() or [''])[0]
 
 
 @contextlib.contextmanager
@@ -158,8 +171,7 @@ def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
   `precision` ('mixed_bfloat16': bfloat16 compute, float32 variables), with
   `weight_decay` x the sum of its kernels' squares (Keras's L2, not on
   biases or batch-norm scales) in `model.losses`."""
-  name = builder if isinstance(builder, str) else getattr(
-      builder, '__name__', repr(builder))
+  name = name_of(builder)
   if isinstance(builder, str):
     builder = resolve(builder)
   kwargs = dict(model_kwargs or {})
@@ -178,7 +190,7 @@ def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
     raise
   except Exception as e:  # pylint: disable=broad-except
     raise UsageError(f'--model {name} raised {type(e).__name__}: '
-                     f'{_first_line(e)}') from None
+                     f'{first_line(e)}') from None
   if not isinstance(model, tf.keras.Model):
     raise UsageError(f'--model {name} returned a {type(model).__name__}, '
                      'not a tf.keras.Model')
@@ -190,20 +202,21 @@ def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
   return model
 
 
-def check(name, input_shape, num_classes, model_kwargs=None,
+def check(builder, input_shape, num_classes, model_kwargs=None,
           precision='float32', sync_batch_norm=False):
   """Builds the model in a scratch graph (no variables or layer names left
   behind) and checks its logits for a batch of 2: a bad builder fails here,
   before anything is written."""
+  name = name_of(builder)
   with tf.Graph().as_default():
-    model = build(name, input_shape, num_classes, model_kwargs,
+    model = build(builder, input_shape, num_classes, model_kwargs,
                   precision=precision, sync_batch_norm=sync_batch_norm)
     try:
       logits = model(tf.zeros([2, *input_shape]), training=False)
     except Exception as e:  # pylint: disable=broad-except
       raise UsageError(f'--model {name}: the model fails on images of shape '
                        f'{list(input_shape)} ({type(e).__name__}: '
-                       f'{_first_line(e)})') from None
+                       f'{first_line(e)})') from None
   if not isinstance(logits, tf.Tensor) or logits.shape != (2, num_classes):
     shape = getattr(logits, 'shape', type(logits).__name__)
     raise UsageError(f'--model {name}: logits must be [batch, {num_classes}]'

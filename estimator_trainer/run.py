@@ -52,16 +52,7 @@ def main(argv):
     # No traceback for users; --verbosity=1 shows it.
     logging.debug('Failure', exc_info=True)
     errors.fail(TrainerError.exit_code,
-                f'{type(e).__name__}: {_one_line(str(e))}')
-
-
-def _one_line(message):
-  """The line of an error that says what went wrong: its first, or the
-  failed assertion of a data check (TensorFlow's own first line is then
-  "Graph execution error:")."""
-  lines = [line.strip() for line in message.strip().splitlines()] or ['']
-  return next((line for line in lines if 'assertion failed:' in line),
-              lines[0])
+                f'{type(e).__name__}: {errors.first_line(e)}')
 
 
 def run():

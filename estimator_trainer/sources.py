@@ -18,12 +18,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer.errors import DataError, UsageError
+from estimator_trainer import examples
+from estimator_trainer.errors import DataError, UsageError, first_line
 
 # The two roles of a split: what training reads, what evaluation and
 # prediction read.
 TRAIN, TEST = 'train', 'test'
-_KNOWN_CLASS_NAMES = {
+KNOWN_CLASS_NAMES = {
     'fashion_mnist': ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
                       'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot'),
     'mnist': tuple(str(digit) for digit in range(10)),
@@ -54,7 +55,7 @@ class DatasetSpec:
     object.__setattr__(self, 'image_shape',
                        tuple(int(d) for d in self.image_shape))
     if not self.class_names:
-      object.__setattr__(self, 'class_names', _KNOWN_CLASS_NAMES.get(
+      object.__setattr__(self, 'class_names', KNOWN_CLASS_NAMES.get(
           self.name, tuple(str(i) for i in range(self.num_classes))))
     object.__setattr__(self, 'class_names', tuple(self.class_names))
     if len(self.image_shape) != 3 or min(self.image_shape) < 1:
@@ -106,7 +107,7 @@ class IdxSource:
     10 classes for MNIST and Fashion-MNIST, else 1 + the largest label."""
     path = self._paths(TEST)[0]
     _, dims = _idx_header(_read_gz(path), path, _IMAGES_MAGIC, 2)
-    num_classes = len(_KNOWN_CLASS_NAMES.get(self.name, ())) or 1 + max(
+    num_classes = len(KNOWN_CLASS_NAMES.get(self.name, ())) or 1 + max(
         int(self._labels(split).max(initial=0)) for split in (TRAIN, TEST)
         if os.path.exists(self._paths(split)[1]))
     return DatasetSpec(self.name, (*dims, 1), num_classes)
@@ -204,7 +205,7 @@ class TfdsSource:
       self._builder = tfds.builder(name, data_dir=data_dir)
     except Exception as e:  # pylint: disable=broad-except
       raise UsageError(f'--dataset {name}: not a TFDS dataset '
-                       f'({type(e).__name__}: {_first_line(e)})') from None
+                       f'({type(e).__name__}: {first_line(e)})') from None
     self._prepared = False
 
   def __str__(self):
@@ -238,7 +239,7 @@ class TfdsSource:
       except Exception as e:  # TFDS raises many types; all mean "no data".
         raise DataError(
             f'TFDS could not prepare {self.name} in {self._builder.data_dir} '
-            f'({type(e).__name__}: {_first_line(e)}); offline, pass --idx_dir '
+            f'({type(e).__name__}: {first_line(e)}); offline, pass --idx_dir '
             'with the original IDX .gz files') from None
       self._prepared = True
 
@@ -259,7 +260,7 @@ class TfdsSource:
                                     as_supervised=True, shuffle_files=False)
     except Exception as e:  # pylint: disable=broad-except
       raise UsageError(f'--dataset {self.name}: no split '
-                       f'{self._splits[split]!r} ({_first_line(e)})') from None
+                       f'{self._splits[split]!r} ({first_line(e)})') from None
     ds = ds.shard(num_shards, index)
     if self._image_size:
       ds = ds.map(lambda x, y: (_resize(x, spec.image_shape), y),
@@ -271,101 +272,6 @@ def _resize(image, shape):
   """uint8 `image` resized to `shape`'s height and width, still uint8."""
   resized = tf.image.resize(image, shape[:2])
   return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
-
-
-def _first_line(error):
-  return (str(error).strip().splitlines() or [''])[0]
-
-
-@dataclasses.dataclass(frozen=True)
-class ExampleFormat:
-  """Where tf.Examples keep the image and the label: `image_key` holds raw
-  uint8 bytes of `image_shape` or an encoded PNG/JPEG, `label_key` an int64
-  in [0, num_classes). TF-Slim and the Model Garden use `image/encoded` and
-  `image/class/label`."""
-
-  image_shape: Tuple[int, int, int]
-  num_classes: int
-  image_key: str = 'image'
-  label_key: str = 'label'
-
-  def encode(self, image, label, encoding='raw'):
-    """A serialized tf.Example of one uint8 image: raw bytes or 'png'."""
-    image = np.asarray(image, np.uint8)
-    data = (image.tobytes() if encoding == 'raw' else
-            tf.io.encode_png(image).numpy())
-    return tf.train.Example(features=tf.train.Features(feature={
-        self.image_key: tf.train.Feature(bytes_list=tf.train.BytesList(
-            value=[data])),
-        self.label_key: tf.train.Feature(int64_list=tf.train.Int64List(
-            value=[int(label)])),
-    })).SerializeToString()
-
-  def _parse(self, serialized, keys):
-    spec = {self.image_key: tf.io.FixedLenFeature([], tf.string),
-            self.label_key: tf.io.FixedLenFeature([], tf.int64)}
-    return tf.io.parse_example(serialized, {k: spec[k] for k in keys})
-
-  def decode_image(self, data, origin=''):
-    """uint8 [H, W, C] of one image's bytes; a wrong shape fails, naming
-    `origin` (the file)."""
-    height, width, channels = self.image_shape
-    encoded = tf.logical_or(
-        tf.io.is_jpeg(data),
-        tf.equal(tf.strings.substr(data, 0, 4), b'\x89PNG'))
-
-    def decode_encoded():
-      image = tf.io.decode_image(data, channels=channels,
-                                 expand_animations=False)
-      check = tf.debugging.Assert(
-          tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
-          [f'{self.image_key}: image not of shape {list(self.image_shape)} '
-           'in', origin, 'shape', tf.shape(image)])
-      with tf.control_dependencies([check]):
-        return tf.identity(image)
-
-    def decode_raw():
-      raw = tf.io.decode_raw(data, tf.uint8)
-      check = tf.debugging.Assert(
-          tf.equal(tf.size(raw), height * width * channels),
-          [f'{self.image_key}: raw image not of {height * width * channels} '
-           f'bytes ({list(self.image_shape)}) in', origin, 'bytes',
-           tf.size(raw)])
-      with tf.control_dependencies([check]):
-        return tf.reshape(raw, self.image_shape)
-
-    image = tf.cond(encoded, decode_encoded, decode_raw)
-    image.set_shape(self.image_shape)
-    return image
-
-  def check_label(self, label, origin=''):
-    """`label` (a scalar or a batch); a label outside [0, num_classes)
-    fails, naming `origin`."""
-    check = tf.debugging.Assert(
-        tf.reduce_all(tf.logical_and(label >= 0, label < self.num_classes)),
-        [f'{self.label_key}: label outside [0, {self.num_classes}) in',
-         origin, 'label', label])
-    with tf.control_dependencies([check]):
-      return tf.identity(label)
-
-  def decode_images(self, serialized):
-    """uint8 [batch, H, W, C] of a batch of serialized tf.Examples."""
-    data = self._parse(serialized, [self.image_key])[self.image_key]
-    return tf.map_fn(self.decode_image, data,
-                     fn_output_signature=tf.TensorSpec(self.image_shape,
-                                                       tf.uint8))
-
-  def decode_labels(self, serialized):
-    """int64 [batch] labels of a batch of serialized tf.Examples."""
-    return self.check_label(
-        self._parse(serialized, [self.label_key])[self.label_key])
-
-  def decode(self, serialized, origin=''):
-    """(uint8 image, int64 label) of one serialized tf.Example."""
-    features = self._parse(tf.reshape(serialized, [1]),
-                           [self.image_key, self.label_key])
-    return (self.decode_image(features[self.image_key][0], origin),
-            self.check_label(features[self.label_key][0], origin))
 
 
 class TFRecordSource:
@@ -423,7 +329,7 @@ def glob_files(patterns):
 def example_format(config, spec):
   """The tf.Example format of TFRecord input and of the serving signature
   that takes tf.Examples: --image_key and --label_key, the spec's shape."""
-  return ExampleFormat(spec.image_shape, spec.num_classes,
+  return examples.ExampleFormat(spec.image_shape, spec.num_classes,
                        config.image_key, config.label_key)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import models
 
 
 def scalar_summary(writer, tag, value, step):
@@ -229,7 +230,7 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
   """What the HParams plugin compares runs by (`spec`: the DatasetSpec)."""
   return {
       'engine': config.engine,
-      'model': config.model,
+      'model': models.name_of(config.model),
       'dataset': spec.name,
       'strategy': config.strategy,
       'replicas': num_replicas,

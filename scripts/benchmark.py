@@ -89,6 +89,7 @@ flags.DEFINE_list(
 def _synthetic_data(work_dir, shape):
   """TFRecords of random images of `shape`: the setup values reading them."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import examples  # pylint: disable=g-import-not-at-top
   from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
   import write_tfrecords  # pylint: disable=g-import-not-at-top
 
@@ -105,7 +106,7 @@ def _synthetic_data(work_dir, shape):
 
   directory = os.path.join(work_dir, 'synthetic_data')
   write_tfrecords.write(Random(), directory, 4,
-                        sources.ExampleFormat(tuple(shape), 10))
+                        examples.ExampleFormat(tuple(shape), 10))
   return {'train_files': os.path.join(directory, 'train-*'),
           'eval_files': os.path.join(directory, 'test-*')}
 

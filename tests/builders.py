@@ -3,6 +3,8 @@ this directory on PYTHONPATH), good and bad."""
 
 import tensorflow as tf
 
+from estimator_trainer import models
+
 NOT_CALLABLE = 3
 
 
@@ -34,3 +36,26 @@ def float16_logits(input_shape, num_classes):
       tf.keras.layers.Flatten(),
       tf.keras.layers.Dense(num_classes, dtype='float16'),
   ])
+
+
+def _in_float64(layer):
+  config = {**layer.get_config(), 'dtype': 'float64'}
+  if isinstance(layer, tf.keras.layers.BatchNormalization):
+    # `synchronized` is not in its config.
+    return type(layer)(**config, synchronized=layer.synchronized)
+  return type(layer).from_config(config)
+
+
+def resnet20_float64(input_shape, num_classes, seed=None,
+                     sync_batch_norm=False):
+  """The package's ResNet-20 computing in float64, logits included (the
+  replicas' gradients are all-reduced packed together: one dtype), cast to
+  float32 at the end: float32 rounding, amplified through 19 batch norms,
+  would hide whether two computations are the same one."""
+  model = tf.keras.models.clone_model(
+      models.resnet20(input_shape, num_classes, seed=seed,
+                      sync_batch_norm=sync_batch_norm),
+      clone_function=_in_float64)
+  logits = tf.keras.layers.Activation('linear', dtype='float32')(
+      model.output)
+  return tf.keras.Model(model.input, logits)

@@ -2,9 +2,10 @@
 all-reduces of several strategies and dtypes in one process conflict): the
 gradient of one ResNet-20 step on 1 and on 2 replicas (same global batch of
 32, the package's loss scaling), and prints the largest relative difference
-of a variable's gradient.
+of a variable's gradient. `reordered` instead compares 1 replica with 1
+replica fed the same batch in another order: what rounding alone moves.
 
-    python sync_bn_step.py float64|float32 sync|per_replica
+    python sync_bn_step.py float64|float32 sync|per_replica|reordered
 """
 
 import sys
@@ -40,10 +41,16 @@ def main(precision, mode):
   rng = np.random.default_rng(0)
   images = rng.random((32, 28, 28, 1)).astype(precision)
   labels = rng.integers(0, 10, 32)
-  one = gradients(tf.distribute.OneDeviceStrategy('/cpu:0'), precision,
-                  mode == 'sync', images, labels)
-  two = gradients(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
-                  precision, mode == 'sync', images, labels)
+  one_device = tf.distribute.OneDeviceStrategy('/cpu:0')
+  one = gradients(one_device, precision, mode != 'per_replica', images,
+                  labels)
+  if mode == 'reordered':
+    order = rng.permutation(len(images))
+    two = gradients(one_device, precision, True, images[order],
+                    labels[order])
+  else:
+    two = gradients(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
+                    precision, mode == 'sync', images, labels)
   print(max(float(np.linalg.norm(a - b) / np.linalg.norm(a))
             for a, b in zip(one, two)))
 

@@ -8,7 +8,8 @@ import pytest
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config_flags
 from estimator_trainer import engines
-from estimator_trainer.config import ModelParams, TrainConfig
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.estimator.params import ModelParams, model_params
 from estimator_trainer.errors import UsageError
 
 
@@ -107,7 +108,7 @@ def test_model_params_take_their_defaults_from_train_config():
         field.name in TrainConfig.__dataclass_fields__):
       assert getattr(params, field.name) == getattr(
           TrainConfig(model_dir='/tmp/x'), field.name), field.name
-  assert TrainConfig(model_dir='/tmp/x').model_params(64, 9) == {
+  assert model_params(TrainConfig(model_dir='/tmp/x'), 64, 9) == {
       **dataclasses.asdict(params), 'eval_images': True}
 
 

@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from estimator_trainer import sources
 from estimator_trainer import estimator
+from estimator_trainer import examples
+from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.export import EXAMPLES_SIGNATURE
+from estimator_trainer.examples import EXAMPLES_SIGNATURE
 
 NUM_IMAGES = 1000
 
@@ -65,7 +66,7 @@ def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
   signature = tf.saved_model.load(path).signatures[EXAMPLES_SIGNATURE]
   raw = np.round(test_images[:50] * 255).astype(np.uint8)
   outputs = signature(examples=tf.constant(
-      [sources.ExampleFormat((28, 28, 1), 10).encode(x, 0) for x in raw]))
+      [examples.ExampleFormat((28, 28, 1), 10).encode(x, 0) for x in raw]))
   assert outputs['classes'].numpy().tolist() == [r['class']
                                                  for r in rows[:50]]
   np.testing.assert_allclose(outputs['probabilities'].numpy(),
@@ -100,3 +101,4 @@ def test_saved_model_cli_shows_and_runs_it(exported, test_images, tmp_path):
   classes = re.search(r'Result for output key classes:\s*\[([\d\s]+)\]', ran)
   assert [int(c) for c in classes.group(1).split()] == [
       r['class'] for r in rows[:5]]
+

@@ -15,10 +15,12 @@ import tensorflow_datasets as tfds
 
 from estimator_trainer import engines
 from estimator_trainer import estimator
+from estimator_trainer import examples
 from estimator_trainer import make_input_fn
 from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
 import builders
 import scripts_dir
 
@@ -93,6 +95,27 @@ def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
       'cnn: ')
 
 
+@pytest.mark.parametrize('engine', list(engines.ENGINES))
+def test_every_engine_takes_the_builder_itself(tmp_path, mnist_small_dir,
+                                               engine):
+  """The Python API: the builder function in TrainConfig, not its name."""
+  config = TrainConfig(model_dir=str(tmp_path), engine=engine,
+                       dataset='mnist', idx_dir=str(mnist_small_dir),
+                       model=builders.mlp, model_kwargs={'hidden': 16},
+                       train_steps=150, throttle_secs=0)
+  engines.ENGINES[engine].run(config)
+  assert _metrics(tmp_path)['accuracy'] > 0.5  # Chance: 0.1.
+  recorded = json.loads((tmp_path / 'model.json').read_text())
+  assert recorded['model'] == 'builders:mlp'
+  assert recorded['model_kwargs'] == {'hidden': 16}
+
+
+def test_a_model_that_is_neither_name_nor_builder_is_a_usage_error():
+  with pytest.raises(UsageError, match='--model must be a name, '
+                     'MODULE:FUNCTION or a builder function, got 3'):
+    TrainConfig(model_dir='/tmp/x', model=3)
+
+
 def test_make_model_fn_in_a_pipeline_of_its_own(tmp_path, mnist_small_dir):
   """A pipeline that builds its own Estimator from make_model_fn."""
   config = TrainConfig(model_dir=str(tmp_path), dataset='mnist',
@@ -101,7 +124,7 @@ def test_make_model_fn_in_a_pipeline_of_its_own(tmp_path, mnist_small_dir):
   own = tf.estimator.Estimator(
       estimator.make_model_fn(builders.mlp, hidden=16),
       model_dir=str(tmp_path),
-      params=config.model_params(64, 150, source.spec))
+      params=estimator.model_params(config, 64, 150, source.spec))
   input_fn = make_input_fn(config, 64, source)
   own.train(input_fn, max_steps=150)
   result = own.evaluate(input_fn)
@@ -136,7 +159,7 @@ SLIM_KEYS = ['--image_key=image/encoded', '--label_key=image/class/label']
 def png_tfrecords(tmp_path_factory):
   """PNG-encoded RGB images under TF-Slim's keys, 4 classes, a spec file."""
   directory = tmp_path_factory.mktemp('png_tfrecords')
-  example_format = sources.ExampleFormat(
+  example_format = examples.ExampleFormat(
       (16, 16, 3), 4, 'image/encoded', 'image/class/label')
   write_tfrecords.write(_Colors(256), str(directory), 2, example_format,
                         encoding='png')
@@ -184,9 +207,9 @@ def test_an_image_of_another_shape_is_a_data_error_naming_the_file(
 
 
 def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
-  return TrainConfig(model_dir=str(model_dir), dataset='mnist',
-                     idx_dir=str(mnist_small_dir), model='resnet20',
-                     **overrides)
+  return TrainConfig(**{'model_dir': str(model_dir), 'dataset': 'mnist',
+                        'idx_dir': str(mnist_small_dir), 'model': 'resnet20',
+                        **overrides})
 
 
 def test_batch_norm_moving_statistics_train_and_serve(tmp_path,
@@ -220,22 +243,24 @@ def _bn_weights(checkpoint):
   reader = tf.train.load_checkpoint(checkpoint)
   return {name: reader.get_tensor(name)
           for name in reader.get_variable_to_shape_map()
-          if name.endswith(('kernel', 'bias', 'gamma', 'beta'))}
+          if name.endswith(('kernel', 'bias', 'gamma', 'beta', 'moving_mean',
+                            'moving_variance'))}
 
 
-def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm):
-  """The largest relative difference of a variable's change over one SGD
-  step between 1 and 2 replicas (same global batch)."""
+def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
+  """The largest relative difference of a variable's change over `steps`
+  SGD steps between 1 and 2 replicas (same global batch), with ResNet-20
+  computing in float64."""
   changes = {}
   for name, replicas in [('default', 0), ('mirrored', 2)]:
     model_dir = tmp_path / f'{name}_{sync_batch_norm}'
     estimator.train(_resnet_mnist(
-        model_dir, mnist_small_dir, strategy=name, cpu_replicas=replicas,
-        global_batch_size=32, optimizer='sgd', learning_rate=0.05,
-        lr_decay='none', shuffle_buffer=0, train_steps=1,
-        sync_batch_norm=sync_batch_norm))
+        model_dir, mnist_small_dir, model=builders.resnet20_float64,
+        strategy=name, cpu_replicas=replicas, global_batch_size=32,
+        optimizer='sgd', learning_rate=0.05, lr_decay='none',
+        shuffle_buffer=0, train_steps=steps, sync_batch_norm=sync_batch_norm))
     initial = _bn_weights(str(model_dir / 'model.ckpt-0'))
-    final = _bn_weights(str(model_dir / 'model.ckpt-1'))
+    final = _bn_weights(str(model_dir / f'model.ckpt-{steps}'))
     changes[name] = {k: final[k] - initial[k] for k in final}
   return max(float(np.linalg.norm(changes['mirrored'][k] - change) /
                    np.linalg.norm(change))
@@ -245,15 +270,15 @@ def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm):
 @pytest.mark.slow
 def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
                                                       mnist_small_dir):
-  """Per-replica statistics make the replicas' step differ by design;
-  synchronized ones make it the 1-replica step, up to float32 rounding
-  (amplified through 19 batch-norm layers: see the README)."""
-  synced = invariance_score(tmp_path, mnist_small_dir, True)
-  per_replica = invariance_score(tmp_path, mnist_small_dir, False)
-  print(f'resnet20 invariance score (1 step, 1 vs 2 replicas): {synced:.1e} '
-        f'with sync batch norm, {per_replica:.1e} without')
-  assert synced < 0.05
-  assert per_replica > 10 * synced
+  """Synchronized statistics make 2 replicas take the 1-replica step, moving
+  statistics included, within the CNN's bound (per-replica statistics make
+  the steps differ by design: see the next test). In float64: in float32 the
+  same batch in another order already moves this model's gradient by ~1 %
+  (see the README)."""
+  synced = invariance_score(tmp_path, mnist_small_dir, True, steps=1)
+  print(f'resnet20 invariance score (1 step, 1 vs 2 replicas, float64, sync '
+        f'batch norm): {synced:.1e}')
+  assert synced < 1e-5
 
 
 def _sync_bn_step(precision, mode):
@@ -266,15 +291,12 @@ def _sync_bn_step(precision, mode):
 
 @pytest.mark.slow
 def test_sync_batch_norm_gradients_are_the_1_replica_gradients():
-  """In float64 the 2-replica step with synchronized statistics is the
-  1-replica step (up to the float32 logits layer): the wiring is exact; in
-  float32 what remains is rounding, amplified through the layers."""
-  synced64 = _sync_bn_step('float64', 'sync')
-  per_replica64 = _sync_bn_step('float64', 'per_replica')
-  synced32 = _sync_bn_step('float32', 'sync')
-  print(f'resnet20 gradient, 1 vs 2 replicas: {synced64:.1e} synchronized '
-        f'(float64), {per_replica64:.1e} per replica (float64), '
-        f'{synced32:.1e} synchronized (float32)')
-  assert synced64 < 1e-5
-  assert per_replica64 > 0.1
-  assert synced32 < 0.01
+  """The TF2 engines' path (`strategy.run` in a tf.function): with
+  synchronized statistics the 2-replica gradient is the 1-replica one (in
+  float64, as above); with per-replica statistics it is not."""
+  synced = _sync_bn_step('float64', 'sync')
+  per_replica = _sync_bn_step('float64', 'per_replica')
+  print(f'resnet20 gradient, 1 vs 2 replicas (float64): {synced:.1e} '
+        f'synchronized, {per_replica:.1e} per replica')
+  assert synced < 1e-5
+  assert per_replica > 0.1

@@ -12,6 +12,7 @@ from tensorflow_model_analysis.eval_saved_model import load as tfma_load
 
 import estimator_trainer
 from estimator_trainer import data
+from estimator_trainer import examples
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import DataError
@@ -26,7 +27,7 @@ def _write_tfrecords(mnist_small_dir, output_dir, num_shards):
   spec.loader.exec_module(writer)
   source = sources.IdxSource('mnist', str(mnist_small_dir))
   return writer.write(source, str(output_dir), num_shards,
-                      sources.ExampleFormat((28, 28, 1), 10))
+                      examples.ExampleFormat((28, 28, 1), 10))
 
 
 def _tfrecord_source(tfrecords):

@@ -2,6 +2,7 @@
 
     graph.py          make_model_fn (any builder) and model_fn (the CNN): the
                       TRAIN, EVAL and PREDICT graphs
+    params.py         model_fn's params (ModelParams), model_params of a run
     job.py            RunConfig factory; Estimator, data, hooks, exporters
     modes.py          train_and_evaluate (every cluster role), train,
                       evaluate, predict, export
@@ -18,4 +19,5 @@ from estimator_trainer.estimator.modes import export
 from estimator_trainer.estimator.modes import predict
 from estimator_trainer.estimator.modes import train
 from estimator_trainer.estimator.modes import train_and_evaluate
+from estimator_trainer.estimator.params import model_params
 from estimator_trainer.estimator.tfx import trainer_fn

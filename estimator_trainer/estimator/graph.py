@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from estimator_trainer import losses
 from estimator_trainer import models
-from estimator_trainer.config import ModelParams
+from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.optimizers import OptimizerSpec
 
@@ -44,11 +44,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
                          sync_batch_norm=params.sync_batch_norm,
                          weight_decay=params.weight_decay)
     logits = model(images, training=mode == ModeKeys.TRAIN)
-    predictions = {
-        'classes': tf.argmax(logits, axis=1),
-        'probabilities': tf.nn.softmax(logits),
-        'logits': logits,
-    }
+    predictions = models.predictions(logits)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,

@@ -19,6 +19,7 @@ from estimator_trainer import progress
 from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer.estimator.graph import make_model_fn
+from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
 
 
@@ -65,8 +66,8 @@ class Job:
     if config.warm_start_from:
       warm_start = tf.estimator.WarmStartSettings(
           config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
-    params = dict(config.model_params(self.global_batch_size, self.max_steps,
-                                      spec), eval_images=eval_images)
+    params = dict(model_params(config, self.global_batch_size,
+                               self.max_steps, spec), eval_images=eval_images)
     model_fn = make_model_fn(config.model, **(config.model_kwargs or {}))
     checkpoints.check_compatible(config.model_dir, model_fn, params, training,
                                  spec.image_shape, config.model)

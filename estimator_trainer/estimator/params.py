@@ -1,0 +1,59 @@
+"""model_fn's `params`: typed, with TrainConfig's defaults, and made from a
+run's config."""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.sources import KNOWN_CLASS_NAMES
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelParams:
+  """model_fn's `params`, typed; the defaults are TrainConfig's.
+
+  `global_batch_size` divides the summed loss (every replica's step then
+  means the same); `decay_steps` is the run's length, which training with
+  `lr_decay='cosine'` needs; `class_names` (one per class: the logits'
+  width) default to the default dataset's (Fashion-MNIST's);
+  `eval_images=False` leaves the eval images out (graphs exported for
+  another process).
+  """
+
+  global_batch_size: int
+  optimizer: str = TrainConfig.optimizer
+  learning_rate: float = TrainConfig.learning_rate
+  lr_decay: str = TrainConfig.lr_decay
+  decay_steps: Optional[int] = None
+  weight_decay: float = TrainConfig.weight_decay
+  precision: str = TrainConfig.precision
+  seed: Optional[int] = TrainConfig.seed
+  sync_batch_norm: bool = TrainConfig.sync_batch_norm
+  class_names: Tuple[str, ...] = KNOWN_CLASS_NAMES['fashion_mnist']
+  eval_images: bool = True
+
+  @classmethod
+  def from_dict(cls, params):
+    """ModelParams of a `params` dict; unknown keys are an error, not
+    silently ignored."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - names)
+    if unknown:
+      raise ValueError(f'model_fn params: unknown {", ".join(unknown)} '
+                       f'(known: {", ".join(sorted(names))})')
+    if 'global_batch_size' not in params:
+      raise ValueError('model_fn params: global_batch_size is required')
+    return cls(**params)
+
+
+def model_params(config, global_batch_size, train_steps, spec=None):
+  """The `params` dict (ModelParams' fields) of a run of `config` that trains
+  `train_steps` steps on data of `spec` (a sources.DatasetSpec; without it,
+  the default dataset's classes)."""
+  return dataclasses.asdict(ModelParams(
+      global_batch_size=global_batch_size, optimizer=config.optimizer,
+      learning_rate=config.learning_rate, lr_decay=config.lr_decay,
+      decay_steps=train_steps, weight_decay=config.weight_decay,
+      precision=config.precision, seed=config.seed,
+      sync_batch_norm=config.sync_batch_norm,
+      **({'class_names': tuple(spec.class_names)} if spec else {})))
