@@ -34,7 +34,7 @@ class Engine:
     return getattr(module, config.mode)(config)
 
 
-_TF2 = dict(modes=('train_and_evaluate', 'train', 'evaluate'),
+_TF2 = dict(modes=MODES,
             strategies=('default', 'one_device', 'mirrored',
                         'multi_worker_mirrored'),
             flags=(), cluster_tasks=('chief', 'worker'))

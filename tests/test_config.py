@@ -72,9 +72,6 @@ def _cluster(jobs, task_type='chief'):
 
 
 @pytest.mark.parametrize('kwargs, message', [
-    (dict(engine='ctl', mode='export'),
-     "--mode must be one of train_and_evaluate, train, evaluate with "
-     "--engine=ctl; got 'export'"),
     (dict(engine='keras', strategy='parameter_server'),
      "--strategy must be one of .* with --engine=keras; got "
      "'parameter_server'"),

@@ -1,7 +1,10 @@
-"""SavedModel export: signatures, parity with --mode=predict, saved_model_cli."""
+"""SavedModel export: signatures, parity with --mode=predict, saved_model_cli;
+the TF2 engines' exports match the estimator engine's."""
 
+import functools
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -11,8 +14,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from estimator_trainer import engines
 from estimator_trainer import estimator
 from estimator_trainer import examples
+from estimator_trainer import migrate
+from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.examples import EXAMPLES_SIGNATURE
@@ -102,3 +108,112 @@ def test_saved_model_cli_shows_and_runs_it(exported, test_images, tmp_path):
   assert [int(c) for c in classes.group(1).split()] == [
       r['class'] for r in rows[:5]]
 
+
+# --- The TF2 engines' SavedModels: the same signatures and outputs ----------
+
+
+def _signature_specs(path):
+  """Each signature's inputs and outputs: name -> (dtype, shape)."""
+  loaded = tf.saved_model.load(path)
+  specs = {}
+  for key, function in loaded.signatures.items():
+    inputs = function.structured_input_signature[1]
+    specs[key] = (
+        {name: (spec.dtype, spec.shape.as_list())
+         for name, spec in inputs.items()},
+        {name: (spec.dtype, spec.shape.as_list())
+         for name, spec in function.structured_outputs.items()})
+  return specs
+
+
+@pytest.fixture(scope='module')
+def carried_over(tmp_path_factory, exported, mnist_small_dir):
+  """The estimator engine's trained weights in a ctl model_dir (a TF2
+  checkpoint of the same step), its export and its predictions."""
+  estimator_dir = pathlib.Path(exported[0]).parents[2]
+  model_dir = tmp_path_factory.mktemp('ctl')
+  model = models.build('cnn', (28, 28, 1), 10)
+  migrate.load_estimator_weights(
+      model, tf.train.latest_checkpoint(str(estimator_dir)),
+      migrate.graph_names('cnn', (28, 28, 1), 10))
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir),
+                             1, checkpoint_name='ckpt').save(60)
+  config = functools.partial(_config, model_dir, mnist_small_dir,
+                             engine='ctl')
+  path = engines.ENGINES['ctl'].run(config(mode='export'))
+  predictions = engines.ENGINES['ctl'].run(
+      config(mode='predict', num_predictions=NUM_IMAGES))
+  return path, [json.loads(line) for line in open(predictions)]
+
+
+def test_tf2_export_has_the_estimator_exports_signatures(exported,
+                                                         carried_over):
+  assert re.search(r'/export/manual/\d+$', carried_over[0])
+  assert _signature_specs(carried_over[0]) == _signature_specs(exported[0])
+
+
+def test_tf2_export_serves_the_estimator_exports_outputs(exported,
+                                                         carried_over,
+                                                         test_images):
+  """Same weights: same classes, probabilities and logits on 1,000 real
+  images, through both signatures."""
+  served = {}
+  for name, (path, _) in [('estimator', exported), ('ctl', carried_over)]:
+    loaded = tf.saved_model.load(path)
+    raw = np.round(test_images[:50] * 255).astype(np.uint8)
+    served[name] = (
+        loaded.signatures['serving_default'](image=tf.constant(test_images)),
+        loaded.signatures[EXAMPLES_SIGNATURE](examples=tf.constant(
+            [examples.ExampleFormat((28, 28, 1), 10).encode(x, 0)
+             for x in raw])))
+  for estimator_out, ctl_out in zip(served['estimator'], served['ctl']):
+    np.testing.assert_array_equal(ctl_out['classes'],
+                                  estimator_out['classes'])
+    for key in ('probabilities', 'logits'):
+      np.testing.assert_allclose(ctl_out[key], estimator_out[key], atol=1e-5)
+  logits = np.abs(served['ctl'][0]['logits'] -
+                  served['estimator'][0]['logits']).max()
+  print(f'max |logit difference| on {NUM_IMAGES} images: {logits:.1e}')
+
+
+def test_tf2_predict_mode_writes_the_estimator_predictions(exported,
+                                                           carried_over):
+  _, estimator_rows = exported
+  _, ctl_rows = carried_over
+  assert [r['class'] for r in ctl_rows] == [r['class']
+                                            for r in estimator_rows]
+  np.testing.assert_allclose([r['probabilities'] for r in ctl_rows],
+                             [r['probabilities'] for r in estimator_rows],
+                             atol=1e-5)
+
+
+def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
+                                             test_images, tmp_path):
+  cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
+  np.save(tmp_path / 'images.npy', test_images[:5])
+  ran = subprocess.run(
+      [cli, 'run', '--dir', carried_over[0], '--tag_set', 'serve',
+       '--signature_def', 'serving_default', '--inputs',
+       f'image={tmp_path / "images.npy"}'],
+      capture_output=True, text=True, check=True).stdout
+  classes = re.search(r'Result for output key classes:\s*\[([\d\s]+)\]', ran)
+  assert [int(c) for c in classes.group(1).split()] == [
+      r['class'] for r in exported[1][:5]]
+
+
+@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+def test_tf2_engines_export_as_they_evaluate(tmp_path, mnist_small_dir,
+                                             engine):
+  """--export=latest after each evaluation, the newest 5 kept; `best` only
+  after an evaluation at least as accurate as the earlier ones."""
+  config = _config(tmp_path, mnist_small_dir, engine=engine, train_steps=60,
+                   save_checkpoints_steps=10, throttle_secs=0,
+                   export='latest')
+  engines.ENGINES[engine].run(config)
+  latest = sorted(os.listdir(tmp_path / 'export' / 'latest'), key=int)
+  assert len(latest) == 5  # Of 6 evaluations.
+  served = tf.saved_model.load(str(tmp_path / 'export' / 'latest' /
+                                   latest[-1]))
+  assert set(served.signatures) == {'serving_default', EXAMPLES_SIGNATURE}
+  assert json.loads((tmp_path / 'metrics.json').read_text())[
+      'global_step'] == 60

@@ -16,6 +16,7 @@ from estimator_trainer import faults
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
 from estimator_trainer.tf2 import evaluation
+from estimator_trainer.tf2 import export
 from estimator_trainer.tf2 import job as job_lib
 
 
@@ -76,7 +77,6 @@ class TrainSummaries:
       self._progress.close()
 
 
-
 class Controller:
   """Drives a training job from `start_step` to `job.max_steps`.
 
@@ -89,6 +89,10 @@ class Controller:
     self.job = job
     self.step = start_step
     self._evaluator = evaluation.Evaluator(job) if evaluate else None
+    # Exports follow evaluations, as Estimator's exporters do.
+    self._exporter = (export.Exporter(
+        job.config.export, job.model, job.example_format, job.checkpoint_dir)
+                      if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)
     self._sigterm = sigterm
     self._last_eval = None  # monotonic time of the last evaluation.
@@ -141,8 +145,13 @@ class Controller:
     if self._evaluator and (
         final or self._last_eval is None or
         time.monotonic() - self._last_eval >= self.job.config.throttle_secs):
-      self.result = self._evaluator.evaluate(self.step)
-      self._last_eval = time.monotonic()
+      self._evaluate(final)
+
+  def _evaluate(self, final):
+    self.result = self._evaluator.evaluate(self.step)
+    self._last_eval = time.monotonic()
+    if self._exporter:
+      self._exporter.after_evaluation(self.result, final)
 
   def finish(self):
     """Ends the run: the final evaluation (unless preempted), then the
@@ -152,15 +161,16 @@ class Controller:
       self.result = None
     elif self._evaluator and (self.result is None or
                               self.result['global_step'] < self.step):
-      self.result = self._evaluator.evaluate(self.step)  # A rerun at the end.
+      self._evaluate(final=True)  # A rerun at the end.
     self.job.finish()
     if not self.stopped:
       logging.info('Trained to step %d', self.step)
 
 
 def engine_modes(run):
-  """train_and_evaluate, train and evaluate of a TF2 engine whose
-  `run(config, evaluate)` trains and returns its finished Controller."""
+  """The modes of a TF2 engine whose `run(config, evaluate)` trains and
+  returns its finished Controller: train_and_evaluate, train, and the modes
+  that only restore the model (evaluate, predict, export)."""
 
   def run_in_cluster(config, evaluate):
     with cluster_lib.tf_config_environment(config.cluster):
@@ -176,4 +186,5 @@ def engine_modes(run):
     """Trains to the configured step count; returns the final step."""
     return run_in_cluster(config, evaluate=False).step
 
-  return train_and_evaluate, train, evaluation.evaluate
+  return (train_and_evaluate, train, evaluation.evaluate, evaluation.predict,
+          export.export)

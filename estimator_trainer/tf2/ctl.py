@@ -56,7 +56,6 @@ class _Trainer:
                                        per_replica, axis=None)
     return loss
 
-
   def reset_metrics(self):
     self.loss.reset_state()
     self.accuracy.reset_state()
@@ -85,4 +84,5 @@ def _train(config, evaluate):
   return controller
 
 
-train_and_evaluate, train, evaluate = controller_lib.engine_modes(_train)
+(train_and_evaluate, train, evaluate, predict,
+ export) = controller_lib.engine_modes(_train)

@@ -10,11 +10,13 @@ import tensorflow as tf
 from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
+from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
 
 EVAL = tf.estimator.ModeKeys.EVAL
+PREDICT = tf.estimator.ModeKeys.PREDICT
 
 
 class Evaluator:
@@ -80,3 +82,20 @@ def evaluate(config):
   step = job.restore()
   return outputs.write_eval_metrics(config.model_dir,
                                     Evaluator(job).evaluate(step))
+
+
+def predict(config):
+  """--mode predict: the first `num_predictions` test images' classes and
+  probabilities, written as the estimator engine writes them."""
+  checkpoints.require_checkpoint(config.model_dir)
+  job = job_lib.Job(config, training=False)
+  job.restore()
+  batches = ({name: values.numpy() for name, values in models.predictions(
+      job.model(features['image'], training=False)).items()}
+             for features in job.input_fn(PREDICT))
+  path = config.resolved_predictions_file
+  count = outputs.write_predictions(path, (
+      {name: values[i] for name, values in batch.items()}
+      for batch in batches for i in range(len(batch['classes']))))
+  logging.info('Wrote %d predictions to %s', count, path)
+  return path

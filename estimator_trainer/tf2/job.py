@@ -13,6 +13,7 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
+from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.optimizers import OptimizerSpec
@@ -55,6 +56,7 @@ class Job:
     self.source, self.max_steps, self.input_fn = data.prepare(
         config, self.global_batch_size, training)
     spec = self.source.spec
+    self.example_format = sources.example_format(config, spec)
     models.check(config.model, spec.image_shape, spec.num_classes,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
     with self.strategy.scope():
@@ -153,7 +155,6 @@ class Job:
       self.watchdog.stop()
     if not self.is_chief and tf.io.gfile.exists(self.checkpoint_dir):
       tf.io.gfile.rmtree(self.checkpoint_dir)
-
 
 
 def writer(job, subdir=''):

@@ -68,4 +68,5 @@ def _fit(config, evaluate):
   return controller
 
 
-train_and_evaluate, train, evaluate = controller_lib.engine_modes(_fit)
+(train_and_evaluate, train, evaluate, predict,
+ export) = controller_lib.engine_modes(_fit)
