@@ -232,4 +232,6 @@ def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
   assert metrics['global_step'] == 100 and metrics['num_examples'] == 10000
   assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
       'ckpt-100.index', 'ckpt-50.index']
+  # The chief's final export; the other worker's went to its scratch dir.
+  assert len(list((model_dir / 'export' / 'final').iterdir())) == 1
   assert not list(model_dir.glob('tmp_*'))
