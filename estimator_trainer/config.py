@@ -252,15 +252,10 @@ class TrainConfig:
                        'exist')
 
   def _check_engine_offers(self):
-    """The mode, strategy, flags and cluster tasks fit the engine."""
+    """The strategy and cluster tasks fit the engine."""
     engine = engines.ENGINES[self.engine]
-    context = f' with --engine={self.engine}'
-    _check_choice('mode', self.mode, engine.modes, context)
-    _check_choice('strategy', self.strategy, engine.strategies, context)
-    for name in engines.OPTIONAL_FLAGS:
-      if getattr(self, name) and name not in engine.flags:
-        raise UsageError(f'--{name} needs --engine='
-                         f'{" or ".join(engines.offering(name))}')
+    _check_choice('strategy', self.strategy, engine.strategies,
+                  f' with --engine={self.engine}')
     if self.cluster:
       tasks = [*self.cluster.jobs, *([cluster_lib.EVALUATOR]
                                      if self.cluster.has_evaluator else [])]

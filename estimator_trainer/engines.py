@@ -1,8 +1,9 @@
 """The engines and what each offers, in one table.
 
 Validation (`config.py`) and the CLI's dispatch (`run.py`) both read it:
-adding an engine is writing its module, with a function per mode it offers,
-and one entry here. Imports no TensorFlow: the CLI checks flags first.
+adding an engine is writing its module, with a function per mode (every
+engine offers every mode), and one entry here. Imports no TensorFlow: the
+CLI checks flags first.
 """
 
 import dataclasses
@@ -12,20 +13,16 @@ from typing import Tuple
 MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
-# Flags only some engines honour: set on another engine, a usage error.
-OPTIONAL_FLAGS = ('early_stopping_evals', 'warm_start_from')
 CLUSTER_TASKS = ('chief', 'worker', 'ps', 'evaluator')
 
 
 @dataclasses.dataclass(frozen=True)
 class Engine:
-  """An engine: its module and the modes, strategies, optional flags and
-  cluster task types it offers."""
+  """An engine: its module and the strategies and cluster task types it
+  offers."""
 
   module: str
-  modes: Tuple[str, ...] = MODES
   strategies: Tuple[str, ...] = STRATEGIES
-  flags: Tuple[str, ...] = OPTIONAL_FLAGS
   cluster_tasks: Tuple[str, ...] = CLUSTER_TASKS
 
   def run(self, config):
@@ -34,10 +31,9 @@ class Engine:
     return getattr(module, config.mode)(config)
 
 
-_TF2 = dict(modes=MODES,
-            strategies=('default', 'one_device', 'mirrored',
+_TF2 = dict(strategies=('default', 'one_device', 'mirrored',
                         'multi_worker_mirrored'),
-            flags=(), cluster_tasks=('chief', 'worker'))
+            cluster_tasks=('chief', 'worker'))
 
 ENGINES = {
     'estimator': Engine('estimator_trainer.estimator'),
@@ -45,7 +41,3 @@ ENGINES = {
     'keras': Engine('estimator_trainer.tf2.keras_fit', **_TF2),
 }
 
-
-def offering(flag):
-  """The engines that honour optional `flag`."""
-  return [name for name, engine in ENGINES.items() if flag in engine.flags]

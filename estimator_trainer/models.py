@@ -206,13 +206,20 @@ def check(builder, input_shape, num_classes, model_kwargs=None,
           precision='float32', sync_batch_norm=False):
   """Builds the model in a scratch graph (no variables or layer names left
   behind) and checks its logits for a batch of 2: a bad builder fails here,
-  before anything is written."""
+  before anything is written.
+
+  Returns the names of the model's weights, in `model.weights` order, as
+  an Estimator checkpoint keys them (model_fn builds in a fresh graph too;
+  migrate.py reads them). Call it before building the model eagerly: Keras
+  refuses to call a model made before a graph-mode build of its classes.
+  """
   name = name_of(builder)
   with tf.Graph().as_default():
     model = build(builder, input_shape, num_classes, model_kwargs,
                   precision=precision, sync_batch_norm=sync_batch_norm)
     try:
       logits = model(tf.zeros([2, *input_shape]), training=False)
+      names = [weight.name.split(':')[0] for weight in model.weights]
     except Exception as e:  # pylint: disable=broad-except
       raise UsageError(f'--model {name}: the model fails on images of shape '
                        f'{list(input_shape)} ({type(e).__name__}: '
@@ -225,3 +232,4 @@ def check(builder, input_shape, num_classes, model_kwargs=None,
     raise UsageError(f'--model {name}: logits must be float32, got '
                      f'{logits.dtype.name} (under mixed_bfloat16 give the '
                      "last layer dtype='float32')")
+  return names

@@ -212,6 +212,24 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
       tf.train.latest_checkpoint(str(model_dir)))
 
 
+def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
+                                                     mnist_small_dir):
+  """Each worker decides from the evaluation they run together: both stop
+  at the same step (apart, the all-reduce would hang)."""
+  model_dir = tmp_path / 'model'
+  result = _launch(['--workers=2'], _flags(
+      model_dir, mnist_small_dir, '--engine=ctl',
+      '--strategy=multi_worker_mirrored', '--optimizer=sgd',
+      '--learning_rate=1e-12', '--lr_decay=none', '--train_steps=2000',
+      '--save_checkpoints_steps=20', '--throttle_secs=0',
+      '--early_stopping_evals=2', '--export=none'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert set(_task_lines(result.stdout, 'Early stopping: no better')) == {
+      'worker:0', 'worker:1'}
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 60
+
+
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])
 def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
                                               engine):

@@ -10,10 +10,13 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
+from estimator_trainer import engines
+from estimator_trainer import migrate
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
 from estimator_trainer.config import TrainConfig
+from estimator_trainer import models
 from estimator_trainer.models import cnn
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
@@ -151,3 +154,51 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
   print('1-epoch accuracy by engine:', accuracy)
   assert max(accuracy.values()) - min(accuracy.values()) <= 0.015, accuracy
   assert min(accuracy.values()) > 0.8, accuracy
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_tf2_early_stopping_ends_training_without_improvement(
+    tmp_path, mnist_small_dir, engine):
+  """A learning rate too small to change accuracy: the first evaluation
+  stays the best, so 2 more end training (at step 60 of 2000), with its
+  final evaluation and metrics.json."""
+  metrics = ENGINES[engine].train_and_evaluate(_config(
+      tmp_path, mnist_small_dir, engine=engine, optimizer='sgd',
+      learning_rate=1e-12, lr_decay='none', train_steps=2000,
+      save_checkpoints_steps=20, throttle_secs=0, early_stopping_evals=2,
+      export='final'))
+  assert metrics['global_step'] == 60
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('ckpt-60')
+  assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
+
+
+def _cnn_weights(model_dir):
+  """name -> value of the CNN's weights in model_dir's latest checkpoint,
+  from either engine's kind of checkpoint."""
+  names = models.check('cnn', (28, 28, 1), 10)
+  values = migrate.read_weights(tf.train.latest_checkpoint(str(model_dir)),
+                                names, lambda: cnn((28, 28, 1), 10))
+  return dict(zip(names, values))
+
+
+@pytest.mark.parametrize('source, engine', [('estimator', 'ctl'),
+                                            ('ctl', 'keras')])
+def test_tf2_warm_start_all_but_the_logits(tmp_path, mnist_small_dir, source,
+                                           engine):
+  """From an Estimator model_dir (weights by name) or a TF2 one (object-
+  based): the layers --warm_start_vars matches start from it, the logits
+  from the initializer (another seed)."""
+  source_dir = tmp_path / source
+  engines.ENGINES[source].run(_config(source_dir, mnist_small_dir,
+                                      engine=source, mode='train',
+                                      train_steps=20))
+  target_dir = tmp_path / engine
+  ENGINES[engine].train(_config(
+      target_dir, mnist_small_dir, engine=engine, seed=7, optimizer='sgd',
+      learning_rate=1e-12, lr_decay='none', train_steps=1,
+      warm_start_from=str(source_dir), warm_start_vars='^(?!logits/)'))
+  started, trained = _cnn_weights(target_dir), _cnn_weights(source_dir)
+  for name in ('conv1/kernel', 'conv2/bias', 'hidden/kernel'):
+    np.testing.assert_allclose(started[name], trained[name], atol=1e-9)
+  assert np.abs(started['logits/kernel'] - trained['logits/kernel']).max(
+      ) > 1e-3

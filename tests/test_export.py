@@ -132,10 +132,10 @@ def carried_over(tmp_path_factory, exported, mnist_small_dir):
   checkpoint of the same step), its export and its predictions."""
   estimator_dir = pathlib.Path(exported[0]).parents[2]
   model_dir = tmp_path_factory.mktemp('ctl')
+  names = models.check('cnn', (28, 28, 1), 10)  # Before an eager build.
   model = models.build('cnn', (28, 28, 1), 10)
   migrate.load_estimator_weights(
-      model, tf.train.latest_checkpoint(str(estimator_dir)),
-      migrate.graph_names('cnn', (28, 28, 1), 10))
+      model, tf.train.latest_checkpoint(str(estimator_dir)), names)
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir),
                              1, checkpoint_name='ckpt').save(60)
   config = functools.partial(_config, model_dir, mnist_small_dir,

@@ -8,7 +8,6 @@ import tensorflow as tf
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import data
-from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import layout
@@ -18,6 +17,7 @@ from estimator_trainer import outputs
 from estimator_trainer import progress
 from estimator_trainer import sources
 from estimator_trainer import summaries
+from estimator_trainer.estimator import early_stopping_hook
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
@@ -96,8 +96,8 @@ class Job:
       hooks.append(progress.ProgressHook(
           progress.Progress(self.max_steps, self.global_batch_size)))
     if self.config.early_stopping_evals:
-      hooks.append(early_stopping.make_hook(self.estimator,
-                                            self.config.early_stopping_evals))
+      hooks.append(early_stopping_hook.make_hook(
+          self.estimator, self.config.early_stopping_evals))
     return hooks
 
   def hparams(self):

@@ -12,7 +12,9 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import early_stopping
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
 from estimator_trainer.tf2 import evaluation
@@ -96,8 +98,14 @@ class Controller:
     self._summaries = TrainSummaries(job, start_step)
     self._sigterm = sigterm
     self._last_eval = None  # monotonic time of the last evaluation.
+    # Every worker evaluates collectively, so each decides alike from its
+    # own results (reading the chief's eval files could race its writes).
+    self._accuracies = (early_stopping.eval_accuracies(
+        layout.eval_dir(job.config.model_dir))
+                        if job.config.early_stopping_evals else {})
     self.result = None  # The latest evaluation; None when preempted.
     self.stopped = False  # Saved on SIGTERM: training must end now.
+    self.early_stopped = False  # No better accuracy in the last evaluations.
 
   @property
   def preempted(self):
@@ -105,9 +113,16 @@ class Controller:
 
   @property
   def should_stop(self):
-    """Training should end after this step: the last one, or SIGTERM came
-    (the next `checkpoint` saves and stops)."""
-    return self.step >= self.job.max_steps or self.preempted
+    """Training should end after this step: the last one, SIGTERM came (the
+    next `checkpoint` saves and stops), or early stopping."""
+    return (self.step >= self.job.max_steps or self.preempted or
+            self.early_stopped)
+
+  @property
+  def done(self):
+    """Training has ended: no more steps to run."""
+    return (self.step >= self.job.max_steps or self.stopped or
+            self.early_stopped)
 
   def steps_to_next_stop(self, steps_per_loop):
     """At most `steps_per_loop`, ending on checkpoint and summary steps (as
@@ -150,6 +165,11 @@ class Controller:
   def _evaluate(self, final):
     self.result = self._evaluator.evaluate(self.step)
     self._last_eval = time.monotonic()
+    patience = self.job.config.early_stopping_evals
+    if patience:
+      self._accuracies[self.step] = self.result['accuracy']
+      if early_stopping.no_improvement(self._accuracies, patience):
+        self.early_stopped = final = True
     if self._exporter:
       self._exporter.after_evaluation(self.result, final)
 

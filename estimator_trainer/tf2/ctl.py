@@ -70,7 +70,7 @@ def _train(config, evaluate):
     controller = controller_lib.Controller(job, job.restore(), evaluate,
                                            sigterm)
     iterator = iter(job.distribute(TRAIN))
-    while controller.step < job.max_steps and not controller.stopped:
+    while not controller.done:
       previous = controller.step
       num_steps = controller.steps_to_next_stop(config.steps_per_loop)
       loss = float(trainer.train_steps(iterator, tf.constant(num_steps)))

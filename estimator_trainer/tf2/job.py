@@ -11,6 +11,7 @@ from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import migrate
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
@@ -57,8 +58,9 @@ class Job:
         config, self.global_batch_size, training)
     spec = self.source.spec
     self.example_format = sources.example_format(config, spec)
-    models.check(config.model, spec.image_shape, spec.num_classes,
-                 config.model_kwargs, config.precision, config.sync_batch_norm)
+    self.weight_names = models.check(
+        config.model, spec.image_shape, spec.num_classes, config.model_kwargs,
+        config.precision, config.sync_batch_norm)
     with self.strategy.scope():
       self.model = models.build(
           config.model, spec.image_shape, spec.num_classes,
@@ -106,13 +108,27 @@ class Job:
         lambda context: self.input_fn(mode, context), self.input_options())
 
   def restore(self):
-    """Restores the latest checkpoint of model_dir; returns its step. A
-    training chief then notes the model in model_dir."""
+    """Restores the latest checkpoint of model_dir and returns its step;
+    training without one warm-starts if asked to. A training chief then
+    notes the model in model_dir."""
     step = self._restore()
-    if self.optimizer is not None and self.is_chief:
-      checkpoints.record_model(self.config.model_dir, self.config,
-                               self.source.spec)
+    if self.optimizer is not None:
+      if self.config.warm_start_from and not tf.train.latest_checkpoint(
+          self.config.model_dir):
+        self._warm_start()
+      if self.is_chief:
+        checkpoints.record_model(self.config.model_dir, self.config,
+                                 self.source.spec)
     return step
+
+  def _warm_start(self):
+    config, spec = self.config, self.source.spec
+    migrate.warm_start(
+        self.model, config.warm_start_from, config.warm_start_vars,
+        self.weight_names, lambda: models.build(
+            config.model, spec.image_shape, spec.num_classes,
+            config.model_kwargs, precision=config.precision,
+            sync_batch_norm=config.sync_batch_norm))
 
   def _restore(self):
     path = tf.train.latest_checkpoint(self.config.model_dir)

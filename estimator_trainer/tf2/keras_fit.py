@@ -36,6 +36,8 @@ class _ControllerCallback(tf.keras.callbacks.Callback):
 
   def on_epoch_end(self, epoch, logs=None):
     self._controller.checkpoint()
+    if self._controller.done:  # Early stopping, after its evaluation.
+      self.model.stop_training = True
 
 
 def _fit(config, evaluate):
