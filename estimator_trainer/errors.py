@@ -1,8 +1,10 @@
 """Errors the CLI turns into one-line messages and exit codes."""
 
+import contextlib
 import sys
 
 from absl import flags
+from absl import logging
 
 
 class TrainerError(Exception):
@@ -37,6 +39,20 @@ def fail(code, message):
   """Ends a command line program: `error: <message>` on stderr, exit `code`."""
   print(f'error: {message}', file=sys.stderr)
   sys.exit(code)
+
+
+@contextlib.contextmanager
+def reported():
+  """A command line program's body: an error ends it as one line on stderr,
+  a TrainerError with its exit code, anything else with 1 (no traceback for
+  users; --verbosity=1 logs it)."""
+  try:
+    yield
+  except TrainerError as e:
+    fail(e.exit_code, str(e))
+  except Exception as e:  # pylint: disable=broad-except
+    logging.debug('Failure', exc_info=True)
+    fail(TrainerError.exit_code, f'{type(e).__name__}: {first_line(e)}')
 
 
 def parse_flags(argv):

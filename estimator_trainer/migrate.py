@@ -1,79 +1,54 @@
-"""Weights across engines: an Estimator checkpoint (keyed by variable name)
-or a TF2 engine's (object-based) into a TF2 engine's model, whole or
-filtered by name (warm start).
+"""Command line: an Estimator model_dir carried over to the TF2 engines.
 
-Estimator names variables as the model's layers name them when the model is
-built in a fresh graph (as in model_fn; models.check returns those names).
-The Keras model is the same in every engine, so its weights, in order, name
-the checkpoint's tensors.
+    python -m estimator_trainer.migrate --from=<estimator model_dir or
+        checkpoint> --to=<new model_dir> [the run's model and data flags]
+
+writes the TF2 engines' object-based checkpoint (`ckpt-<step>`, for `ctl`
+and `keras` alike) of the Estimator's name-based one (tf2/migration.py):
+every weight, the global step as the optimizer's `iterations`, and Adam's
+moments. A variable it cannot place fails the run, naming it. The Estimator
+model_dir is only read: it still resumes with `--engine=estimator`, and
+`--to` must hold no checkpoint. Exit codes as for `estimator_trainer.run`.
 """
 
-import re
+import dataclasses
 
+# pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
 from absl import logging
-import tensorflow as tf
 
-from estimator_trainer.errors import TrainerError, first_line
+from estimator_trainer import config_flags
+from estimator_trainer import console
+from estimator_trainer import errors
+from estimator_trainer.errors import UsageError
 
-_OBJECT_GRAPH = '_CHECKPOINTABLE_OBJECT_GRAPH'
+config_flags.define_flags()
+flags.adopt_module_key_flags(config_flags)
+flags.DEFINE_string('from', None, 'The Estimator model_dir (its latest '
+                    'checkpoint) or checkpoint to carry over.')
+flags.DEFINE_string('to', None, 'The new model_dir of the TF2 engines.')
 
-
-def read_weights(checkpoint, names, build_model):
-  """The values `checkpoint` holds for a model's weights (`names`: theirs,
-  in order, from models.check), None for one it lacks. An Estimator checkpoint is read by name;
-  a TF2 engine's is restored into `build_model()`, a model of the same
-  builder."""
-  reader = tf.train.load_checkpoint(checkpoint)
-  shapes = reader.get_variable_to_shape_map()
-  if _OBJECT_GRAPH in shapes:
-    scratch = build_model()
-    tf.train.Checkpoint(model=scratch).restore(checkpoint).expect_partial()
-    return [weight.numpy() for weight in scratch.weights]
-  return [reader.get_tensor(name) if name in shapes else None
-          for name in names]
+FLAGS = flags.FLAGS
 
 
-def assign(model, names, values, checkpoint, selected=lambda weight, name:
-           True):
-  """Sets the `selected` weights of `model` to `values` (read_weights');
-  fails naming the first one `checkpoint` lacks or holds in another shape.
-  Returns how many were set."""
-  count = 0
-  for weight, name, value in zip(model.weights, names, values):
-    if not selected(weight, name):
-      continue
-    if value is None:
-      raise TrainerError(f'{checkpoint} has no {name}')
-    if list(value.shape) != weight.shape.as_list():
-      raise TrainerError(f'{name} has shape {list(value.shape)} in '
-                         f'{checkpoint}, the model {weight.shape.as_list()}')
-    weight.assign(value)
-    count += 1
-  return count
+def main(argv):
+  with errors.reported():
+    if len(argv) > 1:
+      raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+    if not FLAGS['from'].value or not FLAGS.to:
+      raise UsageError('give --from (the Estimator model_dir or checkpoint) '
+                       'and --to (the new model_dir)')
+    if FLAGS['model_dir'].present or FLAGS['job_dir'].present:
+      raise UsageError('--to is the new model_dir: give no --model_dir')
+    FLAGS.model_dir = FLAGS.to
+    config = dataclasses.replace(config_flags.config_from_flags(),
+                                 engine='ctl', cluster=None)
+    console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
+    # TensorFlow loads only now, after quiet_tensorflow (as in run.py).
+    from estimator_trainer.tf2 import migration
+    print(migration.convert(config, FLAGS['from'].value))
 
 
-def load_estimator_weights(model, checkpoint, names):
-  """Sets every weight of `model` from an Estimator `checkpoint`."""
-  values = read_weights(checkpoint, names, build_model=None)
-  assign(model, names, values, checkpoint)
-
-
-def warm_start(model, source, pattern, names, build_model):
-  """Estimator's warm start for the TF2 engines: the trainable weights whose
-  name (as Estimator's `vars_to_warm_start` sees it, `conv1/kernel:0`)
-  matches `pattern` from `source`, a checkpoint or model_dir of either
-  engine."""
-  checkpoint = (tf.train.latest_checkpoint(source)
-                if tf.io.gfile.isdir(source) else source)
-  if not checkpoint:
-    raise TrainerError(f'--warm_start_from {source}: no checkpoint there')
-  try:
-    values = read_weights(checkpoint, names, build_model)
-  except (tf.errors.OpError, ValueError) as e:
-    raise TrainerError(f'--warm_start_from {checkpoint}: '
-                       f'{first_line(e)}') from None
-  count = assign(model, names, values, checkpoint,
-                 lambda weight, name: weight.trainable and re.match(
-                     pattern, f'{name}:0'))
-  logging.info('Warm-started %d of %d weights from %s', count,
-               len(model.weights), checkpoint)
+if __name__ == '__main__':
+  app.run(main, flags_parser=errors.parse_flags)

@@ -210,7 +210,7 @@ def check(builder, input_shape, num_classes, model_kwargs=None,
 
   Returns the names of the model's weights, in `model.weights` order, as
   an Estimator checkpoint keys them (model_fn builds in a fresh graph too;
-  migrate.py reads them). Call it before building the model eagerly: Keras
+  weights.py reads them). Call it before building the model eagerly: Keras
   refuses to call a model made before a graph-mode build of its classes.
   """
   name = name_of(builder)

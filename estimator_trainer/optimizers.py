@@ -9,6 +9,7 @@ import tensorflow as tf
 
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
+ADAM_BETA_1 = 0.9  # Both defaults; migrate.py checks Estimator's steps by it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +42,8 @@ class OptimizerSpec:
           learning_rate, tf.compat.v1.train.get_or_create_global_step(),
           self.decay_steps)
     if self.name == 'adam':
-      optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate,
-                                                   epsilon=ADAM_EPSILON)
+      optimizer = tf.compat.v1.train.AdamOptimizer(
+          learning_rate, beta1=ADAM_BETA_1, epsilon=ADAM_EPSILON)
     else:
       optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
     return optimizer, learning_rate
@@ -54,5 +55,6 @@ class OptimizerSpec:
       learning_rate = tf.keras.optimizers.schedules.CosineDecay(
           learning_rate, self.decay_steps)
     if self.name == 'adam':
-      return tf.keras.optimizers.Adam(learning_rate, epsilon=ADAM_EPSILON)
+      return tf.keras.optimizers.Adam(learning_rate, beta_1=ADAM_BETA_1,
+                                      epsilon=ADAM_EPSILON)
     return tf.keras.optimizers.SGD(learning_rate)

@@ -22,7 +22,7 @@ from estimator_trainer import console
 from estimator_trainer import engines
 from estimator_trainer import listen
 from estimator_trainer import errors
-from estimator_trainer.errors import TrainerError, UsageError
+from estimator_trainer.errors import UsageError
 
 config_flags.define_flags()
 # --help lists them as this module's own.
@@ -37,7 +37,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  try:
+  with errors.reported():
     if len(argv) > 1:
       raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
     config = config_flags.config_from_flags()
@@ -46,13 +46,6 @@ def main(argv):
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     logging.info('Config: %s', config)
     engines.ENGINES[config.engine].run(config)
-  except TrainerError as e:
-    errors.fail(e.exit_code, str(e))
-  except Exception as e:  # pylint: disable=broad-except
-    # No traceback for users; --verbosity=1 shows it.
-    logging.debug('Failure', exc_info=True)
-    errors.fail(TrainerError.exit_code,
-                f'{type(e).__name__}: {errors.first_line(e)}')
 
 
 def run():

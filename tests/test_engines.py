@@ -11,7 +11,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import engines
-from estimator_trainer import migrate
+from estimator_trainer import weights
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
@@ -176,7 +176,7 @@ def _cnn_weights(model_dir):
   """name -> value of the CNN's weights in model_dir's latest checkpoint,
   from either engine's kind of checkpoint."""
   names = models.check('cnn', (28, 28, 1), 10)
-  values = migrate.read_weights(tf.train.latest_checkpoint(str(model_dir)),
+  values = weights.read_weights(tf.train.latest_checkpoint(str(model_dir)),
                                 names, lambda: cnn((28, 28, 1), 10))
   return dict(zip(names, values))
 

@@ -17,11 +17,10 @@ from tensorflow.core.protobuf import saved_model_pb2
 from estimator_trainer import engines
 from estimator_trainer import estimator
 from estimator_trainer import examples
-from estimator_trainer import migrate
-from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.examples import EXAMPLES_SIGNATURE
+from estimator_trainer.tf2 import migration
 
 NUM_IMAGES = 1000
 
@@ -128,18 +127,12 @@ def _signature_specs(path):
 
 @pytest.fixture(scope='module')
 def carried_over(tmp_path_factory, exported, mnist_small_dir):
-  """The estimator engine's trained weights in a ctl model_dir (a TF2
-  checkpoint of the same step), its export and its predictions."""
+  """The estimator engine's model_dir carried over to ctl (tf2/migration.py), its
+  export and its predictions."""
   estimator_dir = pathlib.Path(exported[0]).parents[2]
-  model_dir = tmp_path_factory.mktemp('ctl')
-  names = models.check('cnn', (28, 28, 1), 10)  # Before an eager build.
-  model = models.build('cnn', (28, 28, 1), 10)
-  migrate.load_estimator_weights(
-      model, tf.train.latest_checkpoint(str(estimator_dir)), names)
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir),
-                             1, checkpoint_name='ckpt').save(60)
-  config = functools.partial(_config, model_dir, mnist_small_dir,
-                             engine='ctl')
+  config = functools.partial(_config, tmp_path_factory.mktemp('ctl'),
+                             mnist_small_dir, engine='ctl')
+  migration.convert(config(), str(estimator_dir))
   path = engines.ENGINES['ctl'].run(config(mode='export'))
   predictions = engines.ENGINES['ctl'].run(
       config(mode='predict', num_predictions=NUM_IMAGES))

@@ -11,7 +11,7 @@ from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import listen
-from estimator_trainer import migrate
+from estimator_trainer import weights
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
@@ -123,7 +123,7 @@ class Job:
 
   def _warm_start(self):
     config, spec = self.config, self.source.spec
-    migrate.warm_start(
+    weights.warm_start(
         self.model, config.warm_start_from, config.warm_start_vars,
         self.weight_names, lambda: models.build(
             config.model, spec.image_shape, spec.num_classes,

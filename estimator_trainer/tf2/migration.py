@@ -1,0 +1,88 @@
+"""An Estimator checkpoint carried over to the TF2 engines (migrate.py is
+its command line).
+
+Estimator keys a checkpoint by variable name, the TF2 engines by object.
+Every weight (by the names models.check gives), the global step (as the
+optimizer's `iterations`) and Adam's moments are placed; a variable that
+cannot be placed fails, naming it.
+"""
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from estimator_trainer import checkpoints
+from estimator_trainer import weights
+from estimator_trainer.errors import TrainerError
+from estimator_trainer.optimizers import ADAM_BETA_1
+from estimator_trainer.tf2 import job as job_lib
+
+# tf.compat.v1.train.AdamOptimizer's slots: the first and second moments.
+_ADAM_SLOTS = ('Adam', 'Adam_1')
+
+
+def convert(config, source):
+  """Writes into `config.model_dir` (which must hold no checkpoint) the TF2
+  checkpoint of the Estimator checkpoint `source` (or its model_dir's
+  latest), of `config`'s model and optimizer. Returns its path."""
+  checkpoint = (tf.train.latest_checkpoint(source)
+                if tf.io.gfile.isdir(source) else source)
+  if not checkpoint or not tf.io.gfile.exists(f'{checkpoint}.index'):
+    raise TrainerError(f'--from {source}: no checkpoint there')
+  reader = tf.train.load_checkpoint(checkpoint)
+  stored = reader.get_variable_to_shape_map()
+  if weights.is_object_based(stored):
+    raise TrainerError(f'--from {checkpoint} is a TF2 engine checkpoint '
+                       'already: train on its model_dir')
+  if tf.train.latest_checkpoint(config.model_dir):
+    raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
+                       'over into a new model_dir')
+  job = job_lib.Job(config)
+  names = job.weight_names
+  weights.assign(job.model, names,
+                 weights.read_weights(checkpoint, names, build_model=None),
+                 checkpoint)
+  step = int(reader.get_tensor('global_step'))
+  placed = {*names, 'global_step'}
+  trainable = job.model.trainable_variables
+  job.optimizer.build(trainable)
+  job.optimizer.iterations.assign(step)
+  if config.optimizer == 'adam':
+    _check_adam_steps(reader, checkpoint, step)
+    placed |= {'beta1_power', 'beta2_power'}
+    name_of = {weight.ref(): name for weight, name in zip(job.model.weights,
+                                                          names)}
+    # Keras's Adam keeps a variable's moments at its index in the built
+    # var_list (no public slot accessor in Keras 2).
+    keras_slots = (job.optimizer._momentums, job.optimizer._velocities)  # pylint: disable=protected-access
+    for index, variable in enumerate(trainable):
+      for slot, keras_slot in zip(_ADAM_SLOTS, keras_slots):
+        key = f'{name_of[variable.ref()]}/{slot}'
+        if key not in stored:
+          raise TrainerError(f'{checkpoint} has no {key}: was it trained '
+                             'with --optimizer=adam?')
+        keras_slot[index].assign(reader.get_tensor(key))
+        placed.add(key)
+  unplaced = sorted(set(stored) - placed)
+  if unplaced:
+    more = f' and {len(unplaced) - 1} more' if len(unplaced) > 1 else ''
+    raise TrainerError(f'{checkpoint}: cannot place {unplaced[0]}{more} '
+                       f'(--optimizer={config.optimizer}, --model='
+                       f'{config.model})')
+  job.save(step)
+  checkpoints.record_model(config.model_dir, config, job.source.spec)
+  job.finish()
+  path = tf.train.latest_checkpoint(config.model_dir)
+  logging.info('Carried %s over to %s (step %d)', checkpoint, path, step)
+  return path
+
+
+def _check_adam_steps(reader, checkpoint, step):
+  """Estimator's Adam counts its steps in beta1_power (beta1 ** (steps + 1));
+  Keras's in `iterations`, set to the global step. They must agree."""
+  beta1_power = float(reader.get_tensor('beta1_power'))
+  if not np.isclose(beta1_power, ADAM_BETA_1 ** (step + 1), rtol=1e-4):
+    raise TrainerError(
+        f'{checkpoint}: beta1_power {beta1_power:.6g} is not {ADAM_BETA_1} '
+        f'** (global_step {step} + 1): Adam did not step with the global '
+        'step')
