@@ -52,10 +52,10 @@ def resnet20_float64(input_shape, num_classes, seed=None,
   replicas' gradients are all-reduced packed together: one dtype), cast to
   float32 at the end: float32 rounding, amplified through 19 batch norms,
   would hide whether two computations are the same one."""
-  model = tf.keras.models.clone_model(
-      models.resnet20(input_shape, num_classes, seed=seed,
-                      sync_batch_norm=sync_batch_norm),
-      clone_function=_in_float64)
+  with tf.Graph().as_default():  # Leaves no unused variables behind.
+    original = models.resnet20(input_shape, num_classes, seed=seed,
+                               sync_batch_norm=sync_batch_norm)
+  model = tf.keras.models.clone_model(original, clone_function=_in_float64)
   logits = tf.keras.layers.Activation('linear', dtype='float32')(
       model.output)
   return tf.keras.Model(model.input, logits)

@@ -262,6 +262,8 @@ def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
     initial = _bn_weights(str(model_dir / 'model.ckpt-0'))
     final = _bn_weights(str(model_dir / f'model.ckpt-{steps}'))
     changes[name] = {k: final[k] - initial[k] for k in final}
+  for k, change in changes['default'].items():
+    assert np.linalg.norm(change) > 0, f'{k} did not train'
   return max(float(np.linalg.norm(changes['mirrored'][k] - change) /
                    np.linalg.norm(change))
              for k, change in changes['default'].items())
