@@ -11,13 +11,12 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import engines
-from estimator_trainer import weights
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
 from estimator_trainer.config import TrainConfig
-from estimator_trainer import models
 from estimator_trainer.models import cnn
+from cnn_weights import cnn_weights
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
 
@@ -172,15 +171,6 @@ def test_tf2_early_stopping_ends_training_without_improvement(
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
 
 
-def _cnn_weights(model_dir):
-  """name -> value of the CNN's weights in model_dir's latest checkpoint,
-  from either engine's kind of checkpoint."""
-  names = models.check('cnn', (28, 28, 1), 10)
-  values = weights.read_weights(tf.train.latest_checkpoint(str(model_dir)),
-                                names, lambda: cnn((28, 28, 1), 10))
-  return dict(zip(names, values))
-
-
 @pytest.mark.parametrize('source, engine', [('estimator', 'ctl'),
                                             ('ctl', 'keras')])
 def test_tf2_warm_start_all_but_the_logits(tmp_path, mnist_small_dir, source,
@@ -197,7 +187,7 @@ def test_tf2_warm_start_all_but_the_logits(tmp_path, mnist_small_dir, source,
       target_dir, mnist_small_dir, engine=engine, seed=7, optimizer='sgd',
       learning_rate=1e-12, lr_decay='none', train_steps=1,
       warm_start_from=str(source_dir), warm_start_vars='^(?!logits/)'))
-  started, trained = _cnn_weights(target_dir), _cnn_weights(source_dir)
+  started, trained = cnn_weights(target_dir), cnn_weights(source_dir)
   for name in ('conv1/kernel', 'conv2/bias', 'hidden/kernel'):
     np.testing.assert_allclose(started[name], trained[name], atol=1e-9)
   assert np.abs(started['logits/kernel'] - trained['logits/kernel']).max(

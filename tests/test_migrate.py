@@ -8,14 +8,12 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from estimator_trainer import estimator
-from estimator_trainer import models
-from estimator_trainer import weights
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import migration
+from cnn_weights import cnn_weights
 
 STEPS, MORE = 20, 10
 
@@ -24,15 +22,6 @@ def _config(model_dir, idx_dir, **overrides):
   return TrainConfig(model_dir=str(model_dir), dataset='mnist',
                      idx_dir=str(idx_dir), lr_decay='none',
                      learning_rate=0.01, shuffle_buffer=0, **overrides)
-
-
-def _weights(model_dir):
-  """name -> value of the CNN's weights in model_dir's latest checkpoint,
-  of either engine."""
-  names = models.check('cnn', (28, 28, 1), 10)
-  values = weights.read_weights(tf.train.latest_checkpoint(str(model_dir)),
-                                names, lambda: models.cnn((28, 28, 1), 10))
-  return dict(zip(names, values))
 
 
 @pytest.mark.parametrize('optimizer, tolerance', [('sgd', 1e-6),
@@ -57,8 +46,8 @@ def test_training_continues_as_estimator_would(tmp_path, mnist_small_dir,
   assert ctl.train(config(tmp_path / 'ctl', engine='ctl',
                           train_steps=STEPS + MORE)) == STEPS + MORE
 
-  before = _weights(start)
-  went_on, carried = _weights(tmp_path / 'estimator_more'), _weights(
+  before = cnn_weights(start)
+  went_on, carried = cnn_weights(tmp_path / 'estimator_more'), cnn_weights(
       tmp_path / 'ctl')
   worst = max(float(np.linalg.norm(carried[k] - went_on[k]) /
                     np.linalg.norm(went_on[k] - before[k])) for k in before)

@@ -16,7 +16,7 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
@@ -141,12 +141,11 @@ class Job:
       if self.optimizer is None:
         status.expect_partial()  # Evaluation needs no optimizer slots.
     except (AssertionError, ValueError, tf.errors.OpError) as e:
-      message = (str(e).strip().splitlines() or [''])[0]
       other = checkpoints.other_model(self.config.model_dir,
                                       self.config.model)
       raise TrainerError(
           f'{self.config.model_dir} holds a checkpoint of {other} (or of '
-          f'another engine): {message}') from None
+          f'another engine): {first_line(e)}') from None
     return layout.checkpoint_step(path)
 
   def save(self, step):
