@@ -422,3 +422,38 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
   assert not (model_dir / 'metrics.json').exists()
   # The steps before the divergence were checkpointed, all finite.
   assert _check_checkpoints(model_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
+    tmp_path, mnist_small_dir, engine):
+  model_dir = tmp_path / 'model'
+  command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
+                     '--strategy=multi_worker_mirrored', '--train_steps=300',
+                     '--save_checkpoints_steps=50',
+                     '--cluster_timeout_secs=120')
+  logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
+  procs = _start_cluster(command, logs)
+  _wait_for_checkpoint(procs[0], logs[0], model_dir, 50)
+  # To the worker that is not the chief: the chief must save too.
+  _, seconds = _preempt(procs[1], logs[1])
+  assert procs[0].wait(timeout=60) == 0, logs[0].read_text()[-3000:]
+  steps = {int(re.search(r'Preempted at step (\d+): saved a checkpoint',
+                         log.read_text()).group(1)) for log in logs}
+  assert len(steps) == 1, steps  # One step, saved by every worker.
+  step = steps.pop()
+  assert 50 <= step < 300
+  assert checkpoints.latest_step(str(model_dir)) == step
+  assert _check_checkpoints(model_dir)[-1] == step
+  assert not (model_dir / 'metrics.json').exists()
+  assert not list(model_dir.glob('tmp_*'))  # The worker's scratch, removed.
+  print(f'{engine}: SIGTERM to worker 1: both saved step {step}; it exited '
+        f'0 after {seconds:.1f} s')
+
+  restarted = [tmp_path / 'worker0-rerun.log', tmp_path / 'worker1-rerun.log']
+  for proc, log in zip(_start_cluster(command, restarted), restarted):
+    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+  assert f'Restoring {model_dir}/ckpt-{step}' in restarted[0].read_text()
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 300

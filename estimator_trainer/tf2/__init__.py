@@ -3,8 +3,13 @@ model_dir layout as the estimator engine:
 
     job.py         a run's strategy, data, model, optimizer, checkpoints
     evaluation.py  the whole test set under the strategy; --mode=evaluate
+                   and predict
+    export.py      SavedModels with the estimator engine's signatures
+    preemption.py  SIGTERM: the step saved (by every worker alike)
     controller.py  the outer loop both engines share (checkpoints, throttled
-                   evaluation, SIGTERM, non-finite loss, summaries)
+                   evaluation and exports, SIGTERM, non-finite loss,
+                   summaries, early stopping)
     ctl.py         the custom training loop engine (strategy.run)
     keras_fit.py   the Model.fit engine
+    migration.py   an Estimator checkpoint carried over
 """

@@ -87,7 +87,7 @@ class Controller:
   `save_checkpoints_steps` steps; `finish` ends the run.
   """
 
-  def __init__(self, job, start_step, evaluate, sigterm):
+  def __init__(self, job, start_step, evaluate, stop):
     self.job = job
     self.step = start_step
     self._evaluator = evaluation.Evaluator(job) if evaluate else None
@@ -96,7 +96,7 @@ class Controller:
         job.config.export, job.model, job.example_format, job.checkpoint_dir)
                       if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)
-    self._sigterm = sigterm
+    self._stop = stop  # preemption.watch's
     self._last_eval = None  # monotonic time of the last evaluation.
     # Every worker evaluates collectively, so each decides alike from its
     # own results (reading the chief's eval files could race its writes).
@@ -104,19 +104,8 @@ class Controller:
         layout.eval_dir(job.config.model_dir))
                         if job.config.early_stopping_evals else {})
     self.result = None  # The latest evaluation; None when preempted.
-    self.stopped = False  # Saved on SIGTERM: training must end now.
+    self.stopped = False  # Saved on SIGTERM: training has ended.
     self.early_stopped = False  # No better accuracy in the last evaluations.
-
-  @property
-  def preempted(self):
-    return self._sigterm.received
-
-  @property
-  def should_stop(self):
-    """Training should end after this step: the last one, SIGTERM came (the
-    next `checkpoint` saves and stops), or early stopping."""
-    return (self.step >= self.job.max_steps or self.preempted or
-            self.early_stopped)
 
   @property
   def done(self):
@@ -141,21 +130,24 @@ class Controller:
     if not math.isfinite(loss):  # Before any save of these weights.
       raise faults.diverged(f'loss is {loss}', step,
                             self.job.config.model_dir)
-    return self._summaries.update(step, loss, read_metrics)
+    wrote = self._summaries.update(step, loss, read_metrics)
+    if self._stop(lambda: self.job.save(step)):
+      self.stopped = True
+      faults.log_preempted(step)
+    return wrote
 
   def checkpoint_due(self, previous_step):
     every = self.job.config.save_checkpoints_steps
-    return (self.preempted or self.step // every > previous_step // every or
-            self.step >= self.job.max_steps)
+    return not self.stopped and (
+        self.step // every > previous_step // every or
+        self.step >= self.job.max_steps)
 
   def checkpoint(self):
-    """Saves the current step; evaluates it unless preempted or throttled
-    (the last step is always evaluated)."""
-    self.job.save(self.step)
-    if self.preempted:
-      self.stopped = True
-      faults.log_preempted(self.step)
+    """Saves the current step and evaluates it unless throttled (the last
+    step is always evaluated); nothing when preempted (already saved)."""
+    if self.stopped:
       return
+    self.job.save(self.step)
     final = self.step >= self.job.max_steps
     if self._evaluator and (
         final or self._last_eval is None or

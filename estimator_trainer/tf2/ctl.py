@@ -8,10 +8,10 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
-from estimator_trainer import faults
 from estimator_trainer import losses
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import job as job_lib
+from estimator_trainer.tf2 import preemption
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
 
@@ -66,9 +66,8 @@ def _train(config, evaluate):
   Controller."""
   job = job_lib.Job(config)
   trainer = _Trainer(job)
-  with faults.Sigterm(enabled=config.cluster is None) as sigterm:
-    controller = controller_lib.Controller(job, job.restore(), evaluate,
-                                           sigterm)
+  with preemption.watch(job.strategy) as stop:
+    controller = controller_lib.Controller(job, job.restore(), evaluate, stop)
     iterator = iter(job.distribute(TRAIN))
     while not controller.done:
       previous = controller.step

@@ -11,10 +11,10 @@ import math
 
 import tensorflow as tf
 
-from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import job as job_lib
+from estimator_trainer.tf2 import preemption
 
 TRAIN = tf.estimator.ModeKeys.TRAIN
 
@@ -31,7 +31,7 @@ class _ControllerCallback(tf.keras.callbacks.Callback):
     loss = float(logs['loss'])  # Keras's: the mean since the epoch began.
     self._controller.after_steps(self._controller.job.step, loss,
                                  lambda: (loss, float(logs['accuracy'])))
-    if self._controller.should_stop:
+    if self._controller.done:
       self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
@@ -52,8 +52,8 @@ def _fit(config, evaluate):
         metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
   every = config.save_checkpoints_steps
   backup = layout.backup_dir(job.checkpoint_dir)
-  with faults.Sigterm(enabled=config.cluster is None) as sigterm:
-    controller = controller_lib.Controller(job, step, evaluate, sigterm)
+  with preemption.watch(job.strategy) as stop:
+    controller = controller_lib.Controller(job, step, evaluate, stop)
     if step < job.max_steps:
       data = tf.keras.utils.experimental.DatasetCreator(
           lambda context: job.input_fn(TRAIN, context).map(

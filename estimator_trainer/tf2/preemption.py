@@ -1,0 +1,66 @@
+"""SIGTERM (what Kubernetes and preemptible VMs send before killing) while a
+TF2 engine trains.
+
+One process saves the step it reached and stops. The workers of a
+multi_worker_mirrored cluster must all save the same step, or the rerun
+resumes from weights no worker had together: TensorFlow's
+PreemptionCheckpointHandler does that. The worker that got the signal
+publishes a step through the cluster's coordination service, every worker
+saves when it gets there, then all stop and exit 0; the same command resumes
+there. (It refuses parameter servers.)
+"""
+
+import contextlib
+import shutil
+import signal
+import tempfile
+import threading
+
+import tensorflow as tf
+
+from estimator_trainer import faults
+
+
+class _Saved(Exception):
+  """Raised by the handler's exit function, in place of its sys.exit."""
+
+
+def _raise_saved():
+  raise _Saved()
+
+
+@contextlib.contextmanager
+def watch(strategy):
+  """Yields `stop(save)`: every worker calls it after each run of training
+  steps (the same runs on every worker). It returns True once training must
+  end, `save()` having saved the current step (the step the cluster agreed
+  on, in a cluster)."""
+  if threading.current_thread() is not threading.main_thread():
+    # Only the main thread may handle signals: run without a handler.
+    yield lambda save: False
+  elif not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    with faults.Sigterm() as sigterm:
+      yield lambda save: sigterm.received and (save() or True)
+  else:
+    previous = signal.getsignal(signal.SIGTERM)
+    # The handler restores and saves its own tf.train.Checkpoint; ours are
+    # the job's (save_fn). It gets an empty one in a directory of its own,
+    # so that its count of calls starts at 0 on every worker.
+    scratch = tempfile.mkdtemp(prefix='preemption-')
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, tf.train.Checkpoint(), f'{scratch}/ckpt',
+        tf.distribute.experimental.TerminationConfig(
+            exit_fn=_raise_saved, save_fn=lambda save: save()))
+
+    def stop(save):
+      try:
+        handler.save_checkpoint_if_preempted(save)
+      except _Saved:
+        return True
+      return False
+
+    try:
+      yield stop
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+      shutil.rmtree(scratch, ignore_errors=True)
