@@ -240,7 +240,7 @@ class TrainConfig:
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
-    self._check_engine_offers()
+    self._check_tf2_limits()
     if self.engine == 'estimator' and self.cluster and self.mode == 'train':
       # Estimator trains multi-worker only inside train_and_evaluate
       # (its distribute coordinator; tensorflow#46556).
@@ -251,20 +251,19 @@ class TrainConfig:
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
                        'exist')
 
-  def _check_engine_offers(self):
-    """The strategy and cluster tasks fit the engine."""
-    engine = engines.ENGINES[self.engine]
-    _check_choice('strategy', self.strategy, engine.strategies,
-                  f' with --engine={self.engine}')
-    if self.cluster:
-      tasks = [*self.cluster.jobs, *([cluster_lib.EVALUATOR]
-                                     if self.cluster.has_evaluator else [])]
-      others = [task for task in tasks if task not in engine.cluster_tasks]
-      if others:
-        raise UsageError(
-            f'TF_CONFIG: --engine={self.engine} runs '
-            f'{" and ".join(engine.cluster_tasks)} tasks only (no '
-            f'{" or ".join(others)})')
+  def _check_tf2_limits(self):
+    """What the TF2 engines cannot match of the estimator engine's."""
+    if self.engine not in engines.TF2_ENGINES:
+      return
+    if self.eval_strategy != 'default':
+      raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
+                       'under the training --strategy')
+    if self.early_stopping_evals and self.cluster and (
+        self.cluster.has_evaluator):
+      raise UsageError(
+          f'--early_stopping_evals: --engine={self.engine} stops on its own '
+          'evaluations, which an evaluator task takes over (drop the '
+          'evaluator, or use --engine=estimator)')
 
   def resolve_global_batch_size(self, num_replicas: int) -> int:
     """The global batch for `num_replicas` replicas in sync."""
@@ -305,7 +304,7 @@ def _check_field(field, value):
         f'--{field.name} must be >= {meta["at_least"]}, got {value}')
 
 
-def _check_choice(name, value, choices, context=''):
+def _check_choice(name, value, choices):
   if value not in choices:
-    raise UsageError(f'--{name} must be one of {", ".join(choices)}'
-                     f'{context}; got {value!r}')
+    raise UsageError(f'--{name} must be one of {", ".join(choices)}; got '
+                     f'{value!r}')

@@ -63,13 +63,18 @@ def _pipeline_options():
 _PIPELINE_OPTIONS = _pipeline_options()
 
 
-def make_input_fn(config, global_batch_size, source=None):
+def make_input_fn(config, global_batch_size, source=None, seeded=True):
   """Returns `input_fn(mode, input_context=None)` for Estimator.
 
   TRAIN reads the pipeline's own shard of the train split (shard, cache,
   shuffle, repeat, batch); EVAL reads each test example exactly once (padded
   with weight-0 examples to whole steps); PREDICT the first
   `config.num_predictions` test images.
+
+  Unless `seeded`, each run of a TRAIN pipeline shuffles and augments in
+  an order of its own: TensorFlow 2's parameter-server workers all get the
+  same input context (the whole split), and would otherwise all read the
+  same batches in the same order.
   """
   source = source or make_source(config)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
@@ -102,11 +107,14 @@ def make_input_fn(config, global_batch_size, source=None):
     if mode == tf.estimator.ModeKeys.TRAIN:
       ds = ds.cache()
       if config.shuffle_buffer:
-        ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
+        ds = ds.shuffle(config.shuffle_buffer,
+                        seed=config.seed if seeded else None)
       ds = ds.repeat()
       if config.augment == 'crop_flip':
         # After the cache: new crops every epoch. Seeded per pipeline.
-        ds = ds.enumerate().map(crop_flip(config.seed * 1000 + pipeline_id),
+        ds = ds.enumerate().map(crop_flip(
+            config.seed * 1000 + pipeline_id if seeded else
+            tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int64)),
                                 num_parallel_calls=tf.data.AUTOTUNE)
       ds = ds.batch(batch_size, drop_remainder=True).map(
           _features, num_parallel_calls=tf.data.AUTOTUNE)
@@ -125,11 +133,12 @@ def make_input_fn(config, global_batch_size, source=None):
   return input_fn
 
 
-def prepare(config, global_batch_size, training):
+def prepare(config, global_batch_size, training, seeded=True):
   """What every engine's job reads: (source, training steps, input_fn). Only
   training needs the train split's size (reading it is not free): None
   otherwise."""
   source = make_source(config)
   max_steps = config.resolve_train_steps(
       source.num_examples(TRAIN), global_batch_size) if training else None
-  return source, max_steps, make_input_fn(config, global_batch_size, source)
+  return source, max_steps, make_input_fn(config, global_batch_size, source,
+                                          seeded)

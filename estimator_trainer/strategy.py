@@ -57,8 +57,14 @@ def replica_devices(cpu_replicas):
   return [f'/cpu:{i}' for i in range(max(cpu_replicas, 1))]
 
 
-def make_strategy(name, cpu_replicas=0, communication='auto'):
-  """The strategy named `name`, or None for `default` (no strategy)."""
+def make_strategy(name, cpu_replicas=0, communication='auto',
+                  coordinated=False):
+  """The strategy named `name`, or None for `default` (no strategy).
+
+  `parameter_server` is TensorFlow 2's, driven by a ClusterCoordinator, when
+  `coordinated` (the TF2 engines); else TensorFlow 1's, which Estimator
+  drives.
+  """
   if name == 'default':
     return None
   if name == 'one_device':
@@ -71,6 +77,9 @@ def make_strategy(name, cpu_replicas=0, communication='auto'):
     # The `experimental` class is the one Estimator supports (graph mode).
     strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy(
         communication=_COMMUNICATION[communication])
+  elif name == 'parameter_server' and coordinated:
+    strategy = tf.distribute.ParameterServerStrategy(
+        tf.distribute.cluster_resolver.TFConfigClusterResolver())
   elif name == 'parameter_server':
     strategy = tf.compat.v1.distribute.experimental.ParameterServerStrategy()
   else:

@@ -129,10 +129,10 @@ CASES = [
           "--optimizer must be one of adam, sgd; got 'rmsprop'"),
     _case('unknown-engine', ['--engine=tpu'], 2,
           "--engine must be one of estimator, ctl, keras; got 'tpu'"),
-    _case('engine-without-a-strategy',
-          ['--engine=ctl', '--strategy=parameter_server'], 2,
-          '--strategy must be one of default, one_device, mirrored, '
-          "multi_worker_mirrored with --engine=ctl; got 'parameter_server'"),
+    _case('tf2-engine-eval-strategy',
+          ['--engine=ctl', '--eval_strategy=mirrored'], 2,
+          '--eval_strategy: --engine=ctl evaluates under the training '
+          '--strategy'),
     _case('unknown-flag', ['--no_such_flag'], 2,
           "Unknown command line flag 'no_such_flag'"),
     _case('stray-argument', ['stray_argument'], 2,

@@ -253,3 +253,62 @@ def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
   # The chief's final export; the other worker's went to its scratch dir.
   assert len(list((model_dir / 'export' / 'final').iterdir())) == 1
   assert not list(model_dir.glob('tmp_*'))
+
+
+@pytest.mark.parametrize('engine, evaluator', [('ctl', True),
+                                               ('keras', False)])
+def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
+  """TensorFlow 2's ParameterServerStrategy: the chief's ClusterCoordinator
+  sends the steps to the workers; an evaluator task, or else the chief,
+  evaluates the checkpoints."""
+  model_dir = tmp_path / 'model'
+  result = _launch(
+      ['--chief', '--workers=2', '--ps=1',
+       *(['--evaluator'] if evaluator else [])],
+      _flags(model_dir, mnist_small_dir, f'--engine={engine}',
+             '--strategy=parameter_server', '--train_steps=300',
+             '--save_checkpoints_steps=100', '--export=latest'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  codes = 'chief:0=0, worker:0=0, worker:1=0, ps:0=0' + (
+      ', evaluator:0=0' if evaluator else '')
+  assert f'exit codes: {codes}' in result.stdout
+  # The chief alone saves, at exact steps: it joins the workers' closures
+  # (ctl) or Keras does at the end of each epoch.
+  assert set(_task_lines(result.stdout, 'Saved checkpoint')) == {'chief:0'}
+  assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
+      'ckpt-100.index', 'ckpt-200.index', 'ckpt-300.index']
+  # The workers and the ps serve until the chief has trained to the end.
+  assert set(_task_lines(result.stdout, 'Training finished at step 300')) == {
+      'worker:0', 'worker:1', 'ps:0'}
+  evaluating = 'evaluator:0' if evaluator else 'chief:0'
+  assert set(_task_lines(result.stdout, 'Final evaluation')) == {evaluating}
+  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+      evaluating}
+  assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 1
+  assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 300 and metrics['num_examples'] == 10000
+  assert metrics['accuracy'] > 0.9
+  print(f'{engine}, parameter servers, evaluated by {evaluating}: accuracy '
+        f'{metrics["accuracy"]:.4f} at step 300')
+
+
+def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  result = _launch(['--workers=2', '--evaluator'], _flags(
+      model_dir, mnist_small_dir, '--engine=keras',
+      '--strategy=multi_worker_mirrored', '--train_steps=200',
+      '--save_checkpoints_steps=100', '--steps_per_loop=10'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  # The workers train without evaluating; the evaluator evaluates, exports
+  # and writes the results.
+  assert not _task_lines(result.stdout, 'Evaluation at step').keys() - {
+      'evaluator:0'}
+  assert set(_task_lines(result.stdout, 'Final evaluation')) == {
+      'evaluator:0'}
+  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+      'evaluator:0'}
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 200 and metrics['num_examples'] == 10000

@@ -72,16 +72,17 @@ def _cluster(jobs, task_type='chief'):
 
 
 @pytest.mark.parametrize('kwargs, message', [
-    (dict(engine='keras', strategy='parameter_server'),
-     "--strategy must be one of .* with --engine=keras; got "
-     "'parameter_server'"),
+    (dict(engine='keras', eval_strategy='mirrored'),
+     r'^--eval_strategy: --engine=keras evaluates under the training '
+     r'--strategy$'),
     (dict(engine='ctl', strategy='multi_worker_mirrored',
+          early_stopping_evals=3,
           cluster=_cluster({'chief': ['h:1'], 'worker': ['h:2'],
                             'evaluator': ['h:3']})),
-     r'^TF_CONFIG: --engine=ctl runs chief and worker tasks only \(no '
-     r'evaluator\)$'),
+     r'^--early_stopping_evals: --engine=ctl stops on its own evaluations, '
+     r'which an evaluator task takes over'),
 ])
-def test_what_an_engine_does_not_offer_is_a_usage_error(kwargs, message):
+def test_what_a_tf2_engine_cannot_match_is_a_usage_error(kwargs, message):
   with pytest.raises(UsageError, match=message):
     TrainConfig(model_dir='/tmp/x', **kwargs)
 

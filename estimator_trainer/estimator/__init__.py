@@ -6,8 +6,7 @@
     job.py            RunConfig factory; Estimator, data, hooks, exporters
     modes.py          train_and_evaluate (every cluster role), train,
                       evaluate, predict, export
-    cluster_roles.py  parameter servers, the evaluator, and the files that
-                      tell them how long training runs
+    cluster_roles.py  parameter servers and the evaluator
     tfx.py            TFX's trainer_fn
 """
 

@@ -11,6 +11,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import outputs
+from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.watchdog import WatchdogHook, cluster_watchdog
@@ -59,7 +60,7 @@ def _train_in_cluster(config):
   # Before the strategy exists: creating it may already wait for peers.
   watchdog = cluster_watchdog(config.cluster_timeout_secs, 'training step')
   job = job_lib.Job(config)
-  progress = cluster_roles.TrainingProgress(config)
+  progress = training_progress.TrainingProgress(config)
   if config.cluster.is_chief:
     progress.write_train_spec(job.max_steps, job.global_batch_size)
   tf.estimator.train_and_evaluate(

@@ -5,6 +5,7 @@ progress, SIGTERM, a checkpoint every `save_checkpoints_steps` steps,
 evaluation of checkpoints at most every `throttle_secs`, and the final
 evaluation."""
 
+import concurrent.futures
 import math
 import time
 
@@ -17,6 +18,7 @@ from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
+from estimator_trainer.tf2 import cluster_roles
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
 from estimator_trainer.tf2 import job as job_lib
@@ -90,10 +92,11 @@ class Controller:
   def __init__(self, job, start_step, evaluate, stop):
     self.job = job
     self.step = start_step
-    self._evaluator = evaluation.Evaluator(job) if evaluate else None
+    self._evaluator = evaluate and _evaluator(job)
     # Exports follow evaluations, as Estimator's exporters do.
     self._exporter = (export.Exporter(
-        job.config.export, job.model, job.example_format, job.checkpoint_dir)
+        job.config.export, self._evaluator.model, job.example_format,
+        job.checkpoint_dir)
                       if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)
     self._stop = stop  # preemption.watch's
@@ -174,9 +177,34 @@ class Controller:
     elif self._evaluator and (self.result is None or
                               self.result['global_step'] < self.step):
       self._evaluate(final=True)  # A rerun at the end.
-    self.job.finish()
+    self.job.finish(trained=not self.stopped)
     if not self.stopped:
       logging.info('Trained to step %d', self.step)
+
+
+class _SavedCheckpointEvaluator:
+  """A parameter-server chief's evaluator: of the checkpoint just saved."""
+
+  def __init__(self, job):
+    self._job = job
+    self._evaluator = evaluation.CheckpointEvaluator(job.config)
+    self.model = self._evaluator.model
+
+  def evaluate(self, step):
+    del step  # The latest checkpoint's: training saves before evaluating.
+    # In a thread of its own: Keras calls callbacks inside the training
+    # strategy's scope, where another strategy's may not nest.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+      return thread.submit(self._evaluator.evaluate,
+                           self._job.manager.latest_checkpoint).result()
+
+
+def _evaluator(job):
+  """Evaluates the training model under its strategy; or, with parameter
+  servers, the checkpoint just saved, on this process."""
+  if job.coordinator:
+    return _SavedCheckpointEvaluator(job)
+  return evaluation.Evaluator(job)
 
 
 def engine_modes(run):
@@ -184,19 +212,27 @@ def engine_modes(run):
   returns its finished Controller: train_and_evaluate, train, and the modes
   that only restore the model (evaluate, predict, export)."""
 
-  def run_in_cluster(config, evaluate):
-    with cluster_lib.tf_config_environment(config.cluster):
-      return run(config, evaluate)
-
   def train_and_evaluate(config):
     """Trains to the configured step count, evaluating checkpoints; returns
-    metrics.json's dict (None on workers other than the chief)."""
-    controller = run_in_cluster(config, evaluate=True)
+    metrics.json's dict. In a cluster the task type decides (an evaluator
+    task evaluates in place of the training tasks); None on tasks that
+    write no metrics."""
+    cluster = config.cluster
+    with cluster_lib.tf_config_environment(cluster):
+      if cluster and cluster.task_type == cluster_lib.EVALUATOR:
+        return cluster_roles.evaluate_until_trained(config)
+      if cluster_roles.serves(config):
+        return cluster_roles.serve(config)
+      controller = run(config, not (cluster and cluster.has_evaluator))
     return evaluation.write_results(controller.job, controller.result)
 
   def train(config):
-    """Trains to the configured step count; returns the final step."""
-    return run_in_cluster(config, evaluate=False).step
+    """Trains to the configured step count; returns the final step (None on
+    tasks that only serve)."""
+    with cluster_lib.tf_config_environment(config.cluster):
+      if cluster_roles.serves(config):
+        return cluster_roles.serve(config)
+      return run(config, evaluate=False).step
 
   return (train_and_evaluate, train, evaluation.evaluate, evaluation.predict,
           export.export)

@@ -56,6 +56,27 @@ class _Trainer:
                                        per_replica, axis=None)
     return loss
 
+  def runner(self, dataset):
+    """`run(num_steps)`: trains `num_steps` more steps on `dataset` (from
+    job.distribute), returns the last loss."""
+    iterator = iter(dataset)
+    coordinator = self._job.coordinator
+    if coordinator is None:
+      return lambda num_steps: float(self.train_steps(
+          iterator, tf.constant(num_steps)))
+    per_loop = self._job.config.steps_per_loop
+
+    def run(num_steps):
+      # Closures of up to steps_per_loop steps, each run by whichever
+      # worker is free; after the join the step count is exact.
+      remote = None
+      for start in range(0, num_steps, per_loop):
+        remote = coordinator.schedule(self.train_steps, args=(
+            iterator, tf.constant(min(per_loop, num_steps - start))))
+      coordinator.join()
+      return float(remote.fetch())
+    return run
+
   def reset_metrics(self):
     self.loss.reset_state()
     self.accuracy.reset_state()
@@ -68,11 +89,14 @@ def _train(config, evaluate):
   trainer = _Trainer(job)
   with preemption.watch(job.strategy) as stop:
     controller = controller_lib.Controller(job, job.restore(), evaluate, stop)
-    iterator = iter(job.distribute(TRAIN))
+    run = trainer.runner(job.distribute(TRAIN))
     while not controller.done:
       previous = controller.step
-      num_steps = controller.steps_to_next_stop(config.steps_per_loop)
-      loss = float(trainer.train_steps(iterator, tf.constant(num_steps)))
+      # With parameter servers: all steps to the next stop, in closures
+      # that keep every worker busy.
+      num_steps = controller.steps_to_next_stop(
+          job.max_steps if job.coordinator else config.steps_per_loop)
+      loss = run(num_steps)
       # Counted here: reading the optimizer's counter costs an op per loop.
       if controller.after_steps(previous + num_steps, loss,
                                 trainer.read_metrics):

@@ -25,6 +25,7 @@ class Evaluator:
 
   def __init__(self, job):
     self._job = job
+    self.model = job.model
     with job.strategy.scope():
       self._metrics = EvalMetrics(job.source.spec.class_names,
                                   job.source.spec.image_shape)
@@ -64,6 +65,22 @@ class Evaluator:
     logging.info('Evaluation at step %d (%.1f s): %s', step,
                  time.monotonic() - start, result)
     return result
+
+
+class CheckpointEvaluator:
+  """Evaluates checkpoints of a training run in a model of its own, with no
+  strategy: the evaluator task's, and a parameter-server chief's (whose
+  training model lives on the ps tasks)."""
+
+  def __init__(self, config):
+    self.job = job_lib.Job(config, training=False)
+    self._evaluator = Evaluator(self.job)
+    self.model = self.job.model
+
+  def evaluate(self, path):
+    """Restores the checkpoint at `path` and evaluates it."""
+    self.job.checkpoint.restore(path).expect_partial()
+    return self._evaluator.evaluate(layout.checkpoint_step(path))
 
 
 def write_results(job, result):

@@ -16,6 +16,7 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
+from estimator_trainer import training_progress
 from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
@@ -41,6 +42,7 @@ class Job:
     cluster = config.cluster
     self.is_chief = cluster is None or cluster.is_chief or not training
     self.watchdog = None
+    self._progress = cluster and training_progress.TrainingProgress(config)
     if training and cluster:
       listen.warn_if_unconfined(cluster)
       # Creating the strategy (under the caller's TF_CONFIG, see
@@ -49,13 +51,20 @@ class Job:
                                        'training step')
     configure_threads(config.intra_op_threads, config.inter_op_threads)
     self.strategy = (make_strategy(config.strategy, config.cpu_replicas,
-                                   config.communication) if training else None
-                     ) or tf.distribute.get_strategy()
+                                   config.communication, coordinated=True)
+                     if training else None) or tf.distribute.get_strategy()
+    # Parameter servers: this process (the chief) sends the steps to the
+    # workers through a ClusterCoordinator; each applies its own, at once.
+    self.coordinator = (
+        tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        if isinstance(self.strategy, tf.distribute.ParameterServerStrategy)
+        else None)
     self.num_replicas = self.strategy.num_replicas_in_sync
     self.global_batch_size = config.resolve_global_batch_size(
         self.num_replicas)
     self.source, self.max_steps, self.input_fn = data.prepare(
-        config, self.global_batch_size, training)
+        config, self.global_batch_size, training,
+        seeded=self.coordinator is None)
     spec = self.source.spec
     self.example_format = sources.example_format(config, spec)
     self.weight_names = models.check(
@@ -103,9 +112,13 @@ class Job:
             else tf.distribute.InputReplicationMode.PER_WORKER))
 
   def distribute(self, mode):
-    """The input_fn's dataset of `mode`, distributed to the replicas."""
-    return self.strategy.distribute_datasets_from_function(
+    """The input_fn's dataset of `mode`, distributed to the replicas (to
+    each parameter-server worker, its own)."""
+    dataset = self.strategy.distribute_datasets_from_function(
         lambda context: self.input_fn(mode, context), self.input_options())
+    if self.coordinator:
+      return self.coordinator.create_per_worker_dataset(dataset)
+    return dataset
 
   def restore(self):
     """Restores the latest checkpoint of model_dir and returns its step;
@@ -119,6 +132,9 @@ class Job:
       if self.is_chief:
         checkpoints.record_model(self.config.model_dir, self.config,
                                  self.source.spec)
+        if self.config.cluster:  # For the tasks that do not train.
+          self._progress.write_train_spec(self.max_steps,
+                                          self.global_batch_size)
     return step
 
   def _warm_start(self):
@@ -164,12 +180,15 @@ class Job:
                                  self.num_replicas,
                                  self.global_batch_size, self.max_steps)
 
-  def finish(self):
-    """Ends a training job: stops the watchdog, removes a worker's scratch."""
+  def finish(self, trained):
+    """Ends a training job: stops the watchdog, removes a worker's scratch;
+    a cluster task that `trained` to the end says so (training_progress)."""
     if self.watchdog:
       self.watchdog.stop()
     if not self.is_chief and tf.io.gfile.exists(self.checkpoint_dir):
       tf.io.gfile.rmtree(self.checkpoint_dir)
+    if trained and self.config.cluster:
+      self._progress.mark_finished(self.max_steps)
 
 
 def writer(job, subdir=''):

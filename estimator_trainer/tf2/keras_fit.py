@@ -19,15 +19,21 @@ from estimator_trainer.tf2 import preemption
 TRAIN = tf.estimator.ModeKeys.TRAIN
 
 
-class _ControllerCallback(tf.keras.callbacks.Callback):
-  """Hands fit's steps and epochs to the Controller; stops fit at the
-  configured step count or on SIGTERM."""
+class _EpochCallback(tf.keras.callbacks.Callback):
+  """Hands fit's epochs (of save_checkpoints_steps steps) to the Controller;
+  stops fit at the configured step count, on SIGTERM or early stopping.
+
+  Alone under parameter servers, where Keras refuses batch-level callbacks:
+  summaries and the SIGTERM check then come once an epoch.
+  """
+
+  _PER_BATCH = False
 
   def __init__(self, controller):
     super().__init__()
     self._controller = controller
 
-  def on_train_batch_end(self, batch, logs=None):
+  def _after_steps(self, logs):
     loss = float(logs['loss'])  # Keras's: the mean since the epoch began.
     self._controller.after_steps(self._controller.job.step, loss,
                                  lambda: (loss, float(logs['accuracy'])))
@@ -35,9 +41,20 @@ class _ControllerCallback(tf.keras.callbacks.Callback):
       self.model.stop_training = True
 
   def on_epoch_end(self, epoch, logs=None):
+    if not self._PER_BATCH:
+      self._after_steps(logs)
     self._controller.checkpoint()
     if self._controller.done:  # Early stopping, after its evaluation.
       self.model.stop_training = True
+
+
+class _BatchCallback(_EpochCallback):
+  """And after every batch (of steps_per_loop steps)."""
+
+  _PER_BATCH = True
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._after_steps(logs)
 
 
 def _fit(config, evaluate):
@@ -59,11 +76,15 @@ def _fit(config, evaluate):
           lambda context: job.input_fn(TRAIN, context).map(
               lambda features, labels: (features['image'], labels)),
           job.input_options())
+      # Parameter servers: BackupAndRestore refuses them, and Keras
+      # batch-level callbacks; the chief's checkpoints resume there.
+      callbacks = ([_EpochCallback(controller)] if job.coordinator else
+                   [tf.keras.callbacks.BackupAndRestore(backup),
+                    _BatchCallback(controller)])
       job.model.fit(
           data, epochs=math.ceil(job.max_steps / every),
           initial_epoch=step // every, steps_per_epoch=every, verbose=0,
-          callbacks=[tf.keras.callbacks.BackupAndRestore(backup),
-                     _ControllerCallback(controller)])
+          callbacks=callbacks)
     if tf.io.gfile.exists(backup) and not tf.io.gfile.listdir(backup):
       tf.io.gfile.rmtree(backup)  # Emptied by BackupAndRestore after fit.
     controller.finish()

@@ -1,0 +1,78 @@
+"""The TF2 engines' cluster tasks that do not train: under parameter servers
+the ps tasks and the workers (the chief's ClusterCoordinator sends them the
+steps), and the evaluator, which evaluates each new checkpoint, exports and
+writes metrics.json, as the estimator engine's evaluator does."""
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import layout
+from estimator_trainer import outputs
+from estimator_trainer import training_progress
+from estimator_trainer.tf2 import evaluation
+from estimator_trainer.tf2 import export
+from estimator_trainer.watchdog import cluster_watchdog
+
+
+def serves(config):
+  """Whether this task only serves: a ps task, or a worker under parameter
+  servers."""
+  cluster = config.cluster
+  return bool(cluster) and (cluster.task_type == cluster_lib.PS or (
+      config.strategy == 'parameter_server' and not cluster.is_chief))
+
+
+def serve(config):
+  """Serves until the chief has trained to the end; returns None."""
+  training_progress.serve(
+      config, lambda training, max_steps: training.chief_finished(max_steps))
+
+
+def evaluate_until_trained(config):
+  """The evaluator task: evaluates each new checkpoint until the last one
+  (at max_steps, or the chief's last when it stopped early), exporting as
+  `--export` says; writes metrics.json of the last."""
+  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
+  training = training_progress.TrainingProgress(config)
+  max_steps = training.read_max_steps(watchdog)
+  evaluator = evaluation.CheckpointEvaluator(config)
+  exporter = (export.Exporter(config.export, evaluator.model,
+                              evaluator.job.example_format, config.model_dir)
+              if config.export != 'none' else None)
+  result, final = None, False
+  for path in tf.train.checkpoints_iterator(
+      config.model_dir, min_interval_secs=1, timeout=5,
+      timeout_fn=lambda: training.chief_finished(max_steps)):
+    watchdog.kick()
+    evaluated = _evaluate_and_export(evaluator, exporter, path, max_steps)
+    watchdog.kick()
+    if evaluated is not None:
+      result = evaluated
+      final = result['global_step'] >= max_steps
+      if final:
+        break
+  if not final:  # Training stopped early: its last checkpoint is final.
+    path = tf.train.latest_checkpoint(config.model_dir)
+    if result is None or result['global_step'] < layout.checkpoint_step(path):
+      result = evaluator.evaluate(path)
+    if exporter:
+      exporter.after_evaluation(result, final=True)
+  watchdog.stop()
+  return outputs.write_eval_metrics(config.model_dir, result)
+
+
+def _evaluate_and_export(evaluator, exporter, path, final_step):
+  """The evaluation of the checkpoint at `path`, exported; None when
+  training deleted it first (--keep_checkpoint_max)."""
+  try:
+    result = evaluator.evaluate(path)
+  except (ValueError, tf.errors.NotFoundError):
+    if tf.io.gfile.exists(f'{path}.index'):
+      raise
+    logging.warning('%s was deleted before its evaluation ended: evaluating '
+                    'a newer one', path)
+    return None
+  if exporter:
+    exporter.after_evaluation(result, result['global_step'] >= final_step)
+  return result
