@@ -5,6 +5,8 @@
         --model_dir=/tmp/mwms --strategy=multi_worker_mirrored --train_steps=500
     python scripts/local_cluster.py --chief --workers=1 --ps=1 -- \\
         --model_dir=/tmp/ps --strategy=parameter_server --train_steps=500
+    python scripts/local_cluster.py --chief --workers=2 --ps=1 --evaluator \\
+        -- --model_dir=/tmp/ps2 --engine=ctl --strategy=parameter_server
 
 Every task listens on a free loopback port and gets its own TF_CONFIG; all
 run `python -m estimator_trainer.run` with the flags after `--`. Output lines

@@ -6,6 +6,8 @@ model_dir layout as the estimator engine:
                    and predict
     export.py      SavedModels with the estimator engine's signatures
     preemption.py  SIGTERM: the step saved (by every worker alike)
+    cluster_roles.py  tasks that do not train: ps and workers under
+                   parameter servers, the evaluator
     controller.py  the outer loop both engines share (checkpoints, throttled
                    evaluation and exports, SIGTERM, non-finite loss,
                    summaries, early stopping)
