@@ -71,7 +71,7 @@ def convert(config, source):
                        f'{config.model})')
   job.save(step)
   checkpoints.record_model(config.model_dir, config, job.source.spec)
-  job.finish()
+  job.finish(trained=False)
   path = tf.train.latest_checkpoint(config.model_dir)
   logging.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
