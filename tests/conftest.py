@@ -64,3 +64,22 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f'{report.nodeid} ({report.when})')
     for line in report.longreprtext.splitlines()[-25:]:
       terminalreporter.write_line(f'    {line}')
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      '--part', choices=('all', 'parallel', 'serial'), default='all',
+      help='run the tests marked serial only, or all the others only '
+      '(scripts/test.sh runs the others two at a time, then these alone)')
+
+
+def pytest_collection_modifyitems(config, items):
+  part = config.getoption('--part')
+  if part == 'all':
+    return
+  keep, drop = [], []
+  for item in items:
+    serial = item.get_closest_marker('serial') is not None
+    (keep if serial == (part == 'serial') else drop).append(item)
+  config.hook.pytest_deselected(items=drop)
+  items[:] = keep

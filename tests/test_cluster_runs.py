@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from estimator_trainer import layout
 
-pytestmark = pytest.mark.slow
+# Clusters on free ports, picked before they bind; their tasks race.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
     'local_cluster.py')

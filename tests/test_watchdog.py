@@ -2,6 +2,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+# Times the watchdog.
+pytestmark = pytest.mark.serial
+
 SCRIPT = '''
 import sys, time
 from estimator_trainer.watchdog import Watchdog
