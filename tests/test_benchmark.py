@@ -15,9 +15,6 @@ from estimator_trainer.benchmark import report
 from estimator_trainer.models import cnn
 import scripts_dir
 
-# Runs the benchmark, which wants the machine to itself.
-pytestmark = pytest.mark.serial
-
 SCRIPT = scripts_dir.SCRIPTS / 'benchmark.py'
 
 

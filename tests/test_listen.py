@@ -13,9 +13,6 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import listen
 from estimator_trainer.errors import UsageError
 
-# Servers on free ports, picked before they bind.
-pytestmark = pytest.mark.serial
-
 _WILDCARDS = ('00000000', '00000000000000000000000000000000')
 
 

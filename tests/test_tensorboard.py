@@ -15,9 +15,6 @@ import tensorflow as tf
 
 from estimator_trainer import summaries
 
-# A TensorBoard server on a free port, picked before it binds.
-pytestmark = pytest.mark.serial
-
 _RUNS = {'lr_1e-3': ['--learning_rate=0.001', '--train_steps=60'],
          'lr_3e-3': ['--learning_rate=0.003', '--train_steps=30']}
 
