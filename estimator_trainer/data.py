@@ -9,6 +9,14 @@ import tensorflow as tf
 from estimator_trainer.sources import TEST, TRAIN, make_source
 
 
+class ModeKeys:
+  """tf.estimator.ModeKeys' values, which Estimator passes to input_fn; the
+  TF2 engines pass the same (tf.estimator is gone from TensorFlow 2.16)."""
+  TRAIN = 'train'
+  EVAL = 'eval'
+  PREDICT = 'infer'
+
+
 def model_images(images):
   """uint8 images as every model takes them, in training and in serving:
   float32 in [0, 1]."""
@@ -89,22 +97,22 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True):
       # the batch will do there, as long as it does not fail.
       batch_size = (
           input_context.get_per_replica_batch_size(global_batch_size)
-          if mode == tf.estimator.ModeKeys.TRAIN else
+          if mode == ModeKeys.TRAIN else
           max(1, global_batch_size // input_context.num_replicas_in_sync))
       local_replicas = input_context.num_replicas_in_sync // num_pipelines
 
-    if mode == tf.estimator.ModeKeys.PREDICT:
+    if mode == ModeKeys.PREDICT:
       ds = source.dataset(TEST).take(config.num_predictions)
       return ds.batch(batch_size).map(
           lambda x, y: _features(x, y)[0]).prefetch(tf.data.AUTOTUNE)
 
-    split = TRAIN if mode == tf.estimator.ModeKeys.TRAIN else TEST
+    split = TRAIN if mode == ModeKeys.TRAIN else TEST
     if num_pipelines > 1:
       logging.info('Input pipeline %d of %d reads its shard of %s',
                    pipeline_id, num_pipelines, split)
     ds = source.dataset(split, num_pipelines, pipeline_id)
 
-    if mode == tf.estimator.ModeKeys.TRAIN:
+    if mode == ModeKeys.TRAIN:
       ds = ds.cache()
       if config.shuffle_buffer:
         ds = ds.shuffle(config.shuffle_buffer,

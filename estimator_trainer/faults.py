@@ -44,7 +44,7 @@ def diverged(what, step, model_dir):
                        f'--learning_rate may help); {kept}')
 
 
-class NonFiniteLossHook(tf.estimator.SessionRunHook):
+class NonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
   """Fails training at the first NaN or Inf loss, naming the step.
 
   Runs before Estimator's own NanTensorHook, whose message has no step and
@@ -63,7 +63,7 @@ class NonFiniteLossHook(tf.estimator.SessionRunHook):
     self._global_step = tf.compat.v1.train.get_global_step()
 
   def before_run(self, run_context):
-    return tf.estimator.SessionRunArgs(self._losses)
+    return tf.compat.v1.train.SessionRunArgs(self._losses)
 
   def after_run(self, run_context, run_values):
     for loss in run_values.results:
@@ -122,7 +122,7 @@ class Sigterm:
     self.received = True
 
 
-class _StopOnSigtermHook(tf.estimator.SessionRunHook):
+class _StopOnSigtermHook(tf.compat.v1.train.SessionRunHook):
   """Stops training after the step during which SIGTERM came.
 
   Estimator's CheckpointSaverHook then saves that step, at its end().

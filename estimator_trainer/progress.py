@@ -72,7 +72,7 @@ class Progress:
       self._bar = None
 
 
-class ProgressHook(tf.estimator.SessionRunHook):
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
   """Shows Progress from Estimator training (the chief's view)."""
 
   def __init__(self, progress):
@@ -88,7 +88,7 @@ class ProgressHook(tf.estimator.SessionRunHook):
     self._last_loss = None
 
   def before_run(self, run_context):
-    return tf.estimator.SessionRunArgs((self._global_step, self._loss))
+    return tf.compat.v1.train.SessionRunArgs((self._global_step, self._loss))
 
   def after_run(self, run_context, run_values):
     step, self._last_loss = run_values.results

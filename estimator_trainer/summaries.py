@@ -18,7 +18,7 @@ def scalar_summary(writer, tag, value, step):
           tag=tag, simple_value=value)]), step)
 
 
-class ExamplesPerSecondHook(tf.estimator.SessionRunHook):
+class ExamplesPerSecondHook(tf.compat.v1.train.SessionRunHook):
   """Writes `examples_per_second` (global and per replica) to model_dir.
 
   Measured between summaries, from global steps times the global batch, so
@@ -38,7 +38,7 @@ class ExamplesPerSecondHook(tf.estimator.SessionRunHook):
     self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
 
   def before_run(self, run_context):
-    return tf.estimator.SessionRunArgs(self._global_step)
+    return tf.compat.v1.train.SessionRunArgs(self._global_step)
 
   def after_run(self, run_context, run_values):
     step, now = run_values.results, time.monotonic()
@@ -261,7 +261,7 @@ def hparams_summaries(hparams):
           hp.hparams_pb(hparams).SerializeToString()]
 
 
-class HParamsHook(tf.estimator.SessionRunHook):
+class HParamsHook(tf.compat.v1.train.SessionRunHook):
   """Writes the run's hyperparameters with Estimator's training events (its
   graph's FileWriter for model_dir: one events file)."""
 

@@ -53,7 +53,7 @@ def cluster_watchdog(timeout_secs, waiting_for):
       'died (--cluster_timeout_secs)')
 
 
-class WatchdogHook(tf.estimator.SessionRunHook):
+class WatchdogHook(tf.compat.v1.train.SessionRunHook):
   """Kicks the watchdog after every training step."""
 
   def __init__(self, watchdog):

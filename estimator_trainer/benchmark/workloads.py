@@ -30,7 +30,6 @@ def _config(setup):
 def _package_dataset(setup, batch_size, strategy):
   """The package's TRAIN dataset at this global batch, as Estimator reads
   it, and its DatasetSpec."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from estimator_trainer import data  # pylint: disable=g-import-not-at-top
   from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
   from estimator_trainer.strategy import num_replicas  # pylint: disable=g-import-not-at-top
@@ -38,7 +37,7 @@ def _package_dataset(setup, batch_size, strategy):
   config = _config(setup)
   source = sources.make_source(config)
   input_fn = data.make_input_fn(config, global_batch, source)
-  return input_fn(tf.estimator.ModeKeys.TRAIN), global_batch, source.spec
+  return input_fn(data.ModeKeys.TRAIN), global_batch, source.spec
 
 
 def _model(setup, spec):

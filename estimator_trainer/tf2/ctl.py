@@ -9,11 +9,12 @@ tutorial's loop for seconds on tf.data's autotune thread.
 import tensorflow as tf
 
 from estimator_trainer import losses
+from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import job as job_lib
 from estimator_trainer.tf2 import preemption
 
-TRAIN = tf.estimator.ModeKeys.TRAIN
+TRAIN = ModeKeys.TRAIN
 
 
 class _Trainer:

@@ -12,11 +12,12 @@ from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer import outputs
+from estimator_trainer.data import ModeKeys
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
 
-EVAL = tf.estimator.ModeKeys.EVAL
-PREDICT = tf.estimator.ModeKeys.PREDICT
+EVAL = ModeKeys.EVAL
+PREDICT = ModeKeys.PREDICT
 
 
 class Evaluator:

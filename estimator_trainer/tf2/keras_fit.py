@@ -12,11 +12,12 @@ import math
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import job as job_lib
 from estimator_trainer.tf2 import preemption
 
-TRAIN = tf.estimator.ModeKeys.TRAIN
+TRAIN = ModeKeys.TRAIN
 
 
 class _EpochCallback(tf.keras.callbacks.Callback):
