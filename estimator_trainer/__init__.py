@@ -8,10 +8,15 @@ The stable API legacy pipelines import:
                                    train_and_evaluate, trainer_fn)
 
 Imported lazily, so that `python -m estimator_trainer.run` can set up
-TensorFlow's environment before TensorFlow loads.
+TensorFlow's environment before TensorFlow loads. Importing the package
+first also makes `tf.keras` Keras 2 on TensorFlow 2.16+ (stack.py).
 """
 
 import importlib
+
+from estimator_trainer import stack
+
+stack.use_keras_2()
 
 __version__ = '0.1.0'
 
@@ -30,5 +35,7 @@ __all__ = sorted(_API)
 
 def __getattr__(name):
   if name in _API:
+    if _API[name] == 'estimator_trainer.estimator':
+      stack.require_estimator(name)
     return getattr(importlib.import_module(_API[name]), name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

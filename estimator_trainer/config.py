@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import engines
 from estimator_trainer import layout
+from estimator_trainer import stack
 from estimator_trainer.errors import UsageError
 
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
@@ -73,9 +74,10 @@ class TrainConfig:
   mode: str = _option('train_and_evaluate', 'What to run.',
                       choices=engines.MODES)
   engine: str = _option(
-      'estimator',
+      stack.default_engine(),
       'estimator (tf.estimator), ctl (TF2 custom training loop: strategy.run) '
-      'or keras (Model.fit); the same data, model and loss.',
+      'or keras (Model.fit); the same data, model and loss. Default: '
+      'estimator, or ctl on TensorFlow 2.16+ (no tf.estimator).',
       choices=tuple(engines.ENGINES))
   dataset: str = _option(
       'fashion_mnist',

@@ -34,10 +34,14 @@ _TENSORFLOW_INFO_SHOWN = (
 # tensorflow/python/util/deprecation.py: every notice carries this line.
 _DEPRECATION_MARK = 'Instructions for updating:'
 # C++ errors of a GPU build's import on a machine without GPUs (and
-# without the CUDA plugins' second registration), and its TensorRT probe.
+# without the CUDA plugins' second registration), and its TensorRT probe;
+# TensorFlow 2.21's say the same in other words, after absl's notice.
 _GPU_STARTUP = re.compile(
     r'Unable to register (cuDNN|cuFFT|cuBLAS) factory|Could not find TensorRT'
-    r'|could not find cuda drivers|Cannot dlopen some GPU libraries')
+    r'|could not find cuda drivers|Cannot dlopen some GPU libraries'
+    r'|failed call to cuInit'
+    r'|All log messages before absl::InitializeLog\(\) is called',
+    re.IGNORECASE)
 # Python warnings of TensorFlow's internals that say nothing about the run.
 _INTERNAL_WARNINGS = (
     r'To make it possible to preserve tf\.data options across serialization',

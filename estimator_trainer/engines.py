@@ -9,6 +9,8 @@ Imports no TensorFlow: the CLI checks flags first.
 import dataclasses
 import importlib
 
+from estimator_trainer import stack
+
 MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
@@ -20,15 +22,18 @@ class Engine:
   """An engine: the module with a function per mode."""
 
   module: str
+  needs_estimator: bool = False  # tf.estimator: TensorFlow 2.15 at most.
 
   def run(self, config):
     """Runs `config.mode`; imports the engine (and TensorFlow) only now."""
+    if self.needs_estimator:
+      stack.require_estimator(f'--engine={config.engine}')
     module = importlib.import_module(self.module)
     return getattr(module, config.mode)(config)
 
 
 ENGINES = {
-    'estimator': Engine('estimator_trainer.estimator'),
+    'estimator': Engine('estimator_trainer.estimator', needs_estimator=True),
     'ctl': Engine('estimator_trainer.tf2.ctl'),
     'keras': Engine('estimator_trainer.tf2.keras_fit'),
 }

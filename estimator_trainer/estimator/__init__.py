@@ -10,6 +10,11 @@
     tfx.py            TFX's trainer_fn
 """
 
+from estimator_trainer import stack
+
+stack.require_estimator('the estimator engine')
+
+# pylint: disable=g-import-not-at-top
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.graph import model_fn
 from estimator_trainer.estimator.job import make_run_config
