@@ -1,20 +1,27 @@
 # Sourced by train.sh and test.sh: creates the virtualenv and fetches data.
-# Idempotent; a no-op (well under a second) once done.
+# Idempotent; a no-op (well under a second) once done. STACK picks the
+# install: tf215 (default: TensorFlow 2.15 with Estimator and TFX, in .venv)
+# or tf221 (TensorFlow 2.21 with tf-keras: the TF2 engines, in .venv-tf221).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VENV=${VENV:-$ROOT/.venv}
+STACK=${STACK:-tf215}
+case "$STACK" in
+  tf215) CONSTRAINTS=constraints.txt EXTRAS=test,tfx,estimator VENV=${VENV:-$ROOT/.venv} ;;
+  tf221) CONSTRAINTS=constraints-tf221.txt EXTRAS=test VENV=${VENV:-$ROOT/.venv-tf221} ;;
+  *) echo "error: STACK must be tf215 or tf221, got '$STACK'" >&2; exit 2 ;;
+esac
 PYTHON=${PYTHON:-python3}
 FASHION_MNIST_DIR=/usr/share/datasets/fashion-mnist
 
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
-  || { echo "error: needs Python 3.11 (TensorFlow 2.15); set PYTHON=" >&2; exit 1; }
+  || { echo "error: needs Python 3.11; set PYTHON=" >&2; exit 1; }
 
 # Reinstall only when the dependency files (or the preload library) change.
-stamp="$VENV/.installed-$(cat "$ROOT/constraints.txt" "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/estimator_trainer/listen_shim.c" | sha256sum | cut -c1-16)"
+stamp="$VENV/.installed-$(cat "$ROOT/$CONSTRAINTS" "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/estimator_trainer/listen_shim.c" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check \
-    -c "$ROOT/constraints.txt" -e "$ROOT[test,tfx]"
+    -c "$ROOT/$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
