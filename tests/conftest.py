@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
+from estimator_trainer import stack  # pylint: disable=g-import-not-at-top
 from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable=g-import-not-at-top
 
 TEST_REPLICAS = 2
@@ -31,6 +32,14 @@ def _require(directory, how):
 def fashion_mnist_dir():
   """Real Fashion-MNIST (60k/10k), installed by scripts/setup_env.sh."""
   return _require(FASHION_MNIST, 'run the tests through scripts/test.sh')
+
+
+@pytest.fixture
+def estimator():
+  """The estimator engine (estimator_trainer.estimator); skips the test
+  where tf.estimator is missing (TensorFlow 2.16+)."""
+  return pytest.importorskip('estimator_trainer.estimator',
+                             exc_type=ImportError)
 
 
 @pytest.fixture(scope='session')
@@ -74,6 +83,12 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+  if not stack.has_estimator():
+    skip = pytest.mark.skip(reason='needs tf.estimator (TensorFlow 2.15): '
+                            f'this is TensorFlow {stack.tensorflow_version()}')
+    for item in items:
+      if item.get_closest_marker('estimator'):
+        item.add_marker(skip)
   part = config.getoption('--part')
   if part == 'all':
     return

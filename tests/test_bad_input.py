@@ -22,7 +22,6 @@ import tensorflow as tf
 from estimator_trainer import checkpoints
 from estimator_trainer import outputs
 from estimator_trainer.errors import TrainerError
-from estimator_trainer.estimator import model_fn
 
 IS_ROOT = os.geteuid() == 0
 TESTS = pathlib.Path(__file__).resolve().parent  # Holds builders.py.
@@ -221,10 +220,12 @@ CASES = [
           'TFRecords need dataset_spec.json beside them'),
     _case('evaluate-checkpoint-of-other-model', ['--mode=evaluate', *MNIST],
           1, '{model_dir} holds a checkpoint of a different model: '
-          'model.ckpt-0 lacks conv1/bias', setup=_other_model_checkpoint),
+          'model.ckpt-0 lacks conv1/bias', setup=_other_model_checkpoint,
+          marks=pytest.mark.estimator),
     _case('train-on-checkpoint-of-other-model', MNIST, 1,
           '{model_dir} holds a checkpoint of a different model: '
-          'model.ckpt-0 lacks beta1_power', setup=_other_model_checkpoint),
+          'model.ckpt-0 lacks beta1_power', setup=_other_model_checkpoint,
+          marks=pytest.mark.estimator),
 ]
 
 
@@ -277,7 +278,9 @@ def test_require_writable_dir(tmp_path):
       [] if IS_ROOT else ['ro'])
 
 
-def test_check_compatible_names_the_missing_or_reshaped_variable(tmp_path):
+def test_check_compatible_names_the_missing_or_reshaped_variable(estimator,
+                                                                 tmp_path):
+  model_fn = estimator.model_fn
   params = {'optimizer': 'adam', 'learning_rate': 1e-3, 'lr_decay': 'none',
             'global_batch_size': 8}
   checkpoints.check_compatible(str(tmp_path), model_fn, params,

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from estimator_trainer import stack
 from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark import report
 from estimator_trainer.models import cnn
@@ -56,7 +57,8 @@ def test_summarize_ratios_and_failures():
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""
-  configs = ['estimator_default', 'keras_default', 'fit_default',
+  engine = 'estimator' if stack.has_estimator() else 'ctl'
+  configs = [f'{engine}_default', 'keras_default', 'fit_default',
              'input_pipeline', 'model_step']
   output = tmp_path / 'result.json'
   result = subprocess.run(
@@ -69,7 +71,7 @@ def test_smoke_run(tmp_path):
   assert lines[1].split()[:2] == ['configuration', 'examples/s']
   rows = lines[3:3 + len(configs)]
   assert [row.split()[0] for row in rows] == configs
-  assert lines[3 + len(configs)].startswith('target estimator_default: ')
+  assert lines[3 + len(configs)].startswith(f'target {engine}_default: ')
   for row in rows:
     assert 'failed' not in row
   saved = json.loads(output.read_text())

@@ -77,6 +77,7 @@ def test_bad_tf_config_is_a_usage_error(monkeypatch, tf_config, strategy,
   assert message in str(e.value)
 
 
+@pytest.mark.estimator
 def test_clusters_train_through_train_and_evaluate(monkeypatch):
   monkeypatch.setenv('TF_CONFIG', _tf_config(TWO_WORKERS))
   with pytest.raises(UsageError, match='--mode=train_and_evaluate'):

@@ -50,6 +50,7 @@ def _flags(model_dir, idx_dir, *extra):
           '--cluster_timeout_secs=120', *extra]
 
 
+@pytest.mark.estimator
 def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _launch(['--workers=2', '--evaluator'], _flags(
@@ -87,6 +88,7 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
 
 
+@pytest.mark.estimator
 def test_parameter_server_cluster(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _launch(['--chief', '--workers=1', '--ps=1'], _flags(
@@ -117,6 +119,7 @@ def _weight_changes(model_dir, steps):
   return changes
 
 
+@pytest.mark.estimator
 def test_two_workers_step_like_one_at_the_same_global_batch(tmp_path,
                                                             mnist_small_dir):
   steps = 5
@@ -167,6 +170,7 @@ def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
   assert not (tmp_path / 'metrics.json').exists()
 
 
+@pytest.mark.estimator
 def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
                                                          mnist_small_dir):
   """One epoch over 2 worker processes: every example read exactly once."""
@@ -196,6 +200,7 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
       shards[1]) == everything
 
 
+@pytest.mark.estimator
 def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
   """Both workers stop together; the evaluator finishes on their last step."""
   model_dir = tmp_path / 'model'

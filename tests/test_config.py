@@ -9,8 +9,8 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config_flags
 from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.estimator.params import ModelParams, model_params
 from estimator_trainer.errors import UsageError
+import engine_params
 
 
 def test_defaults_resolve_to_64_per_replica_and_10_epochs():
@@ -87,32 +87,11 @@ def test_what_a_tf2_engine_cannot_match_is_a_usage_error(kwargs, message):
     TrainConfig(model_dir='/tmp/x', **kwargs)
 
 
-@pytest.mark.parametrize('name', engines.ENGINES)
+@pytest.mark.parametrize('name', engine_params.ENGINES)
 def test_each_engine_has_a_function_for_every_mode(name):
   module = importlib.import_module(engines.ENGINES[name].module)
   for mode in engines.MODES:
     assert callable(getattr(module, mode)), (name, mode)
-
-
-def test_model_params_take_their_defaults_from_train_config():
-  params = ModelParams.from_dict({'global_batch_size': 64, 'decay_steps': 9})
-  for field in dataclasses.fields(ModelParams):
-    if field.default is not dataclasses.MISSING and (
-        field.name in TrainConfig.__dataclass_fields__):
-      assert getattr(params, field.name) == getattr(
-          TrainConfig(model_dir='/tmp/x'), field.name), field.name
-  assert model_params(TrainConfig(model_dir='/tmp/x'), 64, 9) == {
-      **dataclasses.asdict(params), 'eval_images': True}
-
-
-@pytest.mark.parametrize('params, message', [
-    ({'global_batch_size': 8, 'learning_rte': 0.1, 'lr_decay': 'none'},
-     'unknown learning_rte'),
-    ({'lr_decay': 'none'}, 'global_batch_size is required'),
-])
-def test_bad_model_fn_params_are_named(params, message):
-  with pytest.raises(ValueError, match=message):
-    ModelParams.from_dict(params)
 
 
 def test_tf_config_is_read_only_by_from_environment(monkeypatch):

@@ -10,11 +10,12 @@ import tensorflow_datasets as tfds
 from estimator_trainer import data
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, UsageError
 
-TRAIN = tf.estimator.ModeKeys.TRAIN
-EVAL = tf.estimator.ModeKeys.EVAL
-PREDICT = tf.estimator.ModeKeys.PREDICT
+TRAIN = ModeKeys.TRAIN
+EVAL = ModeKeys.EVAL
+PREDICT = ModeKeys.PREDICT
 MNIST_T10K_LABEL_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974,
                            1009]
 
@@ -307,7 +308,7 @@ def test_augmentation_is_for_training_only(mnist_small_dir):
                        shuffle_buffer=0)
   plain = TrainConfig(model_dir='/tmp/x', dataset='mnist',
                       idx_dir=str(mnist_small_dir), shuffle_buffer=0)
-  modes = tf.estimator.ModeKeys
+  modes = ModeKeys
   for mode in (modes.EVAL, modes.PREDICT):
     augmented = data.make_input_fn(config, 16)(mode)
     reference = data.make_input_fn(plain, 16)(mode)
@@ -340,3 +341,10 @@ def test_a_tfds_dataset_without_image_and_label_lists_its_features():
                        r'`image` and a ClassLabel `label` feature; it has '
                        r'label, text'):
       sources.TfdsSource('imdb_reviews').spec  # pylint: disable=expression-not-assigned
+
+
+@pytest.mark.estimator
+def test_mode_keys_are_estimators():
+  assert (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) == (
+      tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.EVAL,
+      tf.estimator.ModeKeys.PREDICT)

@@ -135,6 +135,7 @@ def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
   assert metrics['loss'] == pytest.approx(trained['loss'], rel=1e-5)
 
 
+@pytest.mark.estimator
 @pytest.mark.slow
 def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
                                                       fashion_mnist_dir):
@@ -171,7 +172,8 @@ def test_tf2_early_stopping_ends_training_without_improvement(
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
 
 
-@pytest.mark.parametrize('source, engine', [('estimator', 'ctl'),
+@pytest.mark.parametrize('source, engine', [
+    pytest.param('estimator', 'ctl', marks=pytest.mark.estimator),
                                             ('ctl', 'keras')])
 def test_tf2_warm_start_all_but_the_logits(tmp_path, mnist_small_dir, source,
                                            engine):

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import shutil
@@ -6,12 +7,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_trainer import estimator
 from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError
+
+# The estimator engine's alone: skipped where tf.estimator is missing.
+estimator = pytest.importorskip('estimator_trainer.estimator',
+                                exc_type=ImportError)
+# pylint: disable=g-import-not-at-top,g-bad-import-order
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
+from estimator_trainer.estimator.params import ModelParams, model_params
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 
 ModeKeys = tf.estimator.ModeKeys
@@ -320,3 +326,24 @@ def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
               tags['examples_per_second_per_replica'])
   assert all(total == pytest.approx(2 * one) for total, one in rates)
   assert tags['learning_rate'][0] == pytest.approx(1e-3)  # Cosine from 1e-3.
+
+
+def test_model_params_take_their_defaults_from_train_config():
+  params = ModelParams.from_dict({'global_batch_size': 64, 'decay_steps': 9})
+  for field in dataclasses.fields(ModelParams):
+    if field.default is not dataclasses.MISSING and (
+        field.name in TrainConfig.__dataclass_fields__):
+      assert getattr(params, field.name) == getattr(
+          TrainConfig(model_dir='/tmp/x'), field.name), field.name
+  assert model_params(TrainConfig(model_dir='/tmp/x'), 64, 9) == {
+      **dataclasses.asdict(params), 'eval_images': True}
+
+
+@pytest.mark.parametrize('params, message', [
+    ({'global_batch_size': 8, 'learning_rte': 0.1, 'lr_decay': 'none'},
+     'unknown learning_rte'),
+    ({'lr_decay': 'none'}, 'global_batch_size is required'),
+])
+def test_bad_model_fn_params_are_named(params, message):
+  with pytest.raises(ValueError, match=message):
+    ModelParams.from_dict(params)

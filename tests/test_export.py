@@ -15,7 +15,6 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from estimator_trainer import engines
-from estimator_trainer import estimator
 from estimator_trainer import examples
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
@@ -33,6 +32,8 @@ def _config(model_dir, idx_dir, **kwargs):
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory, mnist_small_dir):
   """A model trained 2 replicas wide, its export and its predictions."""
+  estimator = pytest.importorskip('estimator_trainer.estimator',
+                                  exc_type=ImportError)
   model_dir = tmp_path_factory.mktemp('export')
   estimator.train(_config(model_dir, mnist_small_dir, train_steps=60,
                           strategy='mirrored', cpu_replicas=2))

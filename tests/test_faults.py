@@ -19,7 +19,6 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import early_stopping
-from estimator_trainer import estimator
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
@@ -126,6 +125,7 @@ def _rerun_to_the_end(command, model_dir, steps):
 # --- SIGKILL ----------------------------------------------------------------
 
 
+@pytest.mark.estimator
 def test_sigkill_at_random_moments_then_the_same_command_resumes(
     tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
@@ -170,6 +170,7 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 # --- Preemption -------------------------------------------------------------
 
 
+@pytest.mark.estimator
 def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
     tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
@@ -229,7 +230,7 @@ def _estimator(model_dir, growth, save_checkpoints_steps):
           save_checkpoints_steps=save_checkpoints_steps))
 
 
-class _SigtermAtStep(tf.estimator.SessionRunHook):
+class _SigtermAtStep(tf.compat.v1.train.SessionRunHook):
 
   def __init__(self, step):
     self._step = step
@@ -253,6 +254,7 @@ def sigterm_ignored():
   signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.estimator
 def test_sigterm_just_after_a_periodic_save_skips_the_final_evaluation(
     tmp_path, sigterm_ignored):
   """No new save then: end() must still keep Estimator from evaluating."""
@@ -270,6 +272,7 @@ def test_sigterm_just_after_a_periodic_save_skips_the_final_evaluation(
   assert signal.getsignal(signal.SIGTERM) is sigterm_ignored
 
 
+@pytest.mark.estimator
 def test_training_outside_the_main_thread_runs_without_the_sigterm_handler(
     tmp_path):
   """Only the main thread may set signal handlers."""
@@ -284,6 +287,7 @@ def test_training_outside_the_main_thread_runs_without_the_sigterm_handler(
 # --- NaN and Inf ------------------------------------------------------------
 
 
+@pytest.mark.estimator
 def test_weights_that_overflow_are_never_checkpointed(tmp_path):
   """Inf weights under a finite loss, caught as they are about to be saved."""
   model = _estimator(tmp_path, growth=1e30, save_checkpoints_steps=1)
@@ -296,7 +300,7 @@ def test_weights_that_overflow_are_never_checkpointed(tmp_path):
 
 
 def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
-    tmp_path, mnist_small_dir):
+    estimator,    tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   sgd = ['--optimizer=sgd', '--lr_decay=none', '--save_checkpoints_steps=50']
   # 100 good steps, in this process for speed...
@@ -343,6 +347,7 @@ def _start_cluster(command, logs):
       for (task_type, index), log in zip(tasks, logs)]
 
 
+@pytest.mark.estimator
 @pytest.mark.slow
 def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes(
     tmp_path, mnist_small_dir):

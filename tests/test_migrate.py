@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-from estimator_trainer import estimator
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import migration
@@ -26,7 +25,7 @@ def _config(model_dir, idx_dir, **overrides):
 
 @pytest.mark.parametrize('optimizer, tolerance', [('sgd', 1e-6),
                                                   ('adam', 1e-4)])
-def test_training_continues_as_estimator_would(tmp_path, mnist_small_dir,
+def test_training_continues_as_estimator_would(estimator, tmp_path, mnist_small_dir,
                                                optimizer, tolerance):
   """STEPS Estimator steps, then MORE steps two ways from that checkpoint:
   Estimator's, and ctl's from the carried-over one (the same data order:
@@ -62,7 +61,7 @@ def _migrate(*flags):
       capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_what_cannot_be_carried_over_is_one_line_naming_it(tmp_path,
+def test_what_cannot_be_carried_over_is_one_line_naming_it(estimator, tmp_path,
                                                            mnist_small_dir):
   source = tmp_path / 'estimator'
   estimator.train(_config(source, mnist_small_dir, optimizer='adam',

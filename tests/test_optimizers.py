@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import ADAM_EPSILON, OptimizerSpec
 
 STEPS = (0, 50, 100, 150)
@@ -63,13 +62,13 @@ def test_both_builders_make_the_same_algorithm():
   assert isinstance(sgd.keras(), tf.keras.optimizers.SGD)
 
 
-def test_spec_from_model_fn_params():
-  params = ModelParams.from_dict({'global_batch_size': 64, 'optimizer': 'adam',
+def test_spec_from_model_fn_params(estimator):
+  params = estimator.params.ModelParams.from_dict({'global_batch_size': 64, 'optimizer': 'adam',
                                   'learning_rate': 2e-3, 'decay_steps': 9})
   assert OptimizerSpec.from_params(params) == OptimizerSpec('adam', 2e-3,
                                                             'cosine', 9)
 
 
-def test_cosine_decay_needs_the_training_steps():
+def test_cosine_decay_needs_the_training_steps(estimator):
   with pytest.raises(ValueError, match="lr_decay='cosine' needs decay_steps"):
-    OptimizerSpec.from_params(ModelParams.from_dict({'global_batch_size': 8}))
+    OptimizerSpec.from_params(estimator.params.ModelParams.from_dict({'global_batch_size': 8}))

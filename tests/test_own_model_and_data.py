@@ -14,7 +14,6 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from estimator_trainer import engines
-from estimator_trainer import estimator
 from estimator_trainer import examples
 from estimator_trainer import make_input_fn
 from estimator_trainer import models
@@ -22,6 +21,7 @@ from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import builders
+import engine_params
 import scripts_dir
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -38,7 +38,7 @@ def _checkpoint_shapes(model_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', list(engines.ENGINES))
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_resnet20_on_cifar10_through_every_engine(tmp_path, engine):
   """32x32x3 images, 10 classes, batch norm: TFDS's mock cifar10."""
   with tfds.testing.mock_data(num_examples=48):
@@ -58,7 +58,7 @@ def test_resnet20_on_cifar10_through_every_engine(tmp_path, engine):
     assert shapes['logits/kernel'] == [64, 10]
 
 
-def test_a_100_class_dataset(tmp_path):
+def test_a_100_class_dataset(estimator, tmp_path):
   """cifar100's 100 classes reach the logits, metrics and eval images."""
   with tfds.testing.mock_data(num_examples=40):
     config = TrainConfig(model_dir=str(tmp_path), dataset='cifar100',
@@ -76,6 +76,7 @@ def _cli(*flags, env=None):
       capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.estimator
 def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
@@ -95,7 +96,7 @@ def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
       'cnn: ')
 
 
-@pytest.mark.parametrize('engine', list(engines.ENGINES))
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_every_engine_takes_the_builder_itself(tmp_path, mnist_small_dir,
                                                engine):
   """The Python API: the builder function in TrainConfig, not its name."""
@@ -116,7 +117,7 @@ def test_a_model_that_is_neither_name_nor_builder_is_a_usage_error():
     TrainConfig(model_dir='/tmp/x', model=3)
 
 
-def test_make_model_fn_in_a_pipeline_of_its_own(tmp_path, mnist_small_dir):
+def test_make_model_fn_in_a_pipeline_of_its_own(estimator, tmp_path, mnist_small_dir):
   """A pipeline that builds its own Estimator from make_model_fn."""
   config = TrainConfig(model_dir=str(tmp_path), dataset='mnist',
                        idx_dir=str(mnist_small_dir), train_steps=150)
@@ -166,6 +167,7 @@ def png_tfrecords(tmp_path_factory):
   return directory
 
 
+@pytest.mark.estimator
 def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
   model_dir = tmp_path / 'model'
   result = _cli(f'--model_dir={model_dir}',
@@ -212,7 +214,7 @@ def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
                         **overrides})
 
 
-def test_batch_norm_moving_statistics_train_and_serve(tmp_path,
+def test_batch_norm_moving_statistics_train_and_serve(estimator, tmp_path,
                                                       mnist_small_dir):
   """Under Estimator the Keras layers' updates must be in the train op; the
   moving statistics are what evaluation and the SavedModel use."""
@@ -251,6 +253,8 @@ def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
   """The largest relative difference of a variable's change over `steps`
   SGD steps between 1 and 2 replicas (same global batch), with ResNet-20
   computing in float64."""
+  estimator = pytest.importorskip('estimator_trainer.estimator',
+                                  exc_type=ImportError)
   changes = {}
   for name, replicas in [('default', 0), ('mirrored', 2)]:
     model_dir = tmp_path / f'{name}_{sync_batch_norm}'

@@ -7,8 +7,6 @@ import types
 
 import pytest
 import tensorflow as tf
-import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis.eval_saved_model import load as tfma_load
 
 import estimator_trainer
 from estimator_trainer import data
@@ -16,6 +14,14 @@ from estimator_trainer import examples
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import DataError
+
+# Estimator pipelines (and TFX's, through TFMA): skipped where tf.estimator
+# is missing.
+pytest.importorskip('estimator_trainer.estimator',
+                    exc_type=ImportError)
+tfma = pytest.importorskip('tensorflow_model_analysis')
+# pylint: disable=g-import-not-at-top,g-bad-import-order
+from tensorflow_model_analysis.eval_saved_model import load as tfma_load
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -27,6 +27,7 @@ def test_help_lists_the_flags():
     assert flag in result.stdout
 
 
+@pytest.mark.estimator
 @pytest.mark.slow
 def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
                                                       fashion_mnist_dir):
@@ -71,6 +72,7 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   assert hits >= 15
 
 
+@pytest.mark.estimator
 @pytest.mark.slow
 def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
                                                        mnist_small_dir):
