@@ -4,6 +4,8 @@
     python scripts/benchmark.py --steps=1000 --rounds=3
     python scripts/benchmark.py --configs=estimator_default,fit_default \\
         --steps=600 --rounds=5
+    python scripts/benchmark.py --configs=ctl_default,keras_default \\
+        --pythons=.venv/bin/python,.venv-tf221/bin/python --rounds=3
 
 Each configuration runs in its own subprocess on the same machine, data
 (the package's TRAIN input pipeline) and model (`models.cnn`):
@@ -75,6 +77,11 @@ flags.DEFINE_string('work_dir', None,
 flags.DEFINE_integer('timeout_secs', 1800, 'Limit of one subprocess.')
 flags.DEFINE_string('json_output', None,
                     'Also write every run\'s result to this JSON file.')
+flags.DEFINE_list(
+    'pythons', [],
+    'Interpreters (stacks) to run every configuration with, interleaved, e.g. '
+    '.venv/bin/python,.venv-tf221/bin/python: rows then name their '
+    'TensorFlow version (default: this interpreter).')
 flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
 flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
                   'The --precision of every configuration.')
@@ -120,7 +127,7 @@ def _run_in_subprocess(function, *args):
 
 def _print_run(run):
   rate = run.get('examples_per_second')
-  print(f'round {run["round"] + 1}/{FLAGS.rounds} {run["config"]}: '
+  print(f'round {run["round"] + 1}/{FLAGS.rounds} {report.label(run)}: '
         + (f'failed: {run["error"]}' if 'error' in run else
            f'{rate:,.0f} examples/s')
         + f', {run["peak_rss_mb"]:.0f} MB, {run["seconds"]:.0f} s',
@@ -158,7 +165,8 @@ def main(argv):
         cli_flags=tuple(FLAGS.cli_flags), timeout_secs=FLAGS.timeout_secs,
         setup=setup)
     runs = runs_lib.run_rounds(FLAGS.configs, FLAGS.rounds, work_dir,
-                               settings, report=_print_run)
+                               settings, report=_print_run,
+                               pythons=FLAGS.pythons)
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)

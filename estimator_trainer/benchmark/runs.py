@@ -44,6 +44,7 @@ class Settings:
   timeout_secs: int = 1800
   # TrainConfig values every configuration shares: model, precision, data.
   setup: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  python: str = sys.executable  # The interpreter, and so the stack.
 
 
 def wait_with_rusage(proc, timeout):
@@ -77,7 +78,7 @@ def command(name, model_dir, settings):
   kind, strategy = CONFIGS[name]
   if kind in ENGINES:
     return [
-        sys.executable, '-m', 'estimator_trainer.run', '--mode=train',
+        settings.python, '-m', 'estimator_trainer.run', '--mode=train',
         f'--engine={kind}', f'--model_dir={model_dir}',
         f'--strategy={strategy}', f'--train_steps={settings.steps}',
         f'--save_summary_steps={settings.summary_steps}',
@@ -86,7 +87,7 @@ def command(name, model_dir, settings):
         *(f'--{name}={value}' for name, value in settings.setup.items()),
         *settings.cli_flags,
     ]
-  return [sys.executable, '-m', 'estimator_trainer.benchmark.workloads',
+  return [settings.python, '-m', 'estimator_trainer.benchmark.workloads',
           json.dumps(dict(kind=kind, setup=dict(settings.setup),
                           strategy=strategy, steps=settings.steps,
                           batch_size=settings.batch_size,
@@ -129,19 +130,34 @@ def run_config(name, work_dir, settings):
   return result
 
 
-def run_rounds(names, rounds, work_dir, settings, report=None):
-  """Every configuration once per round, interleaved; the runs' results.
+def tensorflow_version(python):
+  """The TensorFlow version of interpreter `python`'s stack."""
+  return subprocess.run(
+      [python, '-c', 'from estimator_trainer import stack; '
+       'print(stack.tensorflow_version())'], capture_output=True, text=True,
+      check=True).stdout.strip()
+
+
+def run_rounds(names, rounds, work_dir, settings, report=None, pythons=()):
+  """Every configuration once per round (under each of `pythons`, labelled
+  `stack` by their TensorFlow version, when given), interleaved; the runs'
+  results.
 
   The order rotates each round, so that no configuration always runs first
   or last as the machine's speed drifts. `report(run)` follows each run.
   """
+  stacks = {f'TF {tensorflow_version(python)}': python for python in pythons}
   runs = []
   for round_index in range(rounds):
     shift = round_index % len(names)
     for name in [*names[shift:], *names[:shift]]:
-      run = run_config(name, work_dir, settings)
-      run['round'] = round_index
-      runs.append(run)
-      if report:
-        report(run)
+      for stack, python in (stacks or {None: settings.python}).items():
+        run = run_config(name, work_dir,
+                         dataclasses.replace(settings, python=python))
+        run['round'] = round_index
+        if stack:
+          run['stack'] = stack
+        runs.append(run)
+        if report:
+          report(run)
   return runs
