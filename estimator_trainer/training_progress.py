@@ -91,3 +91,38 @@ def serve(config, finished):
   logging.info('Training finished at step %d: %s:%d exits',
                checkpoints.latest_step(config.model_dir), cluster.task_type,
                cluster.task_index)
+
+
+def follow_checkpoints(config, start):
+  """The evaluator task's loop, for any engine: evaluates each new
+  checkpoint until one at max_steps, or, when training stopped earlier
+  (early stopping), its last one; returns that final evaluation.
+
+  `start()`, called once the chief has told how long training runs (the
+  engine's evaluation job is built then, not while waiting), returns the engine's (evaluate_and_export(path, max_steps): the result, or
+  None when training deleted the checkpoint first; evaluate(path);
+  export_final(path, result)). Bounded by the watchdog.
+  """
+  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
+  training = TrainingProgress(config)
+  max_steps = training.read_max_steps(watchdog)
+  evaluate_and_export, evaluate, export_final = start()
+  result, final = None, False
+  for path in tf.train.checkpoints_iterator(
+      config.model_dir, min_interval_secs=1, timeout=5,
+      timeout_fn=lambda: training.chief_finished(max_steps)):
+    watchdog.kick()
+    evaluated = evaluate_and_export(path, max_steps)
+    watchdog.kick()
+    if evaluated is not None:
+      result = evaluated
+      final = result['global_step'] >= max_steps
+      if final:
+        break
+  if not final:  # Training stopped early: its last checkpoint is final.
+    path = tf.train.latest_checkpoint(config.model_dir)
+    if result is None or result['global_step'] < layout.checkpoint_step(path):
+      result = evaluate(path)
+    export_final(path, result)
+  watchdog.stop()
+  return result

@@ -4,10 +4,9 @@ and the evaluator."""
 from absl import logging
 import tensorflow as tf
 
-from estimator_trainer import checkpoints
+from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import job as job_lib
-from estimator_trainer.watchdog import cluster_watchdog
 
 
 def serve_parameters(config):
@@ -22,38 +21,22 @@ def serve_parameters(config):
 
 
 def evaluate_until_trained(config):
-  """The evaluator task: evaluates each new checkpoint until the last one.
+  """The evaluator task: evaluates (and exports) each new checkpoint until
+  the last one (training_progress.follow_checkpoints); writes metrics.json
+  of the last."""
 
-  The last one is at max_steps, or whatever the chief saved when it
-  finished earlier (early stopping).
-  """
-  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
-  training = training_progress.TrainingProgress(config)
-  max_steps = training.read_max_steps(watchdog)
-  job = job_lib.eval_job(config)
-  exporters = job_lib.exporters(job)  # Once: BestExporter keeps the best.
+  def start():
+    job = job_lib.eval_job(config)
+    exporters = job_lib.exporters(job)  # Once: BestExporter keeps the best.
+    return (lambda path, max_steps: evaluate_and_export(
+        job, exporters, path, max_steps),
+            lambda path: job.estimator.evaluate(job.input_fn, steps=None,
+                                                checkpoint_path=path),
+            lambda path, result: job_lib.export(job, exporters, path, result,
+                                                True))
 
-  result, final = None, False
-  for checkpoint in tf.train.checkpoints_iterator(
-      config.model_dir, min_interval_secs=1, timeout=5,
-      timeout_fn=lambda: training.chief_finished(max_steps)):
-    watchdog.kick()
-    evaluated = evaluate_and_export(job, exporters, checkpoint, max_steps)
-    watchdog.kick()
-    if evaluated is not None:
-      result = evaluated
-      final = result['global_step'] >= max_steps
-      if final:
-        break
-  if not final:  # Training stopped early: its last checkpoint is final.
-    checkpoint = tf.train.latest_checkpoint(config.model_dir)
-    if result is None or result['global_step'] < checkpoints.latest_step(
-        config.model_dir):
-      result = job.estimator.evaluate(job.input_fn, steps=None,
-                                      checkpoint_path=checkpoint)
-    job_lib.export(job, exporters, checkpoint, result, True)
-  watchdog.stop()
-  return job.write_metrics(result)
+  return outputs.write_eval_metrics(
+      config.model_dir, training_progress.follow_checkpoints(config, start))
 
 
 def evaluate_and_export(job, exporters, checkpoint, max_steps):

@@ -7,12 +7,10 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
-from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
-from estimator_trainer.watchdog import cluster_watchdog
 
 
 def serves(config):
@@ -31,35 +29,27 @@ def serve(config):
 
 def evaluate_until_trained(config):
   """The evaluator task: evaluates each new checkpoint until the last one
-  (at max_steps, or the chief's last when it stopped early), exporting as
-  `--export` says; writes metrics.json of the last."""
-  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
-  training = training_progress.TrainingProgress(config)
-  max_steps = training.read_max_steps(watchdog)
-  evaluator = evaluation.CheckpointEvaluator(config)
-  exporter = (export.Exporter(config.export, evaluator.model,
-                              evaluator.job.example_format, config.model_dir)
-              if config.export != 'none' else None)
-  result, final = None, False
-  for path in tf.train.checkpoints_iterator(
-      config.model_dir, min_interval_secs=1, timeout=5,
-      timeout_fn=lambda: training.chief_finished(max_steps)):
-    watchdog.kick()
-    evaluated = _evaluate_and_export(evaluator, exporter, path, max_steps)
-    watchdog.kick()
-    if evaluated is not None:
-      result = evaluated
-      final = result['global_step'] >= max_steps
-      if final:
-        break
-  if not final:  # Training stopped early: its last checkpoint is final.
-    path = tf.train.latest_checkpoint(config.model_dir)
-    if result is None or result['global_step'] < layout.checkpoint_step(path):
-      result = evaluator.evaluate(path)
-    if exporter:
-      exporter.after_evaluation(result, final=True)
-  watchdog.stop()
-  return outputs.write_eval_metrics(config.model_dir, result)
+  (training_progress.follow_checkpoints), exporting as `--export` says;
+  writes metrics.json of the last."""
+
+  def start():
+    evaluator = evaluation.CheckpointEvaluator(config)
+    exporter = (export.Exporter(config.export, evaluator.model,
+                                evaluator.job.example_format,
+                                config.model_dir)
+                if config.export != 'none' else None)
+
+    def export_final(path, result):
+      del path  # The model holds the checkpoint just evaluated.
+      if exporter:
+        exporter.after_evaluation(result, final=True)
+
+    return (lambda path, max_steps: _evaluate_and_export(
+        evaluator, exporter, path, max_steps), evaluator.evaluate,
+            export_final)
+
+  return outputs.write_eval_metrics(
+      config.model_dir, training_progress.follow_checkpoints(config, start))
 
 
 def _evaluate_and_export(evaluator, exporter, path, final_step):
