@@ -59,6 +59,21 @@ class _TensorflowFilter(logging.Filter):
             message.startswith(_TENSORFLOW_INFO_SHOWN))
 
 
+class _LibraryInfoFilter(logging.Filter):
+  """Drops the INFO lines that TensorFlow and Keras log through absl
+  (SavedModel and checkpoint internals); the package's own lines stay."""
+
+  def filter(self, record):
+    return (record.levelno >= logging.WARNING or
+            not record.pathname.startswith(_library_dirs()))
+
+
+def _library_dirs():
+  return tuple(os.path.dirname(module.__file__) + os.sep
+               for name, module in sys.modules.items()
+               if name in ('tensorflow', 'keras', 'tf_keras'))
+
+
 @contextlib.contextmanager
 def _without_gpu_startup_lines():
   """Holds back this process's stderr (fd 2), then replays it without the
@@ -92,3 +107,4 @@ def quiet_tensorflow(verbose):
   with _without_gpu_startup_lines():
     importlib.import_module('tensorflow')
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
+  logging.getLogger('absl').addFilter(_LibraryInfoFilter())

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -72,11 +73,8 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   assert hits >= 15
 
 
-@pytest.mark.estimator
-@pytest.mark.slow
-def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
-                                                       mnist_small_dir):
-  """Deprecation notices and GPU start-up lines only with --verbosity=1."""
+def _console(tmp_path, mnist_small_dir, *flags):
+  """stderr of a short run with --verbosity=0 and =1 (keys 0 and 1)."""
   # As a user starts it: no TF_CPP_MIN_LOG_LEVEL (conftest sets one).
   env = {k: v for k, v in os.environ.items()
          if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_CONFIG')}
@@ -85,22 +83,49 @@ def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
     model_dir = tmp_path / str(verbosity)
     result = _run(f'--model_dir={model_dir}', '--dataset=mnist',
                   f'--idx_dir={mnist_small_dir}', '--train_steps=20',
-                  f'--verbosity={verbosity}', env=env)
+                  f'--verbosity={verbosity}', *flags, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     outputs[verbosity] = result.stderr
-  noise = ('is deprecated and will be removed', 'Instructions for updating:',
-           'Unable to register cuDNN factory', 'Calling model_fn',
-           'Graph was finalized')
+  return outputs
+
+
+def _check_console(outputs, noise, needed):
+  """`noise` only with --verbosity=1; what a person needs always."""
   for text in noise:
     assert text not in outputs[0], text
     assert text in outputs[1], text
-  # What a person needs is still there by default.
   for text in ('Config: ', 'Data: mnist from IDX files',
-               'Saving checkpoints for 20 into',
-               'Saving dict for global step 20: accuracy = ',
-               'Exported a SavedModel to', 'Final evaluation (in '):
+               'Exported a SavedModel to', 'Final evaluation (in ', *needed):
     assert text in outputs[0], text
   assert len(outputs[0].splitlines()) < len(outputs[1].splitlines()) / 5
+
+
+@pytest.mark.estimator
+@pytest.mark.slow
+def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
+                                                       mnist_small_dir):
+  """Deprecation notices and GPU start-up lines only with --verbosity=1."""
+  _check_console(
+      _console(tmp_path, mnist_small_dir),
+      noise=('is deprecated and will be removed', 'Instructions for updating:',
+             'Unable to register cuDNN factory', 'Calling model_fn',
+             'Graph was finalized'),
+      needed=('Saving checkpoints for 20 into',
+              'Saving dict for global step 20: accuracy = '))
+
+
+@pytest.mark.slow
+def test_tf2_console_hides_saved_model_internals_unless_verbose(
+    tmp_path, mnist_small_dir):
+  """TensorFlow's SavedModel and checkpoint INFO lines (logged through absl)
+  only with --verbosity=1; evaluations read as Estimator's, on any NumPy."""
+  outputs = _console(tmp_path, mnist_small_dir, '--engine=ctl')
+  _check_console(
+      outputs, noise=('Found untraced functions', 'Writing fingerprint'),
+      needed=('Saved checkpoint ', 'Evaluation at step 20 ('))
+  assert re.search(r'Evaluation at step 20 \(.*\): accuracy = 0\.\d+, ',
+                   outputs[0])
+  assert 'np.float' not in outputs[0]
 
 
 def _fashion_mnist_test_labels(directory):

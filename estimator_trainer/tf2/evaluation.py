@@ -63,8 +63,10 @@ class Evaluator:
       for image in self._metrics.images.values():
         tf.summary.experimental.write_raw_pb(image.result())
     self._writer.flush()
+    # As Estimator logs them (and no NumPy reprs: NumPy 2 prints np.float32).
     logging.info('Evaluation at step %d (%.1f s): %s', step,
-                 time.monotonic() - start, result)
+                 time.monotonic() - start, ', '.join(
+                     f'{name} = {value:.6g}' for name, value in result.items()))
     return result
 
 
