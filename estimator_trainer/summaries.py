@@ -57,6 +57,15 @@ class ExamplesPerSecondHook(tf.compat.v1.train.SessionRunHook):
     self._writer.flush()
 
 
+def tagged_as_estimator(key, serialized):
+  """The Summary `serialized` (an eval metric's value) with its values tagged
+  `<key>/<i>`, as Estimator writes them: both engines' model_dir/eval alike."""
+  summary = tf.compat.v1.Summary.FromString(serialized)
+  for i, value in enumerate(summary.value):
+    value.tag = f'{key}/{i}'
+  return summary.SerializeToString()
+
+
 def _image_summary(tag, png):
   """A serialized v1 Summary holding one PNG: what Estimator writes to
   model_dir/eval when an eval metric's value is a string."""

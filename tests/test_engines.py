@@ -119,7 +119,8 @@ def test_ctl_writes_the_estimator_layout(ctl_run):
   eval_tags, accumulator = _tags(model_dir / 'eval')
   assert {'loss', 'accuracy', 'average_loss', 'num_examples'} <= eval_tags
   assert [event.step for event in accumulator.Tensors('accuracy')] == [30, 60]
-  assert {'confusion_matrix', 'misclassified'} <= set(
+  # Tagged as Estimator tags them.
+  assert {'confusion_matrix/0', 'misclassified/0'} <= set(
       accumulator.Tags()['images'])
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import stack
 from estimator_trainer import summaries
 
 _RUNS = {'lr_1e-3': ['--learning_rate=0.001', '--train_steps=60'],
@@ -126,7 +127,8 @@ def test_hparams_table_compares_the_runs(tensorboard):
   by_rate = {group['hparams']['learning_rate']: group for group in groups}
   assert set(by_rate) == {0.001, 0.003}
   for group in groups:
-    assert group['hparams']['engine'] == 'estimator'
+    # The stack's default: estimator on TensorFlow 2.15, ctl from 2.16 on.
+    assert group['hparams']['engine'] == stack.default_engine()
     metrics = {(value['name']['group'], value['name']['tag']): value
                for value in group['sessions'][0]['metricValues']}
     # The final evaluation's accuracy, at the run's last step.

@@ -12,6 +12,7 @@ from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer import outputs
+from estimator_trainer import summaries
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
@@ -60,8 +61,9 @@ class Evaluator:
       for name, value in result.items():
         if name != 'global_step':
           tf.summary.scalar(name, value)
-      for image in self._metrics.images.values():
-        tf.summary.experimental.write_raw_pb(image.result())
+      for name, image in self._metrics.images.items():
+        tf.summary.experimental.write_raw_pb(summaries.tagged_as_estimator(
+            name, image.result().numpy()))
     self._writer.flush()
     # As Estimator logs them (and no NumPy reprs: NumPy 2 prints np.float32).
     logging.info('Evaluation at step %d (%.1f s): %s', step,
