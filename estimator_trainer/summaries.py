@@ -87,12 +87,19 @@ def _figure_png(figure):
 _LABELLED_CLASSES = 20
 
 
+# Both images are drawn on every evaluation: fixed margins, not matplotlib's
+# tight layout (which draws twice), and the misclassified grid is one image
+# in one axes, not an axes per image (4x faster, about 0.4 s per evaluation
+# saved here).
+
+
 def render_confusion_matrix(matrix, class_names):
   """PNG of a confusion matrix: counts, shaded by row (true class)."""
   from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
   matrix = np.asarray(matrix)
   rates = matrix / np.maximum(matrix.sum(axis=1, keepdims=True), 1)
-  figure = figure_lib.Figure(figsize=(7, 6.5), layout='tight')
+  figure = figure_lib.Figure(figsize=(7, 6.5))
+  figure.subplots_adjust(left=0.16, right=0.98, bottom=0.16, top=0.98)
   axes = figure.add_subplot()
   axes.imshow(rates, cmap='Blues', vmin=0, vmax=1)
   axes.set_xlabel('predicted')
@@ -108,23 +115,34 @@ def render_confusion_matrix(matrix, class_names):
   return _figure_png(figure)
 
 
-def render_misclassified(images, labels, predictions, class_names):
-  """PNG of a grid of images titled with their true and predicted labels."""
+def render_misclassified(images, labels, predictions, class_names,
+                         columns=4):
+  """PNG of a grid of images (values in [0, 1]), each titled with its true
+  and predicted labels."""
   from matplotlib import figure as figure_lib  # pylint: disable=g-import-not-at-top
-  columns = 4
+  images = np.clip(np.asarray(images, np.float32), 0, 1)
+  if images.shape[-1] == 1:
+    images = 1 - np.repeat(images, 3, axis=-1)  # Dark digits on white.
+  height, width = images.shape[1:3]
   rows = max(1, math.ceil(len(images) / columns))
-  figure = figure_lib.Figure(figsize=(columns * 1.8, rows * 2.0),
-                             layout='tight')
+  # Each cell: room for a two-line title above the image, a margin around.
+  title, margin = height * 2 // 3, max(1, width // 14)
+  cell_height, cell_width = title + height + margin, width + 2 * margin
+  grid = np.ones((rows * cell_height, columns * cell_width, 3), np.float32)
+  figure = figure_lib.Figure(figsize=(columns * 1.8,
+                                      columns * 1.8 * grid.shape[0] /
+                                      grid.shape[1]))
+  axes = figure.add_axes((0, 0, 1, 1))
+  axes.axis('off')
   for i, (image, label, prediction) in enumerate(
       zip(images, labels, predictions)):
-    axes = figure.add_subplot(rows, columns, i + 1)
-    if image.shape[-1] == 1:
-      axes.imshow(image[..., 0], cmap='gray_r', vmin=0, vmax=1)
-    else:
-      axes.imshow(np.clip(image, 0, 1))
-    axes.set_title(f'true: {class_names[label]}\npred: '
-                   f'{class_names[prediction]}', fontsize=8)
-    axes.axis('off')
+    top = i // columns * cell_height + title
+    left = i % columns * cell_width + margin
+    grid[top:top + height, left:left + width] = image
+    axes.text(left + width / 2, top - 1, f'true: {class_names[label]}\n'
+              f'pred: {class_names[prediction]}', ha='center', va='bottom',
+              fontsize=8)
+  axes.imshow(grid, interpolation='nearest')
   return _figure_png(figure)
 
 

@@ -102,7 +102,7 @@ def test_scalars_of_training_and_evaluation_are_served(tensorboard):
 
 
 @pytest.mark.parametrize('tag, size', [('confusion_matrix/0', (650, 700)),
-                                       ('misclassified/0', (800, 720))])
+                                       ('misclassified/0', (1080, 720))])
 def test_eval_images_are_served(tensorboard, tag, size):
   images = json.loads(_get(f'{tensorboard}/data/plugin/images/images?'
                            f'run=lr_1e-3/eval&tag={tag}'))
