@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import layout
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 # Clusters on free ports, picked before they bind; their tasks race.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -83,7 +84,7 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert len(evaluated['evaluator:0']) >= 2
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 400
-  assert metrics['num_examples'] == 10000
+  assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert metrics['accuracy'] > 0.5
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
 
@@ -106,7 +107,8 @@ def test_parameter_server_cluster(tmp_path, mnist_small_dir):
   assert set(finished) == {'ps:0'}
   assert int(finished['ps:0'][0].split('at step ')[1].split(':')[0]) >= 200
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] >= 200 and metrics['num_examples'] == 10000
+  assert metrics['global_step'] >= 200 and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
 
 
 def _weight_changes(model_dir, steps):
@@ -195,7 +197,7 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
   source = sources.IdxSource('mnist', str(mnist_small_dir))
   everything = collections.Counter(
       hashlib.sha1((tf.cast(x, tf.float32) / 255.0).numpy().tobytes())
-      .hexdigest() for x, _ in source.dataset(sources.TEST))
+      .hexdigest() for x, _ in source.dataset(sources.TRAIN))
   assert collections.Counter(shards[0]) + collections.Counter(
       shards[1]) == everything
 
@@ -253,7 +255,8 @@ def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
   # Both workers evaluate (collectively); the chief alone writes results.
   assert set(_task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 100 and metrics['num_examples'] == 10000
+  assert metrics['global_step'] == 100 and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
       'ckpt-100.index', 'ckpt-50.index']
   # The chief's final export; the other worker's went to its scratch dir.
@@ -293,7 +296,8 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 1
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 300 and metrics['num_examples'] == 10000
+  assert metrics['global_step'] == 300 and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert metrics['accuracy'] > 0.9
   print(f'{engine}, parameter servers, evaluated by {evaluating}: accuracy '
         f'{metrics["accuracy"]:.4f} at step 300')
@@ -317,4 +321,5 @@ def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
       'evaluator:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200 and metrics['num_examples'] == 10000
+  assert metrics['global_step'] == 200 and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)

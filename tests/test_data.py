@@ -12,6 +12,7 @@ from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, UsageError
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 TRAIN = ModeKeys.TRAIN
 EVAL = ModeKeys.EVAL
@@ -48,9 +49,8 @@ def mock_source():
 # --- Sources ---------------------------------------------------------------
 
 
-def test_idx_source_reads_real_mnist_test_split(mnist_t10k_dir,
-                                                mnist_small_dir):
-  source = sources.IdxSource('mnist', str(mnist_small_dir))
+def test_idx_source_reads_real_mnist_test_split(mnist_t10k_dir):
+  source = sources.IdxSource('mnist', str(mnist_t10k_dir))
   assert source.num_examples(sources.TEST) == 10000
   ds = source.dataset(sources.TEST)
   assert ds.element_spec == (
@@ -266,7 +266,7 @@ def test_eval_sees_every_test_example_exactly_once(mnist_small_dir, pipelines,
   reference = collections.Counter(_split_keys(
       sources.IdxSource('mnist', str(mnist_small_dir)), sources.TEST))
   assert counts == reference
-  assert sum(counts.values()) == 10000
+  assert sum(counts.values()) == MNIST_SMALL_TEST_EXAMPLES
 
 
 def test_eval_without_context_is_the_test_split_in_order(mock_source):

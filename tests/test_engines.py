@@ -17,6 +17,7 @@ from estimator_trainer.tf2 import keras_fit
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.models import cnn
 from cnn_weights import cnn_weights
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
 
@@ -110,7 +111,8 @@ def test_ctl_writes_the_estimator_layout(ctl_run):
   assert json.loads((model_dir / 'metrics.json').read_text()) == metrics
   assert set(metrics) == {'accuracy', 'average_loss', 'batch_mean_loss',
                           'global_step', 'loss', 'num_examples'}
-  assert metrics['global_step'] == 60 and metrics['num_examples'] == 10000
+  assert metrics['global_step'] == 60 and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert metrics['accuracy'] > 0.7
   train_tags, _ = _tags(model_dir)
   assert {'loss', 'accuracy', 'learning_rate', 'global_step/sec',

@@ -19,6 +19,7 @@ from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.estimator.params import ModelParams, model_params
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 ModeKeys = tf.estimator.ModeKeys
 PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'lr_decay': 'none',
@@ -205,7 +206,8 @@ def test_evaluate_is_the_same_without_strategy_and_with_2_replicas(
                            cpu_replicas=2 if name == 'mirrored' else 0)
     results[name] = estimator.evaluate(config)
   default, mirrored = results['default'], results['mirrored']
-  assert default['num_examples'] == mirrored['num_examples'] == 10000
+  assert default['num_examples'] == mirrored['num_examples'] == (
+      MNIST_SMALL_TEST_EXAMPLES)
   assert default['global_step'] == mirrored['global_step'] == 60
   assert default['accuracy'] == mirrored['accuracy']
   assert default['accuracy'] > 0.5
@@ -240,7 +242,8 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
       job, exporters, str(model_dir / 'model.ckpt-0'), 60) is None
   result = cluster_roles.evaluate_and_export(
       job, exporters, str(model_dir / 'model.ckpt-60'), 60)
-  assert result['global_step'] == 60 and result['num_examples'] == 10000
+  assert result['global_step'] == 60 and (
+      result['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
 
 

@@ -14,6 +14,7 @@ from estimator_trainer import examples
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import DataError
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 # Estimator pipelines (and TFX's, through TFMA): skipped where tf.estimator
 # is missing.
@@ -56,7 +57,7 @@ def test_tfrecords_hold_the_same_examples_as_the_source(tfrecords,
   source = _tfrecord_source(tfrecords)
   assert source.spec == sources.IdxSource('mnist', str(mnist_small_dir)).spec
   assert len(source.files(sources.TRAIN)) == 4
-  assert source.num_examples(sources.TEST) == 10000
+  assert source.num_examples(sources.TEST) == MNIST_SMALL_TEST_EXAMPLES
   idx = sources.IdxSource('mnist', str(mnist_small_dir))
 
   def multiset(ds):
@@ -80,7 +81,9 @@ def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
       sizes.append(len(shard))
     everything = [x.numpy().tobytes() + bytes([int(y)])
                   for x, y in source.dataset(split)]
-    assert sorted(keys) == sorted(everything) and len(keys) == 10000
+    assert sorted(keys) == sorted(everything)
+    assert len(keys) == {sources.TRAIN: 10000,
+                         sources.TEST: MNIST_SMALL_TEST_EXAMPLES}[split]
     if split == sources.TEST:  # By record: shard sizes differ by at most 1.
       assert max(sizes) - min(sizes) <= 1
 
@@ -118,7 +121,7 @@ def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
       sorted(map(str, tfrecords.glob('test-*'))))]
   eval_model.metrics_reset_update_get_list(examples)
   tfma_metrics = eval_model.get_metric_values()
-  assert tfma_metrics['num_examples'] == 10000
+  assert tfma_metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert tfma_metrics['accuracy'] == pytest.approx(metrics['accuracy'],
                                                    abs=1e-6)
 
