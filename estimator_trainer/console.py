@@ -14,6 +14,7 @@ level is read once, at import, and the GPU start-up lines are printed then.
 
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import re
@@ -63,15 +64,18 @@ class _LibraryInfoFilter(logging.Filter):
   """Drops the INFO lines that TensorFlow and Keras log through absl
   (SavedModel and checkpoint internals); the package's own lines stay."""
 
+  def __init__(self):
+    super().__init__()
+    # Found, not imported: Keras loads later, on first use of tf.keras.
+    self._library_dirs = tuple(
+        os.path.dirname(spec.origin) + os.sep
+        for spec in map(importlib.util.find_spec,
+                        ('tensorflow', 'keras', 'tf_keras'))
+        if spec and spec.origin)
+
   def filter(self, record):
     return (record.levelno >= logging.WARNING or
-            not record.pathname.startswith(_library_dirs()))
-
-
-def _library_dirs():
-  return tuple(os.path.dirname(module.__file__) + os.sep
-               for name, module in sys.modules.items()
-               if name in ('tensorflow', 'keras', 'tf_keras'))
+            not record.pathname.startswith(self._library_dirs))
 
 
 @contextlib.contextmanager
