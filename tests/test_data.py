@@ -13,6 +13,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, UsageError
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+from conftest import write_idx
 
 TRAIN = ModeKeys.TRAIN
 EVAL = ModeKeys.EVAL
@@ -98,12 +99,6 @@ def _raise_connection_error(*args, **kwargs):
 # --- IDX validation --------------------------------------------------------
 
 
-def _write_idx(path, magic, dims, payload, truncate=0):
-  header = np.array([magic, len(payload), *dims], '>u4').tobytes()
-  blob = gzip.compress(header + np.asarray(payload, np.uint8).tobytes())
-  path.write_bytes(blob[:len(blob) - truncate] if truncate else blob)
-
-
 def _write_split(directory, images=None, labels=None, image_magic=2051,
                  label_magic=2049, truncate_images=0):
   rng = np.random.default_rng(0)
@@ -111,9 +106,9 @@ def _write_split(directory, images=None, labels=None, image_magic=2051,
       else images
   labels = np.arange(5) if labels is None else labels
   names = sources.IDX_FILES[sources.TEST]
-  _write_idx(directory / names[0], image_magic, images.shape[1:], images,
+  write_idx(directory / names[0], image_magic, images.shape[1:], images,
              truncate_images)
-  _write_idx(directory / names[1], label_magic, (), labels)
+  write_idx(directory / names[1], label_magic, (), labels)
   return directory
 
 
@@ -142,9 +137,9 @@ def test_idx_images_of_any_size_the_same_in_both_splits(tmp_path):
   image, _ = next(iter(source.dataset(sources.TEST)))
   assert image.shape == (32, 30, 1)
   names = sources.IDX_FILES[sources.TRAIN]
-  _write_idx(tmp_path / names[0], 2051, (27, 28),
+  write_idx(tmp_path / names[0], 2051, (27, 28),
              np.zeros((5, 27, 28), np.uint8))
-  _write_idx(tmp_path / names[1], 2049, (), np.arange(5))
+  write_idx(tmp_path / names[1], 2049, (), np.arange(5))
   with pytest.raises(DataError, match=r'train-images-idx3-ubyte.gz: images '
                      r'of shape \[27, 28\], but the test images are '
                      r'\[32, 30\]'):
