@@ -88,6 +88,19 @@ def test_resume_continues_the_step_and_optimizer_state(tmp_path,
     assert np.linalg.norm(after - before) < np.linalg.norm(after - start)
 
 
+@pytest.mark.parametrize('engine', ENGINES)
+def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
+                                              engine):
+  """50 steps, 7 per loop, checkpoints every 30: neither divides 50."""
+  step = ENGINES[engine].train(_config(
+      tmp_path, mnist_small_dir, engine=engine, train_steps=50,
+      steps_per_loop=7, save_checkpoints_steps=30))
+  assert step == 50
+  assert _iterations(tmp_path) == 50
+  assert sorted(p.name for p in tmp_path.glob('ckpt-*.index')) == [
+      'ckpt-30.index', 'ckpt-50.index']
+
+
 @pytest.fixture(scope='module')
 def ctl_run(tmp_path_factory, mnist_small_dir):
   """A short ctl run under 2 mirrored replicas, K steps per tf.function."""

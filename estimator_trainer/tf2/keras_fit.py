@@ -54,6 +54,14 @@ class _BatchCallback(_EpochCallback):
 
   _PER_BATCH = True
 
+  def on_train_batch_begin(self, batch, logs=None):
+    # The execution that reaches the configured step ends there, where fit
+    # would run a whole steps_per_execution past it. fit's count of the
+    # epoch's steps is then off, but training stops after this execution.
+    remaining = self._controller.job.max_steps - self._controller.step
+    if remaining < self._controller.job.config.steps_per_loop:
+      self.model.steps_per_execution = remaining
+
   def on_train_batch_end(self, batch, logs=None):
     self._after_steps(logs)
 
