@@ -16,6 +16,10 @@ Each configuration runs in its own subprocess on the same machine, data
   fit_<strategy>        the reference users would pick instead: tf.keras
                         `compile` + `fit` (Adam, same loss), fed the package's
                         TRAIN dataset, timed by a batch callback.
+  estimator_plain       the Estimator its users write: `tf.estimator.Estimator`
+                        on a model_fn of the same model (Adam's `minimize`),
+                        the package's input_fn, RunConfig's defaults, timed by
+                        a hook (TensorFlow 2.15).
   input_pipeline        the package's TRAIN dataset iterated eagerly, no model.
   model_step            the ceiling of any engine: forward, backward and Adam
                         of the CNN in one tf.function looping over
@@ -25,7 +29,10 @@ examples/s is the median over intervals of --summary_steps steps, leaving
 out the first step (graph tracing) and the first interval (warm-up); with
 --rounds > 1 every configuration runs once per round, interleaved, and the
 table shows the median of the rounds (and their range): the machine's speed
-drifts between runs, so only rows of one table compare. Peak RSS is the
+drifts between runs, so only rows of one table compare. "vs step" is a
+row's examples/s over model_step's, "vs fit" over Model.fit's; the target
+lines check every engine against model_step (>= 0.95x) and the estimator
+engine against estimator_plain (>= 1.0x). Peak RSS is the
 subprocess's own maximum resident set (wait4's ru_maxrss). GFLOP/s counts
 training as 3x the forward pass, 2 FLOP per multiply-add
 (`measure.forward_macs`). A configuration that fails gets a row with its

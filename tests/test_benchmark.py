@@ -34,24 +34,30 @@ def test_summarize_ratios_and_failures():
   runs = [
       {'config': 'fit_default', 'examples_per_second': 100.0,
        'peak_rss_mb': 500.0},
+      {'config': 'model_step', 'examples_per_second': 200.0,
+       'peak_rss_mb': 500.0},
+      {'config': 'estimator_plain', 'examples_per_second': 150.0,
+       'peak_rss_mb': 500.0},
       {'config': 'estimator_default', 'examples_per_second': 150.0,
        'peak_rss_mb': 600.0},
-      {'config': 'estimator_default', 'examples_per_second': 170.0,
+      {'config': 'estimator_default', 'examples_per_second': 200.0,
        'peak_rss_mb': 650.0},
       {'config': 'ctl_default', 'error': 'error: no ctl', 'peak_rss_mb': 20.0},
   ]
   rows = {row['config']: row for row in report.summarize(runs, 1e6)}
-  assert rows['estimator_default']['examples_per_second'] == 160.0
-  assert rows['estimator_default']['ratio'] == 1.6
+  assert rows['estimator_default']['examples_per_second'] == 175.0
+  assert rows['estimator_default']['vs_fit'] == 1.75
+  assert rows['estimator_default']['vs_step'] == 0.875
   assert rows['estimator_default']['peak_rss_mb'] == 650.0
-  assert rows['estimator_default']['gflops'] == pytest.approx(0.16)
+  assert rows['estimator_default']['gflops'] == pytest.approx(0.175)
   assert rows['ctl_default']['error'] == 'error: no ctl'
   assert 'examples_per_second' not in rows['ctl_default']
   table = report.format_table(list(rows.values()))
-  assert 'failed' in table.splitlines()[4]
+  assert 'failed' in table.splitlines()[6]
   assert 'error: no ctl' in table
   assert report.target_lines(list(rows.values())) == [
-      'target estimator_default: 1.60x Model.fit (>= 1.5x) met']
+      'target estimator_default: 0.88x model_step (>= 0.95x) NOT met',
+      'target estimator_default: 1.17x estimator_plain (>= 1.0x) met']
 
 
 @pytest.mark.slow
@@ -60,6 +66,8 @@ def test_smoke_run(tmp_path):
   engine = 'estimator' if stack.has_estimator() else 'ctl'
   configs = [f'{engine}_default', 'keras_default', 'fit_default',
              'input_pipeline', 'model_step']
+  if stack.has_estimator():
+    configs.append('estimator_plain')
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(SCRIPT), '--steps=16', '--summary_steps=4',
@@ -71,7 +79,11 @@ def test_smoke_run(tmp_path):
   assert lines[1].split()[:2] == ['configuration', 'examples/s']
   rows = lines[3:3 + len(configs)]
   assert [row.split()[0] for row in rows] == configs
-  assert lines[3 + len(configs)].startswith(f'target {engine}_default: ')
+  targets = [line.split(':')[0] for line in lines[3 + len(configs):]]
+  # Each engine against model_step; the estimator engine against a plain
+  # Estimator too.
+  assert targets == [f'target {engine}_default'] * len(configs[5:]) + [
+      f'target {engine}_default', 'target keras_default']
   for row in rows:
     assert 'failed' not in row
   saved = json.loads(output.read_text())
@@ -80,7 +92,8 @@ def test_smoke_run(tmp_path):
     assert row['examples_per_second'] > 0
     assert row['peak_rss_mb'] > 100  # TensorFlow's, not this script's.
   by_config = {row['config']: row for row in saved['rows']}
-  assert by_config['fit_default']['ratio'] == 1.0
+  assert by_config['fit_default']['vs_fit'] == 1.0
+  assert by_config['model_step']['vs_step'] == 1.0
   assert 'gflops' not in by_config['input_pipeline']
   assert by_config['model_step']['gflops'] > 0
   # Model dirs are cleaned up as the runs go.

@@ -16,7 +16,8 @@ from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 
 # name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
-# --engine=<kind> --strategy=<strategy>; fit, input and step run a workload.
+# --engine=<kind> --strategy=<strategy>; fit, plain_estimator (TensorFlow
+# 2.15 only), input and step run a workload.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -26,6 +27,7 @@ CONFIGS = {
     'keras_mirrored': ('keras', 'mirrored'),
     'fit_default': ('fit', 'default'),
     'fit_mirrored': ('fit', 'mirrored'),
+    'estimator_plain': ('plain_estimator', 'default'),
     'input_pipeline': ('input', None),
     'model_step': ('step', 'default'),
 }

@@ -1,6 +1,6 @@
 """The workloads a benchmark worker process runs, each returning interval
-rates: the plain Keras `Model.fit` reference, the input pipeline alone, and
-`model_step` (the compute ceiling), each on a `setup`: the TrainConfig values
+rates: the plain Keras `Model.fit` and `tf.estimator.Estimator` references,
+the input pipeline alone, and `model_step` (the compute ceiling), each on a `setup`: the TrainConfig values
 of the model, precision and data (`{"model": "resnet20", ...}`).
 
     python -m estimator_trainer.benchmark.workloads '{"kind": "fit", ...}'
@@ -74,6 +74,44 @@ def run_fit(setup, strategy, steps, batch_size, every_steps, cpu_replicas):
   return timer.rates
 
 
+def run_plain_estimator(setup, strategy, steps, batch_size, every_steps,
+                        cpu_replicas):
+  """tf.estimator.Estimator as its users write it (the outside reference of
+  the estimator engine): the same model and input_fn, the tf.compat.v1
+  loss and Adam's `minimize`, RunConfig's defaults but the summary
+  cadence; timed by a hook."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.strategy import make_strategy, num_replicas  # pylint: disable=g-import-not-at-top
+  strategy = make_strategy(strategy, cpu_replicas)
+  global_batch = batch_size * num_replicas(strategy)
+  config = _config(setup)
+  source = sources.make_source(config)
+  timer = IntervalTimer(global_batch, every_steps)
+
+  def model_fn(features, labels, mode):
+    model = _model(setup, source.spec)
+    logits = model(features['image'], training=mode == 'train')
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = tf.compat.v1.train.AdamOptimizer(1e-3).minimize(
+        loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  class TimerHook(tf.compat.v1.train.SessionRunHook):
+
+    def after_run(self, run_context, run_values):
+      timer.step()
+
+  with tempfile.TemporaryDirectory() as model_dir:
+    estimator = tf.estimator.Estimator(
+        model_fn, model_dir=model_dir, config=tf.estimator.RunConfig(
+            train_distribute=strategy, save_summary_steps=every_steps))
+    estimator.train(data.make_input_fn(config, global_batch, source),
+                    max_steps=steps, hooks=[TimerHook()])
+  return timer.rates
+
+
 def run_input_pipeline(setup, steps, batch_size, every_steps, cpu_replicas):
   """Iterates the package's TRAIN dataset eagerly."""
   del cpu_replicas  # One pipeline, no strategy.
@@ -115,11 +153,13 @@ def run_model_step(setup, steps, batch_size, every_steps, cpu_replicas):
 
 
 def run(kind, setup, strategy, steps, batch_size, every_steps, cpu_replicas):
-  """Interval rates of workload `kind` (fit, input or step) on `setup`, the
-  TrainConfig values of the model, precision and data."""
-  if kind == 'fit':
-    return run_fit(setup, strategy, steps, batch_size, every_steps,
-                   cpu_replicas)
+  """Interval rates of workload `kind` (fit, plain_estimator, input or
+  step) on `setup`, the TrainConfig values of the model, precision and
+  data."""
+  if kind in ('fit', 'plain_estimator'):
+    workload = run_fit if kind == 'fit' else run_plain_estimator
+    return workload(setup, strategy, steps, batch_size, every_steps,
+                    cpu_replicas)
   workload = {'input': run_input_pipeline, 'step': run_model_step}[kind]
   return workload(setup, steps, batch_size, every_steps, cpu_replicas)
 
