@@ -74,7 +74,10 @@ def check_compatible(model_dir, model_fn, params, training, image_shape,
   # PREDICT's graph serves both without building the metrics.
   mode = (tf.estimator.ModeKeys.TRAIN if training else
           tf.estimator.ModeKeys.PREDICT)
-  expected = _graph_variables(model_fn, params, mode, image_shape)
+  # One step per run: the same variables as a loop of them (whose count
+  # is a local variable), on a batch rather than a window of batches.
+  expected = _graph_variables(model_fn, dict(params, steps_per_run=1), mode,
+                              image_shape)
   missing = sorted(set(expected) - set(stored))
   reshaped = sorted(name for name in set(expected) & set(stored)
                     if list(stored[name]) != expected[name])

@@ -175,7 +175,9 @@ class TrainConfig:
       60000, 'Shuffle buffer in examples; 0 turns shuffling off.', at_least=0)
   seed: int = _option(42, 'Seed of weights, shuffling and ops.')
   steps_per_loop: int = _option(
-      1, 'ctl and keras engines: training steps per tf.function call.',
+      100, 'Training steps per session.run (estimator engine, without a '
+      'strategy or with one_device) or per tf.function call (ctl, keras); '
+      'runs end on checkpoint, summary and log steps and on the last step.',
       above=0)
   save_checkpoints_steps: int = _option(
       1000, 'Checkpoint (and so evaluation) cadence in steps.', above=0)

@@ -34,13 +34,15 @@ class OptimizerSpec:
                params.decay_steps)
 
   def v1(self):
-    """(tf.compat.v1.train optimizer, its learning-rate tensor) on the
-    graph's global step, for Estimator."""
-    learning_rate = self.learning_rate
-    if self.lr_decay == 'cosine':
-      learning_rate = tf.compat.v1.train.cosine_decay(
-          learning_rate, tf.compat.v1.train.get_or_create_global_step(),
-          self.decay_steps)
+    """(tf.compat.v1.train optimizer, its learning rate) for Estimator; the
+    rate is a callable, the tensor of the graph's global step where it is
+    called: in a loop of steps (estimator/graph.py), each step's own."""
+    def learning_rate():
+      if self.lr_decay == 'cosine':
+        return tf.compat.v1.train.cosine_decay(
+            self.learning_rate,
+            tf.compat.v1.train.get_or_create_global_step(), self.decay_steps)
+      return tf.constant(self.learning_rate)
     if self.name == 'adam':
       optimizer = tf.compat.v1.train.AdamOptimizer(
           learning_rate, beta1=ADAM_BETA_1, epsilon=ADAM_EPSILON)

@@ -5,7 +5,6 @@ import sys
 import time
 
 from absl import logging
-import tensorflow as tf
 import tqdm
 from tqdm import contrib as tqdm_contrib
 
@@ -70,33 +69,3 @@ class Progress:
       self._bar.close()
       logging.get_absl_handler().python_handler.stream = self._log_stream
       self._bar = None
-
-
-class ProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Shows Progress from Estimator training (the chief's view)."""
-
-  def __init__(self, progress):
-    self._progress = progress
-
-  def begin(self):
-    # The loss Estimator summed over the replicas' shares (the global batch's
-    # mean loss) and registers just before the hooks begin; its NanTensorHook
-    # fetches it every step anyway. Hooks that model_fn returns cannot see
-    # it: Estimator keeps the first replica's hooks only.
-    self._loss = tf.compat.v1.losses.get_losses()[-1]
-    self._global_step = tf.compat.v1.train.get_global_step()
-    self._last_loss = None
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs((self._global_step, self._loss))
-
-  def after_run(self, run_context, run_values):
-    step, self._last_loss = run_values.results
-    self._progress.update(step, self._last_loss)
-
-  def end(self, session):
-    # The step fetched with the last train op may be read before its
-    # increment: show where training ended.
-    if self._last_loss is not None:
-      self._progress.update(session.run(self._global_step), self._last_loss)
-    self._progress.close()

@@ -12,7 +12,7 @@ STEPS = (0, 50, 100, 150)
 def _v1_learning_rates(spec):
   with tf.Graph().as_default():
     step = tf.compat.v1.train.get_or_create_global_step()
-    learning_rate = tf.convert_to_tensor(spec.v1()[1])  # Or a number.
+    learning_rate = spec.v1()[1]()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       values = []

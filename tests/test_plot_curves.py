@@ -44,10 +44,10 @@ def model_dir(tmp_path_factory, mnist_small_dir):
 def test_read_curves_of_a_real_run(model_dir):
   curves = plot_curves.read_curves(str(model_dir))
   train, evaluation = curves['train'], curves['eval']
-  # Estimator's SummarySaverHook writes after the first step, then every
-  # save_summary_steps; never at the last step.
+  # The engine's TrainLoopHook writes every save_summary_steps and at the
+  # last step.
   for tag in ('loss', 'accuracy', 'learning_rate'):
-    assert train[tag][0] == [1, 11, 21, 31, 41, 51], tag
+    assert train[tag][0] == [10, 20, 30, 40, 50, 60], tag
   losses = train['loss'][1]
   assert losses[-1] < losses[0] / 2
   assert all(0 <= a <= 1 for a in train['accuracy'][1])

@@ -21,8 +21,8 @@ def steady_rate(rates):
 class IntervalTimer:
   """Examples/s over every `every_steps` steps after the first step.
 
-  The first step is left out like ExamplesPerSecondHook does: it traces
-  and optimizes the graph.
+  The first step is left out as the engines' summaries leave it out: it
+  traces and optimizes the graph.
   """
 
   def __init__(self, batch_size, every_steps):

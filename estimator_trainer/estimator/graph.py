@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from estimator_trainer import losses
 from estimator_trainer import models
+from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.optimizers import OptimizerSpec
@@ -26,24 +27,57 @@ def train_op(optimizer, loss, variables):
       global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
+def train_steps(step, images, labels, num_steps):
+  """`num_steps` (a scalar tensor, 1 to K) training steps in one
+  session.run, on the first batches of a window of K ([K, batch, ...]).
+
+  `step(images, labels)` -> (train op, (loss, *outputs)) builds one step;
+  returns the train op of the whole run and the last step's (loss,
+  *outputs). The first step is built outside the loop: it creates the
+  model's and the optimizer's variables, which a loop body cannot. The run
+  ends early after a step whose loss is not finite, so that the NaN check
+  names that step.
+  """
+  first_op, outputs = step(images[0], labels[0])
+
+  def body(i, *outputs):
+    del outputs  # The last step's are the loop's.
+    op, outputs = step(tf.gather(images, i), tf.gather(labels, i))
+    with tf.control_dependencies([op]):
+      return (i + 1, *(tf.identity(output) for output in outputs))
+
+  def more(i, loss, *_):
+    return tf.logical_and(i < num_steps, tf.math.is_finite(loss))
+
+  with tf.control_dependencies([first_op]):
+    _, *outputs = tf.while_loop(more, body, (tf.constant(1), *outputs),
+                                parallel_iterations=1)
+  return tf.group(*outputs), outputs
+
+
 def make_model_fn(build_model=models.cnn, **model_kwargs):
   """An Estimator model_fn (TRAIN, EVAL, PREDICT) of any builder:
   `build_model(input_shape, num_classes, **model_kwargs)` -> Keras model
   (models.py), or a --model name.
 
   The model_fn expects `features = {'image': float32 [batch, H, W, C]}`
-  (EVAL may add a `'weight'` per example, 0 for padding) and `params`, a dict
-  of `config.ModelParams`' fields (`global_batch_size` required).
+  (EVAL may add a `'weight'` per example, 0 for padding; TRAIN with
+  `steps_per_run` K > 1 a window of K batches, [K, batch, H, W, C]) and
+  `params`, a dict of `config.ModelParams`' fields (`global_batch_size`
+  required).
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
     images = features['image']
-    model = models.build(build_model, images.shape[1:],
+    windows = mode == ModeKeys.TRAIN and params.steps_per_run > 1
+    model = models.build(build_model, images.shape[1 + windows:],
                          len(params.class_names), model_kwargs,
                          seed=params.seed, precision=params.precision,
                          sync_batch_norm=params.sync_batch_norm,
                          weight_decay=params.weight_decay)
-    logits = model(images, training=mode == ModeKeys.TRAIN)
+    if mode == ModeKeys.TRAIN:
+      return _train_spec(model, images, labels, params)
+    logits = model(images, training=False)
     predictions = models.predictions(logits)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
@@ -64,22 +98,40 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           mode, loss=losses.weighted_mean_loss(labels, logits, weights),
           eval_metric_ops=metrics.update(images, labels, logits, weights))
 
+  return model_fn
+
+
+def _train_spec(model, images, labels, params):
+  """The TRAIN spec: one step per session.run, or up to `steps_per_run` on
+  a window of batches (the steps train_loop's hook sets for the run)."""
+  optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
+
+  def step(images, labels):
+    logits = model(images, training=True)
     loss = losses.replica_training_loss(labels, logits,
                                         params.global_batch_size, model.losses)
-    optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
-    # v1 summaries: written for the first replica only, at save_summary_steps.
-    tf.compat.v1.summary.scalar('learning_rate', learning_rate)
-    tf.compat.v1.summary.scalar('accuracy', tf.reduce_mean(
-        tf.cast(tf.equal(predictions['classes'], labels), tf.float32)))
+    rate = learning_rate()  # This step's: read before the step counts.
     # Keras layers' own updates (batch norm's moving statistics) are not in
-    # a v1 graph's train op unless put there.
-    with tf.control_dependencies(model.get_updates_for(images) +
-                                 model.get_updates_for(None)):
-      return tf.estimator.EstimatorSpec(
-          mode, loss=loss,
-          train_op=train_op(optimizer, loss, model.trainable_variables))
+    # a v1 graph's train op unless put there: this call's, in this graph
+    # (in a loop body, not the first step's).
+    graph = tf.compat.v1.get_default_graph()
+    with tf.control_dependencies([rate, *model.get_updates_for(images), *(
+        update for update in model.get_updates_for(None)
+        if update.graph is graph)]):
+      op = train_op(optimizer, loss, model.trainable_variables)
+    accuracy = tf.reduce_mean(tf.cast(
+        tf.equal(tf.argmax(logits, axis=1), labels), tf.float32))
+    return op, (loss, accuracy, rate)
 
-  return model_fn
+  if params.steps_per_run > 1:
+    op, (loss, accuracy, rate) = train_steps(
+        step, images, labels, train_loop.steps_per_run_variable())
+  else:
+    op, (loss, accuracy, rate) = step(images, labels)
+  # v1 summaries: written for the first replica only, at save_summary_steps.
+  tf.compat.v1.summary.scalar('learning_rate', rate)
+  tf.compat.v1.summary.scalar('accuracy', accuracy)
+  return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=op)
 
 
 # The seeds' CNN: what the CLI trains by default.

@@ -3,6 +3,7 @@ the Estimator on model_fn, its hooks and exporters."""
 
 import dataclasses
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -14,10 +15,10 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
-from estimator_trainer import progress
 from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer.estimator import early_stopping_hook
+from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
@@ -47,17 +48,51 @@ def make_run_config(config):
                                     config.communication))
 
 
+# Where the train op can loop over several steps: MirroredStrategy (and so
+# multi_worker_mirrored) runs model_fn in a thread per replica, whose
+# all-reduce (merge_call) cannot be inside a loop that model_fn builds.
+_LOOPING_STRATEGIES = ('default', 'one_device')
+
+
+def steps_per_run(config):
+  """Training steps per session.run: --steps_per_loop where the strategy
+  allows, 1 elsewhere (logged)."""
+  if config.steps_per_loop == 1 or config.strategy in _LOOPING_STRATEGIES:
+    return config.steps_per_loop
+  logging.info('One training step per session.run under --strategy=%s '
+               '(--steps_per_loop=%d needs %s)', config.strategy,
+               config.steps_per_loop, ' or '.join(_LOOPING_STRATEGIES))
+  return 1
+
+
+def _without_step_hooks(run_config):
+  """`run_config` without Estimator's summary and step-rate hooks, which
+  assume one step per session.run: TrainLoopHook writes what they wrote."""
+  # In a cluster (Estimator's distribute coordinator), MonitoredTrainingSession
+  # adds its CheckpointSaverHook only when summaries are on (TF 2.15,
+  # _create_monitored_session_with_worker_context): they stay on there, at
+  # a cadence that never comes after their first step.
+  return run_config.replace(
+      save_summary_steps=_NEVER if run_config.cluster_spec else 0,
+      log_step_count_steps=None)
+
+
+_NEVER = 2**62  # Steps.
+
+
 class Job:
   """What every mode shares: run config, data, input_fn and Estimator."""
 
   def __init__(self, config, training=True, eval_images=True):
     self.config = config
     outputs.require_writable_dir(config.model_dir)
-    self.run_config = make_run_config(config)
+    self.run_config = _without_step_hooks(make_run_config(config))
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
+    self.steps_per_run = steps_per_run(config) if training else 1
     self.source, self.max_steps, self.input_fn = data.prepare(
-        config, self.global_batch_size, training)
+        config, self.global_batch_size, training,
+        train_window=self.steps_per_run)
     spec = self.source.spec
     models.check(config.model, spec.image_shape, spec.num_classes,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
@@ -67,7 +102,8 @@ class Job:
       warm_start = tf.estimator.WarmStartSettings(
           config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
     params = dict(model_params(config, self.global_batch_size,
-                               self.max_steps, spec), eval_images=eval_images)
+                               self.max_steps, spec), eval_images=eval_images,
+                  steps_per_run=self.steps_per_run)
     model_fn = make_model_fn(config.model, **(config.model_kwargs or {}))
     checkpoints.check_compatible(config.model_dir, model_fn, params, training,
                                  spec.image_shape, config.model)
@@ -88,13 +124,13 @@ class Job:
   def train_hooks(self):
     hooks = [faults.NonFiniteLossHook(self.config.model_dir)]
     if self.is_chief:  # Only the chief writes events and shows progress.
+      # (Several steps per run need no strategy across processes, so they
+      # run on a chief, whose TrainLoopHook plans them.)
+      hooks.append(train_loop.TrainLoopHook(
+          self.config, self.max_steps, self.global_batch_size,
+          self.num_replicas, self.steps_per_run))
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
-      hooks.append(summaries.ExamplesPerSecondHook(
-          self.config.model_dir, self.global_batch_size, self.num_replicas,
-          self.config.save_summary_steps))
-      hooks.append(progress.ProgressHook(
-          progress.Progress(self.max_steps, self.global_batch_size)))
     if self.config.early_stopping_evals:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))

@@ -17,7 +17,9 @@ class ModelParams:
   `lr_decay='cosine'` needs; `class_names` (one per class: the logits'
   width) default to the default dataset's (Fashion-MNIST's);
   `eval_images=False` leaves the eval images out (graphs exported for
-  another process).
+  another process); `steps_per_run` > 1 makes the train op loop over a
+  window of that many batches (the estimator engine's --steps_per_loop,
+  with its train_loop hook).
   """
 
   global_batch_size: int
@@ -31,6 +33,7 @@ class ModelParams:
   sync_batch_norm: bool = TrainConfig.sync_batch_norm
   class_names: Tuple[str, ...] = KNOWN_CLASS_NAMES['fashion_mnist']
   eval_images: bool = True
+  steps_per_run: int = 1
 
   @classmethod
   def from_dict(cls, params):

@@ -1,0 +1,150 @@
+"""The estimator engine's training loop around session.run: several steps
+per run (TPUEstimator's iterations_per_loop), and what follows each run.
+
+model_fn's train op trains on the first `steps_per_run_variable()` batches
+of the window input_fn gives it (graph.py, data.py); TrainLoopHook sets that
+variable before every run so that runs end on checkpoint, summary and log
+steps and on the last step. Estimator's own summary and step-counter hooks
+assume one step per run: the job turns them off and this hook writes what
+they wrote. Estimator's CheckpointSaverHook reads the global step after
+every run, so it saves on the right steps as it is.
+"""
+
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_trainer import progress as progress_lib
+from estimator_trainer import summaries
+
+# model_fn creates the variable and the hook, built before model_fn, finds it
+# here: TPUEstimator finds its own steps_per_run variable the same way.
+_COLLECTION = 'estimator_trainer_steps_per_run'
+
+
+def steps_per_run_variable():
+  """The training steps the next session.run takes: this graph's int32
+  variable, local (never checkpointed), created on the first call."""
+  graph = tf.compat.v1.get_default_graph()
+  found = graph.get_collection(_COLLECTION)
+  if found:
+    return found[0]
+  with tf.init_scope():
+    return tf.compat.v1.get_variable(
+        'steps_per_run', shape=[], dtype=tf.int32, trainable=False,
+        initializer=tf.compat.v1.ones_initializer(), use_resource=True,
+        collections=[_COLLECTION, tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+
+
+def _crossed(before, after, every):
+  return after // every > before // every
+
+
+class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
+  """Plans each session.run's steps; after it: progress, training events
+  and the loss log line (the chief's view).
+
+  Events, as Estimator writes them: the graph's summaries (loss, accuracy,
+  learning_rate) and examples_per_second (global and per replica) every
+  `save_summary_steps`, global_step/sec every `log_step_count_steps`.
+  Rates leave out the first run (graph optimization).
+  """
+
+  def __init__(self, config, max_steps, global_batch_size, num_replicas,
+               steps_per_run):
+    self._config = config
+    self._max_steps = max_steps
+    self._global_batch_size = global_batch_size
+    self._num_replicas = num_replicas
+    self._steps_per_run = steps_per_run
+    self._progress = progress_lib.Progress(max_steps, global_batch_size)
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+    # The loss Estimator summed over the replicas' shares (the global
+    # batch's mean loss), registered just before the hooks begin. Hooks
+    # that model_fn returns could not see it: Estimator keeps the first
+    # replica's.
+    self._loss = tf.compat.v1.losses.get_losses()[-1]
+    self._summary = tf.compat.v1.summary.merge_all()
+    self._writer = tf.compat.v1.summary.FileWriterCache.get(
+        self._config.model_dir)
+    self._variable = (steps_per_run_variable() if self._steps_per_run > 1
+                      else None)
+    self._loaded = None  # The variable's value.
+    self._marks = None  # {'summary': (step, time), 'log': (step, time)}
+
+  def after_create_session(self, session, coord):
+    self._step = session.run(self._global_step)
+    self._plan(session)
+
+  def _plan(self, session):
+    """The next run's steps: up to steps_per_run, ending on the steps where
+    checkpoints, summaries or log lines are due and on the last step."""
+    config, step = self._config, self._step
+    self._steps = min([self._steps_per_run, self._max_steps - step] + [
+        every - step % every for every in (config.save_checkpoints_steps,
+                                           config.save_summary_steps,
+                                           config.log_step_count_steps)])
+    if self._variable is not None and self._steps != self._loaded:
+      self._variable.load(self._steps, session)
+      self._loaded = self._steps
+
+  def _summary_due(self, before, after):
+    return (_crossed(before, after, self._config.save_summary_steps) or
+            after >= self._max_steps)
+
+  def before_run(self, run_context):
+    fetches = {'loss': self._loss}
+    if self._summary is not None and self._summary_due(
+        self._step, self._step + self._steps):
+      fetches['summary'] = self._summary
+    return tf.compat.v1.train.SessionRunArgs(fetches)
+
+  def after_run(self, run_context, run_values):
+    before, now = self._step, time.monotonic()
+    if self._config.strategy == 'parameter_server':
+      # Other workers step too: read the step.
+      self._step = run_context.session.run(self._global_step)
+    else:  # Synchronous: the run took the planned steps.
+      self._step += self._steps
+    step = self._step
+    loss = run_values.results['loss']
+    self._progress.update(step, loss)
+    if 'summary' in run_values.results:
+      self._writer.add_summary(run_values.results['summary'], step)
+    if self._marks is None:  # The first run: graph optimization, untimed.
+      self._marks = {'summary': (step, now), 'log': (step, now)}
+    else:
+      self._after_timed_run(before, step, now, loss)
+    if step >= self._max_steps:
+      run_context.request_stop()
+    else:
+      self._plan(run_context.session)
+
+  def _after_timed_run(self, before, step, now, loss):
+    if self._summary_due(before, step):
+      steps, seconds = self._since('summary', step, now)
+      rate = steps * self._global_batch_size / seconds
+      summaries.scalar_summary(self._writer, 'examples_per_second', rate,
+                               step)
+      summaries.scalar_summary(self._writer,
+                               'examples_per_second_per_replica',
+                               rate / self._num_replicas, step)
+    if _crossed(before, step, self._config.log_step_count_steps):
+      steps, seconds = self._since('log', step, now)
+      summaries.scalar_summary(self._writer, 'global_step/sec',
+                               steps / seconds, step)
+      # Estimator's LoggingTensorHook line; shown with --verbosity=1.
+      logging.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
+
+  def _since(self, mark, step, now):
+    """(steps, seconds) since `mark` was last passed; passes it now."""
+    last_step, last_time = self._marks[mark]
+    self._marks[mark] = (step, now)
+    return step - last_step, max(now - last_time, 1e-9)
+
+  def end(self, session):
+    self._writer.flush()
+    self._progress.close()
