@@ -50,20 +50,34 @@ class _EpochCallback(tf.keras.callbacks.Callback):
 
 
 class _BatchCallback(_EpochCallback):
-  """And after every batch (of steps_per_loop steps)."""
+  """And after every batch (an execution of up to steps_per_loop steps).
+
+  Each execution ends where the controller stops next, as ctl's loops do:
+  on a summary or checkpoint step (fit's epoch end), or on the last step,
+  where fit would run a whole steps_per_execution past it. fit reads
+  `steps_per_execution` before each execution.
+  """
 
   _PER_BATCH = True
 
-  def on_train_batch_begin(self, batch, logs=None):
-    # The execution that reaches the configured step ends there, where fit
-    # would run a whole steps_per_execution past it. fit's count of the
-    # epoch's steps is then off, but training stops after this execution.
-    remaining = self._controller.job.max_steps - self._controller.step
-    if remaining < self._controller.job.config.steps_per_loop:
-      self.model.steps_per_execution = remaining
+  def __init__(self, controller):
+    super().__init__(controller)
+    self._planned = None  # The steps_per_execution last set.
+
+  def on_train_begin(self, logs=None):
+    self._plan()
 
   def on_train_batch_end(self, batch, logs=None):
     self._after_steps(logs)
+    if not self._controller.done:
+      self._plan()
+
+  def _plan(self):
+    steps = self._controller.steps_to_next_stop(
+        self._controller.job.config.steps_per_loop)
+    if steps != self._planned:
+      self.model.steps_per_execution = steps
+      self._planned = steps
 
 
 def _fit(config, evaluate):
