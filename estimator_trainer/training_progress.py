@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.watchdog import cluster_watchdog
@@ -99,8 +100,9 @@ def follow_checkpoints(config, start):
   (early stopping), its last one; returns that final evaluation.
 
   `start()`, called once the chief has told how long training runs (the
-  engine's evaluation job is built then, not while waiting), returns the engine's (evaluate_and_export(path, max_steps): the result, or
-  None when training deleted the checkpoint first; evaluate(path);
+  engine's evaluation job is built then, not while waiting), returns the
+  engine's (evaluate_and_export(path, max_steps): the result, or None when
+  training deleted the checkpoint first; evaluate(path);
   export_final(path, result)). Bounded by the watchdog.
   """
   watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
@@ -121,6 +123,9 @@ def follow_checkpoints(config, start):
         break
   if not final:  # Training stopped early: its last checkpoint is final.
     path = tf.train.latest_checkpoint(config.model_dir)
+    if path is None:  # Never evaluate (or export) untrained weights.
+      raise errors.TrainerError(
+          f'training ended without a checkpoint in {config.model_dir}')
     if result is None or result['global_step'] < layout.checkpoint_step(path):
       result = evaluate(path)
     export_final(path, result)

@@ -1,13 +1,15 @@
 """TF_CONFIG parsing and validation (no TensorFlow runtime needed)."""
 
+import dataclasses
 import json
 import os
 
 import pytest
 
 from estimator_trainer import cluster
+from estimator_trainer import training_progress
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import TrainerError, UsageError
 
 TWO_WORKERS = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
 
@@ -111,3 +113,26 @@ def test_tf_config_environment_sets_or_hides_then_restores(monkeypatch):
   with cluster.tf_config_environment(task):
     assert os.environ['TF_CONFIG'] == task.tf_config()
   assert 'TF_CONFIG' not in os.environ
+
+
+def test_the_evaluator_fails_when_training_ended_without_a_checkpoint(
+    tmp_path):
+  # Not the initial weights evaluated and exported as the final model.
+  config = TrainConfig(model_dir=str(tmp_path), cluster_timeout_secs=60,
+                       cluster=cluster.Cluster(
+                           jobs={'worker': ['localhost:1']},
+                           task_type='evaluator', task_index=0,
+                           has_evaluator=True))
+  progress = training_progress.TrainingProgress(config)
+  progress.write_train_spec(max_steps=10, global_batch_size=64)
+  progress_of_the_chief = training_progress.TrainingProgress(
+      dataclasses.replace(config, cluster=dataclasses.replace(
+          config.cluster, task_type='worker')))
+  progress_of_the_chief.mark_finished(max_steps=10)
+  started = []
+
+  with pytest.raises(TrainerError, match='without a checkpoint in'):
+    training_progress.follow_checkpoints(config,
+                                         lambda: started.append(1) or (
+                                             None, None, None))
+  assert started == [1]
