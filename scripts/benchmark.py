@@ -89,6 +89,12 @@ flags.DEFINE_list(
     'Interpreters (stacks) to run every configuration with, interleaved, e.g. '
     '.venv/bin/python,.venv-tf221/bin/python: rows then name their '
     'TensorFlow version (default: this interpreter).')
+flags.DEFINE_multi_string(
+    'variant', [],
+    'NAME:FLAGS, e.g. "spl10:--steps_per_loop=10": the engines\' '
+    'configurations run once per variant, with these CLI flags '
+    '(space-separated) added; rows are named config[NAME]. Levers measured '
+    'A/B in one run.')
 flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
 flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
                   'The --precision of every configuration.')
@@ -151,6 +157,12 @@ def main(argv):
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
       errors.fail(2, f'--{name} must be >= 1')
+  variants = {}
+  for text in FLAGS.variant:
+    name, _, cli_flags = text.partition(':')
+    if not name or name in variants:
+      errors.fail(2, f'--variant {text!r}: give NAME:FLAGS, each NAME once')
+    variants[name] = tuple(cli_flags.split())
   shape = None
   if FLAGS.synthetic_shape:
     try:
@@ -173,7 +185,8 @@ def main(argv):
         setup=setup)
     runs = runs_lib.run_rounds(FLAGS.configs, FLAGS.rounds, work_dir,
                                settings, report=_print_run,
-                               pythons=FLAGS.pythons)
+                               pythons=FLAGS.pythons,
+                               variants=variants or None)
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)

@@ -43,8 +43,10 @@ def test_summarize_ratios_and_failures():
       {'config': 'estimator_default', 'examples_per_second': 200.0,
        'peak_rss_mb': 650.0},
       {'config': 'ctl_default', 'error': 'error: no ctl', 'peak_rss_mb': 20.0},
+      {'config': 'ctl_default', 'variant': 'spl10',
+       'examples_per_second': 190.0, 'peak_rss_mb': 600.0},
   ]
-  rows = {row['config']: row for row in report.summarize(runs, 1e6)}
+  rows = {report.label(row): row for row in report.summarize(runs, 1e6)}
   assert rows['estimator_default']['examples_per_second'] == 175.0
   assert rows['estimator_default']['vs_fit'] == 1.75
   assert rows['estimator_default']['vs_step'] == 0.875
@@ -55,9 +57,12 @@ def test_summarize_ratios_and_failures():
   table = report.format_table(list(rows.values()))
   assert 'failed' in table.splitlines()[6]
   assert 'error: no ctl' in table
+  # A variant's row compares with the references, which have none.
+  assert rows['ctl_default [spl10]']['vs_step'] == 0.95
   assert report.target_lines(list(rows.values())) == [
       'target estimator_default: 0.88x model_step (>= 0.95x) NOT met',
-      'target estimator_default: 1.17x estimator_plain (>= 1.0x) met']
+      'target estimator_default: 1.17x estimator_plain (>= 1.0x) met',
+      'target ctl_default [spl10]: 0.95x model_step (>= 0.95x) met']
 
 
 @pytest.mark.slow

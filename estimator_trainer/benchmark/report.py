@@ -8,14 +8,15 @@ from estimator_trainer.benchmark.runs import CONFIGS, ENGINES
 
 
 def _key(run):
-  return run['config'], run.get('stack')
+  return run['config'], run.get('stack'), run.get('variant')
 
 
 def summarize(runs, flop_per_example):
-  """One row per configuration (and stack) from the runs of every round."""
+  """One row per configuration (stack, variant) from the runs of every
+  round."""
   rows = {}
   for key in dict.fromkeys(_key(run) for run in runs):
-    name, stack = key
+    name, stack, variant = key
     mine = [run for run in runs if _key(run) == key]
     good = [run['examples_per_second'] for run in mine
             if 'examples_per_second' in run]
@@ -23,6 +24,8 @@ def summarize(runs, flop_per_example):
            'peak_rss_mb': max(run['peak_rss_mb'] for run in mine)}
     if stack:
       row['stack'] = stack
+    if variant:
+      row['variant'] = variant
     if good:
       row['examples_per_second'] = statistics.median(good)
       row['range'] = (min(good), max(good))
@@ -33,15 +36,15 @@ def summarize(runs, flop_per_example):
       row['error'] = errors[0]
       row['failed_runs'] = len(errors)
     rows[key] = row
-  for (_, stack), row in rows.items():
+  for (_, stack, _), row in rows.items():
     # Against model_step (the ceiling) and Model.fit of the same stack, fit
     # under the same strategy where it ran.
     strategy = CONFIGS[row['config']][1]
     for column, references in (
         ('vs_step', ['model_step']),
         ('vs_fit', [f'fit_{strategy}', 'fit_default'])):
-      reference = next((rows[(name, stack)] for name in references
-                        if (name, stack) in rows), None)
+      reference = next((rows[(name, stack, None)] for name in references
+                        if (name, stack, None) in rows), None)
       if reference and 'examples_per_second' in row and (
           'examples_per_second' in reference):
         row[column] = (row['examples_per_second'] /
@@ -50,8 +53,9 @@ def summarize(runs, flop_per_example):
 
 
 def label(row):
-  """A row's name: its configuration, and its stack when there are two."""
-  return ' '.join(filter(None, (row['config'], row.get('stack'))))
+  """A row's name: its configuration, its variant and its stack, if any."""
+  variant = row.get('variant') and f'[{row["variant"]}]'
+  return ' '.join(filter(None, (row['config'], variant, row.get('stack'))))
 
 
 def format_table(rows):
@@ -87,14 +91,15 @@ PLAIN_ESTIMATOR_TARGET = 1.0
 
 def target_lines(rows):
   """One line per target a row has: its ratio, and whether it is met."""
-  by_key = {(row['config'], row.get('stack')): row for row in rows}
+  by_key = {(row['config'], row.get('stack'), row.get('variant')): row
+            for row in rows}
   lines = []
   for row in rows:
     kind = CONFIGS[row['config']][0]
     if kind not in ENGINES or 'examples_per_second' not in row:
       continue
     checks = [('model_step', row.get('vs_step'), STEP_TARGET)]
-    plain = by_key.get(('estimator_plain', row.get('stack')))
+    plain = by_key.get(('estimator_plain', row.get('stack'), None))
     if kind == 'estimator' and plain and 'examples_per_second' in plain:
       checks.append(('estimator_plain', row['examples_per_second'] /
                      plain['examples_per_second'], PLAIN_ESTIMATOR_TARGET))

@@ -140,25 +140,34 @@ def tensorflow_version(python):
       check=True).stdout.strip()
 
 
-def run_rounds(names, rounds, work_dir, settings, report=None, pythons=()):
+def run_rounds(names, rounds, work_dir, settings, report=None, pythons=(),
+               variants=None):
   """Every configuration once per round (under each of `pythons`, labelled
-  `stack` by their TensorFlow version, when given), interleaved; the runs'
-  results.
+  `stack` by their TensorFlow version, when given; the engines' once per
+  entry of `variants`, {label: extra CLI flags}, labelled `variant`),
+  interleaved; the runs' results.
 
   The order rotates each round, so that no configuration always runs first
   or last as the machine's speed drifts. `report(run)` follows each run.
   """
   stacks = {f'TF {tensorflow_version(python)}': python for python in pythons}
+  jobs = [(name, variant, flags) for name in names
+          for variant, flags in ((variants or {None: ()}).items()
+                                 if CONFIGS[name][0] in ENGINES else
+                                 [(None, ())])]
   runs = []
   for round_index in range(rounds):
-    shift = round_index % len(names)
-    for name in [*names[shift:], *names[:shift]]:
+    shift = round_index % len(jobs)
+    for name, variant, flags in [*jobs[shift:], *jobs[:shift]]:
       for stack, python in (stacks or {None: settings.python}).items():
-        run = run_config(name, work_dir,
-                         dataclasses.replace(settings, python=python))
+        run = run_config(name, work_dir, dataclasses.replace(
+            settings, python=python,
+            cli_flags=(*settings.cli_flags, *flags)))
         run['round'] = round_index
         if stack:
           run['stack'] = stack
+        if variant:
+          run['variant'] = variant
         runs.append(run)
         if report:
           report(run)
