@@ -156,11 +156,14 @@ class TrainConfig:
       None, 'Global batch instead of --batch_size_per_replica; must divide by '
       'the replica count.', above=0)
   optimizer: str = _option('adam', 'The optimizer.', choices=('adam', 'sgd'))
-  learning_rate: float = _option(1e-3, 'Learning rate.', above=0)
+  learning_rate: float = _option(2e-3, 'Learning rate.', above=0)
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
       'none: constant.', choices=('cosine', 'none'))
   weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
+  label_smoothing: float = _option(
+      0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
+      'reports the plain cross-entropy.', at_least=0)
   precision: str = _option(
       'float32',
       'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
@@ -241,6 +244,9 @@ class TrainConfig:
         self.global_batch_size is not None):
       raise UsageError(
           'give --batch_size_per_replica or --global_batch_size, not both')
+    if self.label_smoothing >= 1:
+      raise UsageError(
+          f'--label_smoothing must be < 1, got {self.label_smoothing}')
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)

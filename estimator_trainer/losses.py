@@ -9,10 +9,35 @@ of the mean over the global batch, whatever the replica count.
 import tensorflow as tf
 
 
-def per_example_loss(labels, logits):
-  """Sparse softmax cross-entropy, one value per example (no reduction)."""
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
-                                                        logits=logits)
+def per_example_loss(labels, logits, label_smoothing=0.0):
+  """Softmax cross-entropy, one value per example (no reduction).
+
+  With `label_smoothing` s, against targets of 1 - s + s/K for the label
+  and s/K for each other of the K classes (Keras's and Inception's label
+  smoothing); 0 is the plain sparse cross-entropy.
+  """
+  plain = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                         logits=logits)
+  if not label_smoothing:
+    return plain
+  # The smoothed targets' cross-entropy: (1 - s) of the plain one plus s of
+  # the mean over classes of -log softmax.
+  uniform = -tf.reduce_mean(tf.nn.log_softmax(logits), axis=-1)
+  return (1.0 - label_smoothing) * plain + label_smoothing * uniform
+
+
+class KerasLoss(tf.keras.losses.Loss):
+  """per_example_loss for `Model.compile`. Under a strategy, Model.fit sums
+  it over each replica's batch and divides by the global batch, as
+  replica_training_loss does."""
+
+  def __init__(self, label_smoothing=0.0):
+    super().__init__(name='cross_entropy')
+    self._label_smoothing = label_smoothing
+
+  def call(self, y_true, y_pred):
+    labels = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+    return per_example_loss(labels, y_pred, self._label_smoothing)
 
 
 def num_replicas_in_sync():
@@ -25,8 +50,9 @@ def num_replicas_in_sync():
 
 
 def replica_training_loss(labels, logits, global_batch_size,
-                          regularization_losses=()):
-  """This replica's share of the global-batch mean loss.
+                          regularization_losses=(), label_smoothing=0.0):
+  """This replica's share of the global-batch mean loss (the training
+  objective: with `label_smoothing`).
 
   Regularization is divided by the replica count so that it is counted once
   after the replicas' gradients are summed.
@@ -34,14 +60,16 @@ def replica_training_loss(labels, logits, global_batch_size,
   # What tf.nn.compute_average_loss computes; called directly it leaves
   # unused assert ops in Estimator's graph, which TensorFlow reports as an
   # error with a stack trace on every run.
-  loss = tf.reduce_sum(per_example_loss(labels, logits)) / global_batch_size
+  loss = tf.reduce_sum(per_example_loss(labels, logits, label_smoothing)
+                       ) / global_batch_size
   if regularization_losses:
     loss += tf.add_n(regularization_losses) / num_replicas_in_sync()
   return loss
 
 
 def weighted_mean_loss(labels, logits, weights):
-  """The mean per-example loss of a (possibly padded) evaluation batch."""
+  """The mean per-example loss of a (possibly padded) evaluation batch:
+  the plain cross-entropy, whatever the training's label smoothing."""
   losses = per_example_loss(labels, logits)
   return tf.math.divide_no_nan(tf.reduce_sum(losses * weights),
                                tf.reduce_sum(weights))

@@ -225,6 +225,7 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
       'learning_rate': config.learning_rate,
       'lr_decay': config.lr_decay,
       'weight_decay': config.weight_decay,
+      'label_smoothing': config.label_smoothing,
       'precision': config.precision,
       'train_steps': train_steps,
       'seed': config.seed,

@@ -124,6 +124,10 @@ CASES = [
     _case('unknown-mode', ['--mode=serve'], 2,
           '--mode must be one of train_and_evaluate, train, evaluate, '
           "predict, export; got 'serve'"),
+    _case('label-smoothing-of-one', ['--label_smoothing=1'], 2,
+          '--label_smoothing must be < 1, got 1.0'),
+    _case('negative-label-smoothing', ['--label_smoothing=-0.1'], 2,
+          '--label_smoothing must be >= 0, got -0.1'),
     _case('unknown-optimizer', ['--optimizer=rmsprop'], 2,
           "--optimizer must be one of adam, sgd; got 'rmsprop'"),
     _case('unknown-engine', ['--engine=tpu'], 2,

@@ -328,10 +328,11 @@ def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
   rates = zip(tags['examples_per_second'],
               tags['examples_per_second_per_replica'])
   assert all(total == pytest.approx(2 * one) for total, one in rates)
-  # Each summary has the rate of its step's update: cosine from 1e-3 to 0
-  # over 40 steps, at steps 9, 19, ...
+  # Each summary has the rate of its step's update: cosine from
+  # --learning_rate to 0 over 40 steps, at steps 9, 19, ...
+  peak = TrainConfig.learning_rate
   assert tags['learning_rate'] == pytest.approx(
-      [0.5e-3 * (1 + np.cos(np.pi * step / 40)) for step in (9, 19, 29, 39)],
+      [peak / 2 * (1 + np.cos(np.pi * step / 40)) for step in (9, 19, 29, 39)],
       rel=1e-4)  # float32
 
 

@@ -53,3 +53,63 @@ def test_replica_count_is_the_same_in_and_out_of_a_replica_context():
       LABELS, LOGITS, 8, [tf.constant(2.0)]))
   for value in strategy.experimental_local_results(inside):
     assert float(value) == pytest.approx(float(outside), rel=1e-6)
+
+
+@pytest.mark.parametrize('smoothing', [0.0, 0.1, 0.3])
+def test_label_smoothing_is_keras_label_smoothing(smoothing):
+  keras = tf.keras.losses.CategoricalCrossentropy(
+      from_logits=True, label_smoothing=smoothing,
+      reduction=tf.keras.losses.Reduction.NONE)
+  expected = keras(tf.one_hot(LABELS, 10), LOGITS).numpy()
+  actual = losses.per_example_loss(LABELS, LOGITS, smoothing).numpy()
+  np.testing.assert_allclose(actual, expected, rtol=1e-5)
+
+
+def test_label_smoothing_enters_the_training_loss_not_the_eval_loss():
+  plain = losses.per_example_loss(LABELS, LOGITS).numpy()
+  smoothed = losses.per_example_loss(LABELS, LOGITS, 0.1).numpy()
+  assert not np.allclose(plain, smoothed)
+  assert float(losses.replica_training_loss(
+      LABELS, LOGITS, 8, label_smoothing=0.1)) == pytest.approx(
+          smoothed.sum() / 8, rel=1e-6)
+  weights = tf.ones([4])
+  assert float(losses.weighted_mean_loss(LABELS, LOGITS, weights)) == (
+      pytest.approx(plain.mean(), rel=1e-6))
+
+
+def test_keras_loss_in_fit_is_the_replica_loss_summed_over_replicas():
+  # One Model.fit step on 2 replicas, then the same step by hand: the
+  # replicas' shares of the smoothed loss per global batch, summed.
+  # Reduced on one device: the collective all-reduces of strategies made
+  # earlier in the same test process can collide with this one's keys.
+  strategy = tf.distribute.MirroredStrategy(
+      ['/cpu:0', '/cpu:1'],
+      cross_device_ops=tf.distribute.ReductionToOneDevice())
+  images = tf.random.stateless_normal([8, 5], seed=[3, 4])
+  labels = tf.constant([0, 1, 2, 3, 4, 5, 6, 7], tf.int64)
+
+  def make_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(
+        10, kernel_initializer=tf.keras.initializers.Constant(0.1))])
+    model.build([None, 5])
+    return model
+
+  with strategy.scope():
+    model = make_model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(1.0),
+                  loss=losses.KerasLoss(0.2))
+  model.fit(tf.data.Dataset.from_tensor_slices((images, labels)).batch(8),
+            epochs=1, verbose=0)
+
+  reference = make_model()
+  with tf.GradientTape() as tape:
+    logits = reference(images)
+    loss = sum(losses.replica_training_loss(labels[half], logits[half], 8,
+                                            label_smoothing=0.2)
+               for half in (slice(0, 4), slice(4, 8)))
+  gradients = tape.gradient(loss, reference.trainable_variables)
+  tf.keras.optimizers.SGD(1.0).apply_gradients(
+      zip(gradients, reference.trainable_variables))
+  for trained, expected in zip(model.weights, reference.weights):
+    np.testing.assert_allclose(trained.numpy(), expected.numpy(), rtol=1e-5,
+                               atol=1e-6)

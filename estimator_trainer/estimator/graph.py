@@ -109,7 +109,8 @@ def _train_spec(model, images, labels, params):
   def step(images, labels):
     logits = model(images, training=True)
     loss = losses.replica_training_loss(labels, logits,
-                                        params.global_batch_size, model.losses)
+                                        params.global_batch_size, model.losses,
+                                        params.label_smoothing)
     rate = learning_rate()  # This step's: read before the step counts.
     # Keras layers' own updates (batch norm's moving statistics) are not in
     # a v1 graph's train op unless put there: this call's, in this graph

@@ -28,6 +28,7 @@ class ModelParams:
   lr_decay: str = TrainConfig.lr_decay
   decay_steps: Optional[int] = None
   weight_decay: float = TrainConfig.weight_decay
+  label_smoothing: float = TrainConfig.label_smoothing
   precision: str = TrainConfig.precision
   seed: Optional[int] = TrainConfig.seed
   sync_batch_norm: bool = TrainConfig.sync_batch_norm
@@ -57,6 +58,7 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       global_batch_size=global_batch_size, optimizer=config.optimizer,
       learning_rate=config.learning_rate, lr_decay=config.lr_decay,
       decay_steps=train_steps, weight_decay=config.weight_decay,
+      label_smoothing=config.label_smoothing,
       precision=config.precision, seed=config.seed,
       sync_batch_norm=config.sync_batch_norm,
       **({'class_names': tuple(spec.class_names)} if spec else {})))

@@ -33,12 +33,14 @@ class _Trainer:
     with tf.GradientTape() as tape:
       logits = model(images, training=True)
       loss = losses.replica_training_loss(
-          labels, logits, self._job.global_batch_size, model.losses)
+          labels, logits, self._job.global_batch_size, model.losses,
+          self._job.config.label_smoothing)
     gradients = tape.gradient(loss, model.trainable_variables)
     # Sums the replicas' gradients: right for a loss per global batch.
     self._job.optimizer.apply_gradients(
         zip(gradients, model.trainable_variables))
-    self.loss.update_state(losses.per_example_loss(labels, logits))
+    self.loss.update_state(losses.per_example_loss(
+        labels, logits, self._job.config.label_smoothing))
     self.accuracy.update_state(labels, logits)
     return loss
 

@@ -12,6 +12,7 @@ import math
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import losses
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import job as job_lib
@@ -87,8 +88,7 @@ def _fit(config, evaluate):
   with job.strategy.scope():
     job.model.compile(
         optimizer=job.optimizer,
-        # Keras scales it per global batch itself, like our loss helper.
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss=losses.KerasLoss(config.label_smoothing),
         metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
   every = config.save_checkpoints_steps
   backup = layout.backup_dir(job.checkpoint_dir)
