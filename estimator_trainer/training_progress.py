@@ -77,18 +77,18 @@ def serve(config, finished):
   tf.distribute.Server(tf.train.ClusterSpec(cluster.jobs),
                        job_name=cluster.task_type,
                        task_index=cluster.task_index, start=True)
-  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
   training = TrainingProgress(config)
-  max_steps = training.read_max_steps(watchdog)
-  progress = None
-  while not finished(training, max_steps):
-    time.sleep(1)
-    new_progress = (checkpoints.latest_step(config.model_dir),
-                    training.num_finished(max_steps))
-    if new_progress != progress:
-      progress = new_progress
-      watchdog.kick()
-  watchdog.stop()
+  with cluster_watchdog(config.cluster_timeout_secs,
+                        'new checkpoint') as watchdog:
+    max_steps = training.read_max_steps(watchdog)
+    progress = None
+    while not finished(training, max_steps):
+      time.sleep(1)
+      new_progress = (checkpoints.latest_step(config.model_dir),
+                      training.num_finished(max_steps))
+      if new_progress != progress:
+        progress = new_progress
+        watchdog.kick()
   logging.info('Training finished at step %d: %s:%d exits',
                checkpoints.latest_step(config.model_dir), cluster.task_type,
                cluster.task_index)
@@ -105,29 +105,29 @@ def follow_checkpoints(config, start):
   training deleted the checkpoint first; evaluate(path);
   export_final(path, result)). Bounded by the watchdog.
   """
-  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'new checkpoint')
-  training = TrainingProgress(config)
-  max_steps = training.read_max_steps(watchdog)
-  evaluate_and_export, evaluate, export_final = start()
-  result, final = None, False
-  for path in tf.train.checkpoints_iterator(
-      config.model_dir, min_interval_secs=1, timeout=5,
-      timeout_fn=lambda: training.chief_finished(max_steps)):
-    watchdog.kick()
-    evaluated = evaluate_and_export(path, max_steps)
-    watchdog.kick()
-    if evaluated is not None:
-      result = evaluated
-      final = result['global_step'] >= max_steps
-      if final:
-        break
-  if not final:  # Training stopped early: its last checkpoint is final.
-    path = tf.train.latest_checkpoint(config.model_dir)
-    if path is None:  # Never evaluate (or export) untrained weights.
-      raise errors.TrainerError(
-          f'training ended without a checkpoint in {config.model_dir}')
-    if result is None or result['global_step'] < layout.checkpoint_step(path):
-      result = evaluate(path)
-    export_final(path, result)
-  watchdog.stop()
+  with cluster_watchdog(config.cluster_timeout_secs,
+                        'new checkpoint') as watchdog:
+    training = TrainingProgress(config)
+    max_steps = training.read_max_steps(watchdog)
+    evaluate_and_export, evaluate, export_final = start()
+    result, final = None, False
+    for path in tf.train.checkpoints_iterator(
+        config.model_dir, min_interval_secs=1, timeout=5,
+        timeout_fn=lambda: training.chief_finished(max_steps)):
+      watchdog.kick()
+      evaluated = evaluate_and_export(path, max_steps)
+      watchdog.kick()
+      if evaluated is not None:
+        result = evaluated
+        final = result['global_step'] >= max_steps
+        if final:
+          break
+    if not final:  # Training stopped early: its last checkpoint is final.
+      path = tf.train.latest_checkpoint(config.model_dir)
+      if path is None:  # Never evaluate (or export) untrained weights.
+        raise errors.TrainerError(
+            f'training ended without a checkpoint in {config.model_dir}')
+      if result is None or result['global_step'] < layout.checkpoint_step(path):
+        result = evaluate(path)
+      export_final(path, result)
   return result

@@ -25,7 +25,8 @@ while True:
 
 class Watchdog:
   """Kills this process, after printing `error: <message>`, if not kicked
-  for `timeout_secs`."""
+  for `timeout_secs`. As a context manager, stopped however the block
+  ends (an error must not leave it to kill the process later)."""
 
   def __init__(self, timeout_secs, message):
     self._watcher = subprocess.Popen(
@@ -42,6 +43,12 @@ class Watchdog:
     if not self._watcher.stdin.closed:
       self._watcher.stdin.close()
       self._watcher.wait()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    self.stop()
 
 
 def cluster_watchdog(timeout_secs, waiting_for):

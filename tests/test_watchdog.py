@@ -48,3 +48,21 @@ def test_blocked_process_is_killed_with_one_line():
   assert result.returncode == -9
   assert result.stderr.strip().splitlines()[-1] == 'error: stuck'
   assert time.monotonic() - start < 30
+
+
+def test_a_watchdog_block_that_fails_stops_its_watchdog():
+  # The error is handled (e.g. the Python API's caller); 3 s later, past the
+  # 1 s timeout, the process must still be alive.
+  script = ('from estimator_trainer.watchdog import Watchdog\n'
+            'import time\n'
+            'try:\n'
+            "  with Watchdog(1, 'late kill'):\n"
+            "    raise ValueError('failed')\n"
+            'except ValueError:\n'
+            '  pass\n'
+            'time.sleep(3)\n'
+            "print('alive')\n")
+  result = subprocess.run([sys.executable, '-c', script], capture_output=True,
+                          text=True, timeout=120, check=False)
+  assert result.returncode == 0 and result.stdout == 'alive\n'
+  assert 'late kill' not in result.stderr

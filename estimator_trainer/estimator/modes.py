@@ -58,14 +58,14 @@ def _train_in_cluster(config):
   once: the tasks would have to stop together); the chief evaluates at the
   end when the cluster has no evaluator."""
   # Before the strategy exists: creating it may already wait for peers.
-  watchdog = cluster_watchdog(config.cluster_timeout_secs, 'training step')
-  job = job_lib.Job(config)
-  progress = training_progress.TrainingProgress(config)
-  if config.cluster.is_chief:
-    progress.write_train_spec(job.max_steps, job.global_batch_size)
-  tf.estimator.train_and_evaluate(
-      job.estimator, *_specs(job, config, [WatchdogHook(watchdog)]))
-  watchdog.stop()
+  with cluster_watchdog(config.cluster_timeout_secs,
+                        'training step') as watchdog:
+    job = job_lib.Job(config)
+    progress = training_progress.TrainingProgress(config)
+    if config.cluster.is_chief:
+      progress.write_train_spec(job.max_steps, job.global_batch_size)
+    tf.estimator.train_and_evaluate(
+        job.estimator, *_specs(job, config, [WatchdogHook(watchdog)]))
   cluster_roles.remove_scratch_dir(config)
   progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
