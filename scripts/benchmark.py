@@ -30,7 +30,9 @@ out the first step (graph tracing) and the first interval (warm-up); with
 --rounds > 1 every configuration runs once per round, interleaved, and the
 table shows the median of the rounds (and their range): the machine's speed
 drifts between runs, so only rows of one table compare. "vs step" is a
-row's examples/s over model_step's, "vs fit" over Model.fit's; the target
+row's examples/s over model_step's, "vs fit" over Model.fit's, each the
+median over rounds of the two runs of one round (pairs cancel the drift
+between rounds); the target
 lines check every engine against model_step (>= 0.95x) and the estimator
 engine against estimator_plain (>= 1.0x). Peak RSS is the
 subprocess's own maximum resident set (wait4's ru_maxrss). GFLOP/s counts

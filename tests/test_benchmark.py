@@ -65,6 +65,27 @@ def test_summarize_ratios_and_failures():
       'target ctl_default [spl10]: 0.95x model_step (>= 0.95x) met']
 
 
+def test_ratios_pair_the_runs_of_each_round():
+  # The machine slowed down 2x between the rounds: each round's pair says
+  # 0.9x, the medians alone would say 100 / 150 (0.67x).
+  rates = {('model_step', 0): 200.0, ('model_step', 1): 100.0,
+           ('estimator_default', 0): 180.0, ('estimator_default', 1): 90.0,
+           ('estimator_plain', 0): 150.0, ('estimator_plain', 1): 100.0}
+  runs = [{'config': config, 'round': r, 'examples_per_second': rate,
+           'peak_rss_mb': 500.0} for (config, r), rate in rates.items()]
+  # A round where model_step failed pairs with nothing.
+  runs += [{'config': 'model_step', 'round': 2, 'error': 'x',
+            'peak_rss_mb': 1.0},
+           {'config': 'estimator_default', 'round': 2,
+            'examples_per_second': 10.0, 'peak_rss_mb': 500.0}]
+  rows = {row['config']: row for row in report.summarize(runs, 1e6)}
+  assert rows['estimator_default']['examples_per_second'] == 90.0
+  assert rows['estimator_default']['vs_step'] == pytest.approx(0.9)
+  # 180 / 150 and 90 / 100.
+  assert rows['estimator_default']['vs_plain'] == pytest.approx(1.05)
+  assert 'vs_plain' not in rows['model_step']
+
+
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""

@@ -1,6 +1,12 @@
 """The benchmark table: a row per configuration from the runs of every
 round, with ratios against model_step (the compute ceiling) and Model.fit,
-and the targets of issue 18."""
+and the targets of issue 18.
+
+A ratio is the median over rounds of the two configurations' rates in the
+same round: the machine's speed drifts ~1.4x over minutes, and pairing runs
+of one round cancels most of that drift, where a ratio of two medians does
+not.
+"""
 
 import statistics
 
@@ -9,6 +15,27 @@ from estimator_trainer.benchmark.runs import CONFIGS, ENGINES
 
 def _key(run):
   return run['config'], run.get('stack'), run.get('variant')
+
+
+def _rates(runs, key):
+  """[(round, examples/s)] of `key`'s runs that finished."""
+  return [(run.get('round'), run['examples_per_second']) for run in runs
+          if _key(run) == key and 'examples_per_second' in run]
+
+
+def _ratio(runs, key, reference):
+  """`key`'s rate over `reference`'s: paired by round where both ran in a
+  round, else the ratio of their medians."""
+  mine, theirs = _rates(runs, key), _rates(runs, reference)
+  if not mine or not theirs:
+    return None
+  by_round = dict(theirs)
+  paired = [rate / by_round[r] for r, rate in mine
+            if r is not None and r in by_round]
+  if paired:
+    return statistics.median(paired)
+  return (statistics.median(rate for _, rate in mine) /
+          statistics.median(rate for _, rate in theirs))
 
 
 def summarize(runs, flop_per_example):
@@ -36,19 +63,22 @@ def summarize(runs, flop_per_example):
       row['error'] = errors[0]
       row['failed_runs'] = len(errors)
     rows[key] = row
-  for (_, stack, _), row in rows.items():
+  for key, row in rows.items():
     # Against model_step (the ceiling) and Model.fit of the same stack, fit
-    # under the same strategy where it ran.
+    # under the same strategy where it ran; the estimator engines against a
+    # plain Estimator.
+    _, stack, _ = key
     strategy = CONFIGS[row['config']][1]
     for column, references in (
         ('vs_step', ['model_step']),
-        ('vs_fit', [f'fit_{strategy}', 'fit_default'])):
-      reference = next((rows[(name, stack, None)] for name in references
+        ('vs_fit', [f'fit_{strategy}', 'fit_default']),
+        ('vs_plain', ['estimator_plain'] if CONFIGS[row['config']][0] ==
+         'estimator' else [])):
+      reference = next(((name, stack, None) for name in references
                         if (name, stack, None) in rows), None)
-      if reference and 'examples_per_second' in row and (
-          'examples_per_second' in reference):
-        row[column] = (row['examples_per_second'] /
-                       reference['examples_per_second'])
+      ratio = reference and _ratio(runs, key, reference)
+      if ratio:
+        row[column] = ratio
   return list(rows.values())
 
 
@@ -91,18 +121,12 @@ PLAIN_ESTIMATOR_TARGET = 1.0
 
 def target_lines(rows):
   """One line per target a row has: its ratio, and whether it is met."""
-  by_key = {(row['config'], row.get('stack'), row.get('variant')): row
-            for row in rows}
   lines = []
   for row in rows:
-    kind = CONFIGS[row['config']][0]
-    if kind not in ENGINES or 'examples_per_second' not in row:
+    if CONFIGS[row['config']][0] not in ENGINES:
       continue
-    checks = [('model_step', row.get('vs_step'), STEP_TARGET)]
-    plain = by_key.get(('estimator_plain', row.get('stack'), None))
-    if kind == 'estimator' and plain and 'examples_per_second' in plain:
-      checks.append(('estimator_plain', row['examples_per_second'] /
-                     plain['examples_per_second'], PLAIN_ESTIMATOR_TARGET))
+    checks = [('model_step', row.get('vs_step'), STEP_TARGET),
+              ('estimator_plain', row.get('vs_plain'), PLAIN_ESTIMATOR_TARGET)]
     for against, ratio, target in checks:
       if ratio is not None:
         verdict = 'met' if ratio >= target else 'NOT met'
