@@ -17,6 +17,7 @@ stopped and the launcher exits with that task's exit code.
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,15 +26,40 @@ import threading
 import time
 
 
+def _ephemeral_ports():
+  """The ports the kernel hands out for bind(port 0) and outgoing
+  connections."""
+  try:
+    with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+      low, high = map(int, f.read().split())
+  except OSError:  # Not Linux: Linux's default.
+    low, high = 32768, 60999
+  return range(low, high + 1)
+
+
 def free_ports(count):
-  """Distinct free loopback ports (held open together so they differ)."""
-  sockets = [socket.socket() for _ in range(count)]
-  for s in sockets:
-    s.bind(('127.0.0.1', 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
+  """Distinct free loopback ports (held open together so they differ),
+  outside the ephemeral range: nothing else on the machine is given one of
+  them in the seconds before its task binds it (with port 0, an outgoing
+  connection could be)."""
+  ephemeral = _ephemeral_ports()
+  candidates = [p for p in range(10000, 65536) if p not in ephemeral]
+  rng = random.SystemRandom()
+  sockets = []
+  try:
+    for _ in range(100 * count):
+      s = socket.socket()
+      try:
+        s.bind(('127.0.0.1', rng.choice(candidates) if candidates else 0))
+        sockets.append(s)
+      except OSError:  # In use.
+        s.close()
+      if len(sockets) == count:
+        return [s.getsockname()[1] for s in sockets]
+    raise RuntimeError(f'no {count} free loopback ports')
+  finally:
+    for s in sockets:
+      s.close()
 
 
 def make_cluster(chief, workers, ps, evaluator):

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import socket
 
 import pytest
 
@@ -10,6 +11,7 @@ from estimator_trainer import cluster
 from estimator_trainer import training_progress
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError, UsageError
+import scripts_dir
 
 TWO_WORKERS = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
 
@@ -136,3 +138,17 @@ def test_the_evaluator_fails_when_training_ended_without_a_checkpoint(
                                          lambda: started.append(1) or (
                                              None, None, None))
   assert started == [1]
+
+
+def test_local_cluster_ports_are_free_distinct_and_not_ephemeral():
+  """The launcher's ports lie outside the range the kernel hands out for
+  bind(port 0) and outgoing connections, so nothing else takes them before
+  the tasks bind."""
+  with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+    low, high = map(int, f.read().split())
+  ports = scripts_dir.load('local_cluster').free_ports(20)
+  assert len(set(ports)) == 20
+  assert [port for port in ports if low <= port <= high] == []
+  for port in ports:
+    with socket.socket() as s:
+      s.bind(('127.0.0.1', port))  # Free: nothing holds it.

@@ -2,7 +2,6 @@
 
 import collections
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -16,19 +15,13 @@ import tensorflow as tf
 
 from estimator_trainer import layout
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import scripts_dir
 
 # Clusters on free ports, picked before they bind; their tasks race.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
-LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
-    'local_cluster.py')
-
-
-def _make_cluster(workers):
-  spec = importlib.util.spec_from_file_location('local_cluster', LAUNCHER)
-  launcher = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(launcher)
-  return launcher.make_cluster(False, workers, 0, False)
+launcher = scripts_dir.load('local_cluster')
+LAUNCHER = scripts_dir.SCRIPTS / 'local_cluster.py'
 
 
 def _launch(cluster_args, trainer_flags, timeout=600):
@@ -152,10 +145,8 @@ def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
   tf_config = {'cluster': {'worker': ['127.0.0.1:1', '127.0.0.1:2']},
                'task': {'type': 'worker', 'index': 0}}
   # Port 1 is privileged and unused; pick a free one for worker 0 instead.
-  import socket  # pylint: disable=g-import-not-at-top
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    tf_config['cluster']['worker'][0] = f'127.0.0.1:{s.getsockname()[1]}'
+  port, = launcher.free_ports(1)
+  tf_config['cluster']['worker'][0] = f'127.0.0.1:{port}'
   start = time.monotonic()
   result = subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.run',
@@ -178,7 +169,7 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
   """One epoch over 2 worker processes: every example read exactly once."""
   from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
   helper = pathlib.Path(__file__).with_name('read_shard.py')
-  cluster, tasks = _make_cluster(workers=2)
+  cluster, tasks = launcher.make_cluster(False, 2, 0, False)
   procs = []
   for task_type, index in tasks:
     tf_config = json.dumps({'cluster': cluster,

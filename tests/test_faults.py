@@ -1,10 +1,8 @@
 """Reliability: SIGKILL and resume, preemption (SIGTERM), NaN loss, a dead
 worker. Real trainer processes, killed at real moments."""
 
-import importlib.util
 import json
 import os
-import pathlib
 import random
 import re
 import signal
@@ -23,12 +21,11 @@ from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import scripts_dir
 
 # Kills and signals trainers at real moments, and bounds how long they take.
 pytestmark = pytest.mark.serial
 
-LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / 'scripts' / (
-    'local_cluster.py')
 _ENV = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
 
 
@@ -332,16 +329,10 @@ def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
 # --- A dead worker ----------------------------------------------------------
 
 
-def _make_cluster():
-  spec = importlib.util.spec_from_file_location('local_cluster', LAUNCHER)
-  launcher = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(launcher)
-  return launcher.make_cluster(False, 2, 0, False)
-
-
 def _start_cluster(command, logs):
   """Two workers; not through the launcher, which would stop the survivor."""
-  cluster, tasks = _make_cluster()
+  cluster, tasks = scripts_dir.load('local_cluster').make_cluster(
+      False, 2, 0, False)
   return [
       _start(command, log, env={**_ENV, 'TF_CONFIG': json.dumps(
           {'cluster': cluster, 'task': {'type': task_type, 'index': index}})})
