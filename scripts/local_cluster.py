@@ -83,25 +83,36 @@ def _pump(name, stream, lock):
       sys.stdout.flush()
 
 
+class _Terminated(Exception):
+  """The launcher got SIGTERM."""
+
+
+def _raise_terminated(signum, frame):
+  del signum, frame
+  raise _Terminated()
+
+
 def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
-  """Runs every task to completion; returns the launcher's exit code."""
+  """Runs every task to completion; returns the launcher's exit code. Ctrl-C
+  or SIGTERM (a scheduler stopping the launcher) passes SIGTERM on to every
+  task: each stops as preempted, none is left running."""
+  previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
   lock = threading.Lock()
   procs, pumps = {}, []
-  for task_type, index in tasks:
-    env = dict(os.environ, TF_CONFIG=json.dumps(
-        {'cluster': cluster, 'task': {'type': task_type, 'index': index}}))
-    proc = subprocess.Popen(
-        [python, '-m', 'estimator_trainer.run', *trainer_args], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
-    name = f'{task_type}:{index}'
-    procs[name] = proc
-    pump = threading.Thread(target=_pump, args=(name, proc.stdout, lock))
-    pump.start()
-    pumps.append(pump)
-
   code = 0
   try:
+    for task_type, index in tasks:
+      env = dict(os.environ, TF_CONFIG=json.dumps(
+          {'cluster': cluster, 'task': {'type': task_type, 'index': index}}))
+      proc = subprocess.Popen(
+          [python, '-m', 'estimator_trainer.run', *trainer_args], env=env,
+          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+          start_new_session=True)
+      name = f'{task_type}:{index}'
+      procs[name] = proc
+      pump = threading.Thread(target=_pump, args=(name, proc.stdout, lock))
+      pump.start()
+      pumps.append(pump)
     while any(p.poll() is None for p in procs.values()):
       failed = [(n, p.returncode) for n, p in procs.items()
                 if p.returncode not in (None, 0)]
@@ -113,7 +124,10 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
       time.sleep(0.2)
   except KeyboardInterrupt:
     code = 130
+  except _Terminated:
+    code = 128 + signal.SIGTERM  # As a shell reports a SIGTERM exit.
   finally:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # Stopping already.
     for proc in procs.values():
       if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -126,6 +140,7 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
         proc.wait()
     for pump in pumps:
       pump.join()
+    signal.signal(signal.SIGTERM, previous_handler)
   if code == 0:
     code = next((p.returncode for p in procs.values() if p.returncode), 0)
   summary = ', '.join(f'{n}={p.returncode}' for n, p in procs.items())

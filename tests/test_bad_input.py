@@ -255,7 +255,7 @@ def test_bad_input_fails_with_one_line_and_changes_nothing(
        *(flag.format(**paths) for flag in flags)],
       env={**{k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
            **env},
-      capture_output=True, text=True, timeout=120, check=False)
+      capture_output=True, text=True, timeout=600, check=False)
   lines = result.stderr.strip().splitlines() or ['']
   assert message.format(**paths) in lines[-1], result.stderr[-3000:]
   assert lines[-1].startswith('error: ')

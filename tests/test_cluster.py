@@ -3,7 +3,10 @@
 import dataclasses
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -152,3 +155,29 @@ def test_local_cluster_ports_are_free_distinct_and_not_ephemeral():
   for port in ports:
     with socket.socket() as s:
       s.bind(('127.0.0.1', port))  # Free: nothing holds it.
+
+
+def test_local_cluster_passes_sigterm_on_to_every_task(tmp_path):
+  """A scheduler stopping the launcher stops its tasks, as Ctrl-C does: each
+  gets SIGTERM (and saves, as preempted), none is left running."""
+  task = tmp_path / 'task'  # Stands in for the Python of a trainer.
+  task.write_text("#!/bin/sh\ntrap 'echo stopped; exit 0' TERM\n"
+                  'echo started\nwhile :; do sleep 0.1; done\n')
+  task.chmod(0o755)
+  driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
+            'import local_cluster as l; '
+            'cluster, tasks = l.make_cluster(False, 2, 0, False); '
+            'sys.exit(l.run_cluster(cluster, tasks, [], python=sys.argv[2]))')
+  launcher = subprocess.Popen(
+      [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
+      stdout=subprocess.PIPE, text=True)
+  output = ''
+  while output.count('started') < 2:  # Both tasks run.
+    line = launcher.stdout.readline()
+    assert line, output  # Not ended before.
+    output += line
+  launcher.send_signal(signal.SIGTERM)
+  output += launcher.stdout.read()
+  assert launcher.wait(timeout=60) == 128 + signal.SIGTERM, output
+  assert '[worker:0] stopped' in output and '[worker:1] stopped' in output
+  assert '[launcher] exit codes: worker:0=0, worker:1=0' in output

@@ -430,9 +430,12 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
 def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
     tmp_path, mnist_small_dir, engine):
   model_dir = tmp_path / 'model'
+  # The workers agree on a step at the end of a run of --steps_per_loop
+  # steps: short runs, so that the signalled one exits well within the grace
+  # period on a slow, shared machine too.
   command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
                      '--strategy=multi_worker_mirrored', '--train_steps=300',
-                     '--save_checkpoints_steps=50',
+                     '--save_checkpoints_steps=50', '--steps_per_loop=10',
                      '--cluster_timeout_secs=120', '--export=none')
   logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
   procs = _start_cluster(command, logs)
