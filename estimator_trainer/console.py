@@ -5,11 +5,11 @@ source, progress, evaluations, where results land), warnings and errors, and
 a few of TensorFlow's INFO lines that say where a checkpoint, an evaluation
 or an export went. Hidden: TensorFlow's deprecation notices (the package uses
 the Estimator API on purpose), the rest of its INFO chatter, and the
-start-up lines of a TensorFlow build with GPU support on a machine without
-GPUs. `--verbosity=1` shows everything.
+start-up lines of its import (a GPU build on a machine without GPUs, oneDNN
+on CPUs that have it). `--verbosity=1` shows everything.
 
 `quiet_tensorflow` runs before TensorFlow is first imported: its C++ log
-level is read once, at import, and the GPU start-up lines are printed then.
+level is read once, at import, and the start-up lines are printed then.
 """
 
 import contextlib
@@ -36,12 +36,14 @@ _TENSORFLOW_INFO_SHOWN = (
 _DEPRECATION_MARK = 'Instructions for updating:'
 # C++ errors of a GPU build's import on a machine without GPUs (and
 # without the CUDA plugins' second registration), and its TensorRT probe;
-# TensorFlow 2.21's say the same in other words, after absl's notice.
-_GPU_STARTUP = re.compile(
+# TensorFlow 2.21's say the same in other words, after absl's notice, and
+# log oneDNN's INFO line whatever TF_CPP_MIN_LOG_LEVEL says.
+_STARTUP_LINES = re.compile(
     r'Unable to register (cuDNN|cuFFT|cuBLAS) factory|Could not find TensorRT'
     r'|could not find cuda drivers|Cannot dlopen some GPU libraries'
     r'|failed call to cuInit'
-    r'|All log messages before absl::InitializeLog\(\) is called',
+    r'|All log messages before absl::InitializeLog\(\) is called'
+    r'|oneDNN custom operations are on',
     re.IGNORECASE)
 # Python warnings of TensorFlow's internals that say nothing about the run.
 _INTERNAL_WARNINGS = (
@@ -79,9 +81,9 @@ class _LibraryInfoFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def _without_gpu_startup_lines():
+def _without_startup_lines():
   """Holds back this process's stderr (fd 2), then replays it without the
-  GPU start-up lines; C++ writes there directly, past Python's sys.stderr."""
+  start-up lines; C++ writes there directly, past Python's sys.stderr."""
   sys.stderr.flush()
   saved = os.dup(2)
   with tempfile.TemporaryFile() as held:
@@ -94,7 +96,7 @@ def _without_gpu_startup_lines():
       os.close(saved)
       held.seek(0)
       for line in held.read().decode(errors='replace').splitlines(True):
-        if not _GPU_STARTUP.search(line):
+        if not _STARTUP_LINES.search(line):
           sys.stderr.write(line)
       sys.stderr.flush()
 
@@ -108,7 +110,7 @@ def quiet_tensorflow(verbose):
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   for message in _INTERNAL_WARNINGS:
     warnings.filterwarnings('ignore', message=message)
-  with _without_gpu_startup_lines():
+  with _without_startup_lines():
     importlib.import_module('tensorflow')
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
   logging.getLogger('absl').addFilter(_LibraryInfoFilter())

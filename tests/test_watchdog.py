@@ -32,7 +32,9 @@ def _run(kicks, sleep_after=0):
 def test_kicked_watchdog_lets_the_process_run_and_stop():
   result, elapsed = _run(kicks=8, sleep_after=3)  # 4 s kicked, 3 s stopped.
   assert result.returncode == 0 and result.stdout == 'stopped\n'
-  assert 'error' not in result.stderr
+  # Its one line; TensorFlow 2.21 logs "round-off errors" at import on
+  # oneDNN CPUs, whatever TF_CPP_MIN_LOG_LEVEL says.
+  assert 'error: nothing happened' not in result.stderr
   assert elapsed > 7
 
 
