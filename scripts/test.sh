@@ -2,13 +2,14 @@
 # Set up (idempotent) and run the test suite; extra arguments go to pytest
 # (e.g. -m "not slow" for the fast set). Two parts: the tests marked serial
 # (they time, signal or race real processes) one at a time, and all the
-# others two at a time (pytest-xdist; the machine has 2 cores). The second
-# part runs beside the first at idle priority: it gets only the CPU the
-# serial tests leave unused (they spend much of their time waiting on
-# processes, signals and timeouts), so those still run as if alone. Where
-# the priority cannot be lowered that way, the parts run one after the
-# other. A part with nothing selected (pytest's exit code 5) is no failure.
-# The last line totals both parts.
+# others two at a time (pytest-xdist; the machine has 2 cores), the tests of
+# a module marked xdist_group in one worker, so that what its module
+# fixtures make is made once. The second part runs beside the first at idle
+# priority: it gets only the CPU the serial tests leave unused (they spend
+# much of their time waiting on processes, signals and timeouts), so those
+# still run as if alone. Where the priority cannot be lowered that way, the
+# parts run one after the other. A part with nothing selected (pytest's exit
+# code 5) is no failure. The last line totals both parts.
 source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 cd "$ROOT"
 set +e
@@ -23,7 +24,7 @@ trap 'group=$(cat "$parallel_group")
       rm -f "$PYTEST_COUNTS_FILE" "$parallel_log" "$parallel_group"' EXIT
 trap 'exit 130' INT TERM
 
-parallel_tests=("$VENV/bin/python" -m pytest -n 2 --dist worksteal
+parallel_tests=("$VENV/bin/python" -m pytest -n 2 --dist loadgroup
                 --part=parallel "$@")
 # Linux's autogroup scheduling shares the CPU between sessions before it
 # looks at nice values: the idle part gets a session of its own, niced as a

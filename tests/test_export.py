@@ -23,6 +23,9 @@ from estimator_trainer.tf2 import migration
 
 NUM_IMAGES = 1000
 
+# In one pytest-xdist worker: the exports they share are made once.
+pytestmark = pytest.mark.xdist_group('export')
+
 
 def _config(model_dir, idx_dir, **kwargs):
   return TrainConfig(model_dir=str(model_dir), dataset='mnist',

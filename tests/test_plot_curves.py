@@ -17,6 +17,9 @@ SCRIPT = scripts_dir.SCRIPTS / 'plot_curves.py'
 PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
 plot_curves = scripts_dir.load('plot_curves')
 
+# In one pytest-xdist worker: the run they share is made once.
+pytestmark = pytest.mark.xdist_group('plot_curves')
+
 
 def _run_script(*flags):
   # Without conftest's TF_CPP_MIN_LOG_LEVEL: stderr as users see it.

@@ -7,34 +7,26 @@ run on each stack); without it these tests are skipped.
 
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import scripts_dir
+import serve_export
 
 OTHER = os.environ.get('OTHER_STACK_PYTHON')
 PYTHONS = {'this': sys.executable, 'other': OTHER}
 
-pytestmark = pytest.mark.skipif(
-    not OTHER, reason="OTHER_STACK_PYTHON (the other stack's python) unset")
-
-# Prints the TensorFlow version, then the export's serving_default logits of
-# the first 100 test images (IDX dir, export dir) as JSON.
-_SERVE = '''
-import json, sys
-from estimator_trainer import sources
-import tensorflow as tf
-images = next(iter(sources.IdxSource('mnist', sys.argv[1]).dataset(
-    sources.TEST).batch(100)))[0]
-serve = tf.saved_model.load(sys.argv[2]).signatures['serving_default']
-logits = serve(image=tf.cast(images, tf.float32) / 255.0)['logits']
-print(tf.__version__)
-print(json.dumps(logits.numpy().tolist()))
-'''
-
+pytestmark = [
+    pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
+                       "stack's python) unset"),
+    # In one pytest-xdist worker: the model_dirs they share are made once.
+    pytest.mark.xdist_group('stacks')]
 
 def _train(python, model_dir, idx_dir, steps, *extra):
   result = subprocess.run(
@@ -47,47 +39,53 @@ def _train(python, model_dir, idx_dir, steps, *extra):
   return result.stderr
 
 
-def _serve(python, idx_dir, export_dir):
-  """(TensorFlow version, logits) of `export_dir` served by `python`."""
-  result = subprocess.run([python, '-c', _SERVE, str(idx_dir),
-                           str(export_dir)],
-                          capture_output=True, text=True, timeout=600,
-                          check=False)
+def _serve_on_the_other_stack(idx_dir, export_dirs):
+  """The other stack's TensorFlow version and its logits of each export."""
+  result = subprocess.run(
+      [OTHER, str(pathlib.Path(serve_export.__file__)), str(idx_dir),
+       *map(str, export_dirs)],
+      capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  version, logits = result.stdout.strip().splitlines()[-2:]
-  return version, np.array(json.loads(logits))
+  version, *logits = result.stdout.strip().splitlines()[-1 - len(export_dirs):]
+  return version, [np.array(json.loads(line)) for line in logits]
 
 
-def _export(model_dir):
-  (path,) = (model_dir / 'export' / 'final').iterdir()
-  return path
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory, mnist_small_dir):
+  """{stack: model_dir} of 20 ctl steps on each stack, with its export."""
+  model_dirs = {}
+  for stack, python in PYTHONS.items():
+    model_dirs[stack] = tmp_path_factory.mktemp(stack)
+    _train(python, model_dirs[stack], mnist_small_dir, 20)
+  return model_dirs
 
 
 @pytest.mark.parametrize('first, then', [('this', 'other'),
                                          ('other', 'this')])
 def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path,
-                                                     mnist_small_dir, first,
-                                                     then):
+                                                     mnist_small_dir, trained,
+                                                     first, then):
   model_dir = tmp_path / 'model'
-  _train(PYTHONS[first], model_dir, mnist_small_dir, 20)
+  shutil.copytree(trained[first], model_dir)
   log = _train(PYTHONS[then], model_dir, mnist_small_dir, 40)
   assert f'Restoring {model_dir}/ckpt-20' in log
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 40 and metrics['accuracy'] > 0.5
 
 
-def test_savedmodels_of_either_stack_serve_alike_on_both(tmp_path,
-                                                         mnist_small_dir):
-  for stack, python in PYTHONS.items():
-    model_dir = tmp_path / stack
-    _train(python, model_dir, mnist_small_dir, 20)
-    (this_version, here), (other_version, there) = (
-        _serve(PYTHONS['this'], mnist_small_dir, _export(model_dir)),
-        _serve(PYTHONS['other'], mnist_small_dir, _export(model_dir)))
-    assert this_version != other_version
+def test_savedmodels_of_either_stack_serve_alike_on_both(mnist_small_dir,
+                                                         trained):
+  exports = {stack: next((model_dir / 'export' / 'final').iterdir())
+             for stack, model_dir in trained.items()}
+  other_version, served_there = _serve_on_the_other_stack(
+      mnist_small_dir, list(exports.values()))
+  assert other_version != tf.__version__
+  for (stack, export), there in zip(exports.items(), served_there):
+    here = serve_export.logits(mnist_small_dir, export)
     difference = np.abs(here - there).max()
     print(f'export of {stack} stack: max |logit difference| between '
-          f'TensorFlow {this_version} and {other_version}: {difference:.2e}')
+          f'TensorFlow {tf.__version__} and {other_version}: '
+          f'{difference:.2e}')
     assert difference < 1e-5
     assert (here.argmax(1) == there.argmax(1)).all()
 

@@ -16,6 +16,9 @@ import tensorflow as tf
 from estimator_trainer import stack
 from estimator_trainer import summaries
 
+# In one pytest-xdist worker: the runs and the server they share are made once.
+pytestmark = pytest.mark.xdist_group('tensorboard')
+
 _RUNS = {'lr_1e-3': ['--learning_rate=0.001', '--train_steps=60'],
          'lr_3e-3': ['--learning_rate=0.003', '--train_steps=30']}
 
