@@ -266,8 +266,8 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
       ['--chief', '--workers=2', '--ps=1',
        *(['--evaluator'] if evaluator else [])],
       _flags(model_dir, mnist_small_dir, f'--engine={engine}',
-             '--strategy=parameter_server', '--train_steps=300',
-             '--save_checkpoints_steps=100', '--export=latest'))
+             '--strategy=parameter_server', '--train_steps=150',
+             '--save_checkpoints_steps=50', '--export=latest'))
   assert result.returncode == 0, result.stdout[-5000:]
   codes = 'chief:0=0, worker:0=0, worker:1=0, ps:0=0' + (
       ', evaluator:0=0' if evaluator else '')
@@ -276,9 +276,9 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   # (ctl) or Keras does at the end of each epoch.
   assert set(_task_lines(result.stdout, 'Saved checkpoint')) == {'chief:0'}
   assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
-      'ckpt-100.index', 'ckpt-200.index', 'ckpt-300.index']
+      'ckpt-100.index', 'ckpt-150.index', 'ckpt-50.index']
   # The workers and the ps serve until the chief has trained to the end.
-  assert set(_task_lines(result.stdout, 'Training finished at step 300')) == {
+  assert set(_task_lines(result.stdout, 'Training finished at step 150')) == {
       'worker:0', 'worker:1', 'ps:0'}
   evaluating = 'evaluator:0' if evaluator else 'chief:0'
   assert set(_task_lines(result.stdout, 'Final evaluation')) == {evaluating}
@@ -287,19 +287,19 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 1
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 300 and (
+  assert metrics['global_step'] == 150 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
-  assert metrics['accuracy'] > 0.9
+  assert metrics['accuracy'] > 0.9  # 0.947-0.956 here.
   print(f'{engine}, parameter servers, evaluated by {evaluating}: accuracy '
-        f'{metrics["accuracy"]:.4f} at step 300')
+        f'{metrics["accuracy"]:.4f} at step 150')
 
 
 def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   result = _launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--engine=keras',
-      '--strategy=multi_worker_mirrored', '--train_steps=200',
-      '--save_checkpoints_steps=100', '--steps_per_loop=10'))
+      '--strategy=multi_worker_mirrored', '--train_steps=100',
+      '--save_checkpoints_steps=50', '--steps_per_loop=10'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   # The workers train without evaluating; the evaluator evaluates, exports
@@ -312,5 +312,5 @@ def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
       'evaluator:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200 and (
+  assert metrics['global_step'] == 100 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)

@@ -2,8 +2,6 @@
 model_dir layout and metrics.json."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -159,12 +157,10 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
   accuracy = {}
   for engine in ('estimator', 'ctl', 'keras'):
     model_dir = tmp_path / engine
-    result = subprocess.run(
-        [sys.executable, '-m', 'estimator_trainer.run', f'--engine={engine}',
-         f'--model_dir={model_dir}', f'--idx_dir={fashion_mnist_dir}',
-         '--train_epochs=1', '--export=none', '--steps_per_loop=20'],
-        capture_output=True, text=True, timeout=900, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
+    engines.ENGINES[engine].run(TrainConfig(
+        model_dir=str(model_dir), engine=engine,
+        idx_dir=str(fashion_mnist_dir), train_epochs=1, export='none',
+        steps_per_loop=20))
     accuracy[engine] = json.loads(
         (model_dir / 'metrics.json').read_text())['accuracy']
   print('1-epoch accuracy by engine:', accuracy)
