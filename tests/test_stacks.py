@@ -7,7 +7,6 @@ run on each stack); without it these tests are skipped.
 
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ pytestmark = [
     # In one pytest-xdist worker: the model_dirs they share are made once.
     pytest.mark.xdist_group('stacks')]
 
+
 def _train(python, model_dir, idx_dir, steps, *extra):
   result = subprocess.run(
       [python, '-m', 'estimator_trainer.run', '--engine=ctl',
@@ -42,7 +42,7 @@ def _train(python, model_dir, idx_dir, steps, *extra):
 def _serve_on_the_other_stack(idx_dir, export_dirs):
   """The other stack's TensorFlow version and its logits of each export."""
   result = subprocess.run(
-      [OTHER, str(pathlib.Path(serve_export.__file__)), str(idx_dir),
+      [OTHER, serve_export.__file__, str(idx_dir),
        *map(str, export_dirs)],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
