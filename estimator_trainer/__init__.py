@@ -7,6 +7,9 @@ The stable API legacy pipelines import:
                                    make_model_fn, make_run_config, model_params,
                                    train_and_evaluate, trainer_fn)
 
+Its changes are listed in docs/CHANGELOG.md; a name removed or renamed keeps
+working for one release, with a DeprecationWarning naming its replacement.
+
 Imported lazily, so that `python -m estimator_trainer.run` can set up
 TensorFlow's environment before TensorFlow loads. Importing the package
 first also makes `tf.keras` Keras 2 on TensorFlow 2.16+ (stack.py).
@@ -18,7 +21,7 @@ from estimator_trainer import stack
 
 stack.use_keras_2()
 
-__version__ = '0.1.0'
+__version__ = '0.2.0'
 
 _API = {
     'TrainConfig': 'estimator_trainer.config',

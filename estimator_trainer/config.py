@@ -12,6 +12,7 @@ import os
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import deprecation
 from estimator_trainer import engines
 from estimator_trainer import layout
 from estimator_trainer import stack
@@ -299,6 +300,17 @@ class TrainConfig:
   def resolved_predictions_file(self) -> str:
     return self.predictions_file or layout.predictions_file(self.model_dir)
 
+  def model_params(self, global_batch_size: int, train_steps: Optional[int],
+                   spec=None) -> dict:
+    """Deprecated (0.2.0): `estimator_trainer.model_params(config, ...)`."""
+    deprecation.warn(
+        'TrainConfig.model_params',
+        'estimator_trainer.model_params(config, global_batch_size, '
+        'train_steps, spec=None)', removed_in='0.3.0')
+    # The estimator engine loads only when asked: config.py runs without it.
+    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
+    return params.model_params(self, global_batch_size, train_steps, spec)
+
 
 def _check_field(field, value):
   """A field's declared choices and bounds."""
@@ -318,3 +330,14 @@ def _check_choice(name, value, choices):
   if value not in choices:
     raise UsageError(f'--{name} must be one of {", ".join(choices)}; got '
                      f'{value!r}')
+
+
+def __getattr__(name):
+  """Names that moved out of this module, kept for one release."""
+  if name == 'ModelParams':
+    deprecation.warn('estimator_trainer.config.ModelParams',
+                     'estimator_trainer.estimator.params.ModelParams',
+                     removed_in='0.3.0')
+    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
+    return params.ModelParams
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

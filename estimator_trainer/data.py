@@ -1,12 +1,14 @@
 """The Estimator `input_fn` over any source (sources.py): each pipeline
 reads its own shard, each replica its share of the global batch."""
 
+import logging
 import math
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer.sources import TEST, TRAIN, make_source
+
+_logger = logging.getLogger(__name__)
 
 
 class ModeKeys:
@@ -111,7 +113,7 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
 
     split = TRAIN if mode == ModeKeys.TRAIN else TEST
     if num_pipelines > 1:
-      logging.info('Input pipeline %d of %d reads its shard of %s',
+      _logger.info('Input pipeline %d of %d reads its shard of %s',
                    pipeline_id, num_pipelines, split)
     ds = source.dataset(split, num_pipelines, pipeline_id)
 

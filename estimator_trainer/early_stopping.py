@@ -2,9 +2,11 @@
 engine applies (the estimator engine's hook: estimator/early_stopping_hook.py;
 the TF2 engines: tf2/controller.py)."""
 
-from absl import logging
+import logging
 
 from estimator_trainer import layout
+
+_logger = logging.getLogger(__name__)
 
 
 def eval_accuracies(eval_dir):
@@ -23,7 +25,7 @@ def no_improvement(accuracies, patience):
   """True (and logged) once `patience` evaluations of `accuracies`
   ({step: accuracy}) came after the best one."""
   if accuracies and evaluations_since_best(accuracies) >= patience:
-    logging.info('Early stopping: no better eval accuracy in %d evaluations',
+    _logger.info('Early stopping: no better eval accuracy in %d evaluations',
                  patience)
     return True
   return False

@@ -1,10 +1,12 @@
 """Errors the CLI turns into one-line messages and exit codes."""
 
 import contextlib
+import logging
 import sys
 
 from absl import flags
-from absl import logging
+
+_logger = logging.getLogger(__name__)
 
 
 class TrainerError(Exception):
@@ -51,7 +53,7 @@ def reported():
   except TrainerError as e:
     fail(e.exit_code, str(e))
   except Exception as e:  # pylint: disable=broad-except
-    logging.debug('Failure', exc_info=True)
+    _logger.debug('Failure', exc_info=True)
     fail(TrainerError.exit_code, f'{type(e).__name__}: {first_line(e)}')
 
 

@@ -1,10 +1,13 @@
 """SavedModel export: serving inputs, exporters, and the export mode."""
 
-from absl import logging
+import logging
+
 import tensorflow as tf
 
 from estimator_trainer import layout
 from estimator_trainer.data import model_images
+
+_logger = logging.getLogger(__name__)
 
 
 def serving_input_receiver_fn(example_format):
@@ -52,7 +55,7 @@ def _log_export(path):
   """Logs where a SavedModel landed (Estimator's own line names the
   temporary directory it writes first); returns the path as a string."""
   path = path.decode() if isinstance(path, bytes) else path
-  logging.info('Exported a SavedModel to %s', path)
+  _logger.info('Exported a SavedModel to %s', path)
   return path
 
 

@@ -7,15 +7,17 @@ and preemptible VMs send before killing) it stops after the current step,
 saves it and skips the evaluation and export that would follow.
 """
 
+import logging
 import os
 import signal
 import threading
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import TrainerError
+
+_logger = logging.getLogger(__name__)
 
 
 class DivergedError(TrainerError):
@@ -23,7 +25,7 @@ class DivergedError(TrainerError):
 
 
 def log_preempted(step):
-  logging.warning('Preempted at step %d: saved a checkpoint there; run the '
+  _logger.warning('Preempted at step %d: saved a checkpoint there; run the '
                   'same command again to resume', step)
 
 

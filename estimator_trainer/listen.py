@@ -13,16 +13,18 @@ the same way with
 """
 
 import importlib.util
+import logging
 import os
 import shutil
 import socket
 import sys
 from typing import Optional, Tuple
 
-from absl import logging
 
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer.errors import UsageError
+
+_logger = logging.getLogger(__name__)
 
 HOST_ENV = 'ESTIMATOR_TRAINER_LISTEN_HOST'
 PORT_ENV = 'ESTIMATOR_TRAINER_LISTEN_PORT'
@@ -99,7 +101,7 @@ def warn_if_unconfined(cluster: Optional[cluster_lib.Cluster]):
   """Logs a warning when this task's server will listen on every interface."""
   address = cluster and task_address(cluster)
   if address and not _confines(os.environ, address[1]):
-    logging.warning(
+    _logger.warning(
         'This task\'s gRPC server will listen on port %d of every interface '
         '(TensorFlow\'s default): keep it behind a firewall, or start this '
         'process with `python -m estimator_trainer.listen COMMAND...` (the CLI '
@@ -113,7 +115,7 @@ def confine(cluster: Optional[cluster_lib.Cluster]):
   environ = confined_environment(cluster, os.environ)
   if environ is None:
     if task_address(cluster):
-      logging.info('This task\'s server listens on %s port %s only',
+      _logger.info('This task\'s server listens on %s port %s only',
                    os.environ[HOST_ENV], os.environ[PORT_ENV])
     return
   sys.stdout.flush()

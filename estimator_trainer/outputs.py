@@ -2,12 +2,14 @@
 
 import contextlib
 import json
+import logging
 import os
 
-from absl import logging
 
 from estimator_trainer import layout
 from estimator_trainer.errors import TrainerError
+
+_logger = logging.getLogger(__name__)
 
 
 def require_writable_dir(path):
@@ -81,7 +83,7 @@ def write_eval_metrics(model_dir, eval_result):
   metrics['batch_mean_loss'] = metrics.pop('loss')
   metrics['loss'] = metrics['average_loss']
   metrics = write_metrics(model_dir, metrics)
-  logging.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
+  _logger.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
                metrics)
   return metrics
 

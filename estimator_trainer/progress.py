@@ -1,12 +1,16 @@
 """Training progress a person can follow: a tqdm bar on a terminal, periodic
 plain log lines otherwise (CI, log files)."""
 
+import logging
 import sys
 import time
 
-from absl import logging
+from absl import logging as absl_logging
 import tqdm
 from tqdm import contrib as tqdm_contrib
+
+_logger = logging.getLogger(__name__)
+
 
 def _duration(seconds):
   minutes, seconds = divmod(int(seconds), 60)
@@ -37,7 +41,7 @@ class Progress:
                               unit='step', file=self._stream,
                               dynamic_ncols=True)
         # Log lines go through tqdm, above the bar, instead of breaking it.
-        handler = logging.get_absl_handler().python_handler
+        handler = absl_logging.get_absl_handler().python_handler
         self._log_stream = handler.stream
         handler.stream = tqdm_contrib.DummyTqdmFile(self._log_stream)
       return
@@ -60,12 +64,12 @@ class Progress:
       return
     steps_per_second = (step - self._start[0]) / (now - self._start[1])
     eta = (self._max_steps - step) / steps_per_second
-    logging.info('step %d/%d (%.0f%%) loss %.4f %s examples/s ETA %s',
+    _logger.info('step %d/%d (%.0f%%) loss %.4f %s examples/s ETA %s',
                  step, self._max_steps, 100 * step / self._max_steps, loss,
                  f'{examples_per_second:,.0f}', _duration(eta))
 
   def close(self):
     if self._bar is not None:
       self._bar.close()
-      logging.get_absl_handler().python_handler.stream = self._log_stream
+      absl_logging.get_absl_handler().python_handler.stream = self._log_stream
       self._bar = None

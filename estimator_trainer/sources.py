@@ -10,16 +10,18 @@ import dataclasses
 import functools
 import gzip
 import json
+import logging
 import os
 from typing import Tuple
 import zlib
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import examples
 from estimator_trainer.errors import DataError, UsageError, first_line
+
+_logger = logging.getLogger(__name__)
 
 # The two roles of a split: what training reads, what evaluation and
 # prediction read.
@@ -376,5 +378,5 @@ def make_source(config):
     source = TfdsSource(config.dataset, config.data_dir,
                         {TRAIN: config.train_split, TEST: config.eval_split},
                         config.image_size)
-  logging.info('Data: %s (%s)', source, source.spec)
+  _logger.info('Data: %s (%s)', source, source.spec)
   return source

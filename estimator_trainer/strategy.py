@@ -1,9 +1,12 @@
 """tf.distribute strategies from the config, and logical CPU replicas."""
 
-from absl import logging
+import logging
+
 import tensorflow as tf
 
 from estimator_trainer.errors import TrainerError
+
+_logger = logging.getLogger(__name__)
 
 _COMMUNICATION = {
     'auto': tf.distribute.experimental.CommunicationImplementation.AUTO,
@@ -84,7 +87,7 @@ def make_strategy(name, cpu_replicas=0, communication='auto',
     strategy = tf.compat.v1.distribute.experimental.ParameterServerStrategy()
   else:
     raise ValueError(f'unknown strategy {name!r}')
-  logging.info('Strategy %s: %d replica(s) in sync', name,
+  _logger.info('Strategy %s: %d replica(s) in sync', name,
                strategy.num_replicas_in_sync)
   return strategy
 

@@ -3,9 +3,9 @@ model_dir to the tasks that do not train (parameter servers, servers, the
 evaluator) by every engine."""
 
 import json
+import logging
 import time
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -14,6 +14,8 @@ from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.watchdog import cluster_watchdog
+
+_logger = logging.getLogger(__name__)
 
 
 class TrainingProgress:
@@ -89,7 +91,7 @@ def serve(config, finished):
       if new_progress != progress:
         progress = new_progress
         watchdog.kick()
-  logging.info('Training finished at step %d: %s:%d exits',
+  _logger.info('Training finished at step %d: %s:%d exits',
                checkpoints.latest_step(config.model_dir), cluster.task_type,
                cluster.task_index)
 

@@ -8,12 +8,14 @@ The Keras model is the same in every engine, so its weights, in order, name
 the checkpoint's tensors.
 """
 
+import logging
 import re
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer.errors import TrainerError, first_line
+
+_logger = logging.getLogger(__name__)
 
 _OBJECT_GRAPH = '_CHECKPOINTABLE_OBJECT_GRAPH'
 
@@ -74,5 +76,5 @@ def warm_start(model, source, pattern, names, build_model):
   count = assign(model, names, values, checkpoint,
                  lambda weight, name: weight.trainable and re.match(
                      pattern, f'{name}:0'))
-  logging.info('Warm-started %d of %d weights from %s', count,
+  _logger.info('Warm-started %d of %d weights from %s', count,
                len(model.weights), checkpoint)

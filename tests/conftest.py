@@ -25,9 +25,6 @@ from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable
 TEST_REPLICAS = 2
 configure_cpu_replicas(TEST_REPLICAS)
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-MNIST_T10K = pathlib.Path(
-    os.environ.get('MNIST_T10K_DIR', REPO.parent / 'shared/data/mnist-t10k'))
 FASHION_MNIST = pathlib.Path(sources.DEBIAN_IDX_DIRS['fashion_mnist'])
 
 
@@ -51,12 +48,6 @@ def estimator():
                              exc_type=ImportError)
 
 
-@pytest.fixture(scope='session')
-def mnist_t10k_dir():
-  """The real MNIST test split (IDX), kept outside the repository."""
-  return _require(MNIST_T10K, 'set MNIST_T10K_DIR to the MNIST t10k files')
-
-
 def write_idx(path, magic, dims, payload, truncate=0):
   """Writes a gzipped IDX file of `payload` (uint8 examples of shape `dims`),
   cut short by `truncate` bytes."""
@@ -71,18 +62,19 @@ MNIST_SMALL_TEST_EXAMPLES = 2000
 
 
 @pytest.fixture(scope='session')
-def mnist_small_dir(tmp_path_factory, mnist_t10k_dir):
-  """An IDX dir of real MNIST digits: the train split is the whole t10k
-  set, the test split its first MNIST_SMALL_TEST_EXAMPLES.
+def mnist_small_dir(tmp_path_factory, fashion_mnist_dir):
+  """An IDX dir in MNIST's format, of real Fashion-MNIST images (from the
+  set-up's Debian package): the train split is its whole t10k set, the test
+  split that set's first MNIST_SMALL_TEST_EXAMPLES.
 
-  Lets TRAIN-mode code run on real digits without the 60k train split.
+  Lets TRAIN-mode code run on real images without the 60k train split.
   """
   directory = tmp_path_factory.mktemp('mnist_small')
   for src, dst in zip(sources.IDX_FILES[sources.TEST],
                       sources.IDX_FILES[sources.TRAIN]):
-    shutil.copy(mnist_t10k_dir / src, directory / dst)
+    shutil.copy(fashion_mnist_dir / src, directory / dst)
   images, labels = (
-      gzip.decompress((mnist_t10k_dir / name).read_bytes())[header:]
+      gzip.decompress((fashion_mnist_dir / name).read_bytes())[header:]
       for name, header in zip(sources.IDX_FILES[sources.TEST], (16, 8)))
   test = slice(MNIST_SMALL_TEST_EXAMPLES)
   write_idx(directory / sources.IDX_FILES[sources.TEST][0], 2051, (28, 28),

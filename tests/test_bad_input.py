@@ -25,7 +25,8 @@ from estimator_trainer.errors import TrainerError
 
 IS_ROOT = os.geteuid() == 0
 TESTS = pathlib.Path(__file__).resolve().parent  # Holds builders.py.
-# Real MNIST digits, copied to {data} for each case (and corrupted by some).
+# Real Fashion-MNIST images in IDX files, copied to {data} for each case (and
+# corrupted by some).
 MNIST = ['--dataset=mnist', '--idx_dir={data}', '--train_steps=2']
 TWO_WORKERS = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
 # What evaluating our model restores: name -> shape.

@@ -289,7 +289,7 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 150 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
-  assert metrics['accuracy'] > 0.9  # 0.947-0.956 here.
+  assert metrics['accuracy'] > 0.7  # Fashion-MNIST: 0.79 (ctl), 0.80 (keras).
   print(f'{engine}, parameter servers, evaluated by {evaluating}: accuracy '
         f'{metrics["accuracy"]:.4f} at step 150')
 

@@ -1,6 +1,7 @@
 """A cluster task's gRPC server listens only on its TF_CONFIG address."""
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -155,17 +156,16 @@ def test_listen_command_errors(argv, code, message):
   assert 'Traceback' not in result.stderr
 
 
-def test_warns_when_unconfined(monkeypatch):
+def test_warns_when_unconfined(monkeypatch, caplog):
   cluster = _cluster({'worker': ['127.0.0.1:2222']})
-  warnings = []
-  monkeypatch.setattr(listen.logging, 'warning',
-                      lambda *args: warnings.append(args[0] % args[1:]))
+  caplog.set_level(logging.WARNING, logger=listen.__name__)
   for name in (listen.HOST_ENV, listen.PORT_ENV, 'LD_PRELOAD'):
     monkeypatch.delenv(name, raising=False)
   listen.warn_if_unconfined(cluster)
-  assert len(warnings) == 1 and 'port 2222 of every interface' in warnings[0]
+  assert len(caplog.messages) == 1
+  assert 'port 2222 of every interface' in caplog.messages[0]
   monkeypatch.setenv('LD_PRELOAD', listen._shim_path())
   monkeypatch.setenv(listen.PORT_ENV, '2222')
   listen.warn_if_unconfined(cluster)
   listen.warn_if_unconfined(None)
-  assert len(warnings) == 1
+  assert len(caplog.messages) == 1

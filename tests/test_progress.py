@@ -1,8 +1,9 @@
 """Progress display: a bar on a terminal, plain lines otherwise."""
 
 import io
+import logging
 
-from absl import logging
+from absl import logging as absl_logging
 
 from estimator_trainer import progress
 
@@ -19,7 +20,7 @@ def test_terminal_gets_a_bar_with_loss_rate_and_eta(monkeypatch):
   terminal = _Terminal()
   shown = progress.Progress(max_steps=100, global_batch_size=64,
                             stream=terminal)
-  handler = logging.get_absl_handler().python_handler
+  handler = absl_logging.get_absl_handler().python_handler
   log_stream = handler.stream
   for step in (1, 21, 41):
     shown.update(step, loss=0.5)
@@ -34,18 +35,16 @@ def test_terminal_gets_a_bar_with_loss_rate_and_eta(monkeypatch):
   assert 'examples_per_s=1,888' in bar
 
 
-def test_plain_lines_when_not_a_terminal(monkeypatch):
+def test_plain_lines_when_not_a_terminal(monkeypatch, caplog):
   clock = iter([0, 5, 12, 13, 30])
   monkeypatch.setattr(progress.time, 'monotonic', lambda: next(clock))
-  lines = []
-  monkeypatch.setattr(progress.logging, 'info',
-                      lambda fmt, *args: lines.append(fmt % args))
+  caplog.set_level(logging.INFO, logger=progress.__name__)
   shown = progress.Progress(max_steps=1000, global_batch_size=10,
                             stream=io.StringIO(), every_secs=10)
   for step in (0, 100, 240, 250, 1000):
     shown.update(step, loss=1.0)
   # The first step starts the clock, then a line every 10 s and at the end.
-  assert lines == [
+  assert [record.getMessage() for record in caplog.records] == [
       'step 240/1000 (24%) loss 1.0000 200 examples/s ETA 0m38s',
       'step 1000/1000 (100%) loss 1.0000 422 examples/s ETA 0m00s',
   ]

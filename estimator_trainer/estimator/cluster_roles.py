@@ -1,12 +1,15 @@
 """The Estimator engine's cluster roles beyond training: parameter servers
 and the evaluator."""
 
-from absl import logging
+import logging
+
 import tensorflow as tf
 
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import job as job_lib
+
+_logger = logging.getLogger(__name__)
 
 
 def serve_parameters(config):
@@ -58,7 +61,7 @@ def evaluate_and_export(job, exporters, checkpoint, max_steps):
   except (ValueError, tf.errors.NotFoundError):
     if tf.io.gfile.exists(f'{checkpoint}.index'):
       raise
-    logging.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
+    _logger.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
                     'evaluation ended: evaluating a newer one', checkpoint,
                     job.config.keep_checkpoint_max)
     return None

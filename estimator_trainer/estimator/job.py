@@ -2,8 +2,8 @@
 the Estimator on model_fn, its hooks and exporters."""
 
 import dataclasses
+import logging
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -22,6 +22,8 @@ from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
+
+_logger = logging.getLogger(__name__)
 
 
 def make_run_config(config):
@@ -59,7 +61,7 @@ def steps_per_run(config):
   allows, 1 elsewhere (logged)."""
   if config.steps_per_loop == 1 or config.strategy in _LOOPING_STRATEGIES:
     return config.steps_per_loop
-  logging.info('One training step per session.run under --strategy=%s '
+  _logger.info('One training step per session.run under --strategy=%s '
                '(--steps_per_loop=%d needs %s)', config.strategy,
                config.steps_per_loop, ' or '.join(_LOOPING_STRATEGIES))
   return 1

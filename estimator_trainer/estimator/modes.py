@@ -2,8 +2,8 @@
 role), train, evaluate, predict, export."""
 
 import itertools
+import logging
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -15,6 +15,8 @@ from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.watchdog import WatchdogHook, cluster_watchdog
+
+_logger = logging.getLogger(__name__)
 
 
 def train_and_evaluate(config):
@@ -28,7 +30,7 @@ def train_and_evaluate(config):
   with cluster_lib.tf_config_environment(config.cluster):
     if config.cluster is None:
       return _train_and_evaluate_alone(config)
-    logging.info('Cluster task %s:%d of %s', config.cluster.task_type,
+    _logger.info('Cluster task %s:%d of %s', config.cluster.task_type,
                  config.cluster.task_index, config.cluster.jobs)
     if config.cluster.task_type == cluster_lib.PS:
       return cluster_roles.serve_parameters(config)
@@ -101,7 +103,7 @@ def predict(config):
                                  config.num_predictions)
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, predictions)
-  logging.info('Wrote %d predictions to %s', count, path)
+  _logger.info('Wrote %d predictions to %s', count, path)
   return path
 
 

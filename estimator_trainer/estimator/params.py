@@ -4,6 +4,7 @@ run's config."""
 import dataclasses
 from typing import Optional, Tuple
 
+from estimator_trainer import deprecation
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.sources import KNOWN_CLASS_NAMES
 
@@ -40,6 +41,16 @@ class ModelParams:
   def from_dict(cls, params):
     """ModelParams of a `params` dict; unknown keys are an error, not
     silently ignored."""
+    if 'dataset' in params:  # 0.1.0's key; its classes are class_names now.
+      deprecation.warn("model_fn's params key 'dataset'",
+                       "'class_names' (the dataset's class names)",
+                       removed_in='0.3.0')
+      params = dict(params)
+      dataset = params.pop('dataset')
+      if dataset not in KNOWN_CLASS_NAMES:
+        raise ValueError(f'model_fn params: dataset {dataset!r} is none of '
+                         f'{", ".join(sorted(KNOWN_CLASS_NAMES))}')
+      params.setdefault('class_names', KNOWN_CLASS_NAMES[dataset])
     names = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(params) - names)
     if unknown:

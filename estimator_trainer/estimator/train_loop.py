@@ -10,13 +10,15 @@ they wrote. Estimator's CheckpointSaverHook reads the global step after
 every run, so it saves on the right steps as it is.
 """
 
+import logging
 import time
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
+
+_logger = logging.getLogger(__name__)
 
 # model_fn creates the variable and the hook, built before model_fn, finds it
 # here: TPUEstimator finds its own steps_per_run variable the same way.
@@ -137,7 +139,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       summaries.scalar_summary(self._writer, 'global_step/sec',
                                steps / seconds, step)
       # Estimator's LoggingTensorHook line; shown with --verbosity=1.
-      logging.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
+      _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
 
   def _since(self, mark, step, now):
     """(steps, seconds) since `mark` was last passed; passes it now."""

@@ -3,7 +3,8 @@ the ps tasks and the workers (the chief's ClusterCoordinator sends them the
 steps), and the evaluator, which evaluates each new checkpoint, exports and
 writes metrics.json, as the estimator engine's evaluator does."""
 
-from absl import logging
+import logging
+
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
@@ -11,6 +12,8 @@ from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
+
+_logger = logging.getLogger(__name__)
 
 
 def serves(config):
@@ -60,7 +63,7 @@ def _evaluate_and_export(evaluator, exporter, path, final_step):
   except (ValueError, tf.errors.NotFoundError):
     if tf.io.gfile.exists(f'{path}.index'):
       raise
-    logging.warning('%s was deleted before its evaluation ended: evaluating '
+    _logger.warning('%s was deleted before its evaluation ended: evaluating '
                     'a newer one', path)
     return None
   if exporter:

@@ -6,10 +6,10 @@ evaluation of checkpoints at most every `throttle_secs`, and the final
 evaluation."""
 
 import concurrent.futures
+import logging
 import math
 import time
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import cluster as cluster_lib
@@ -22,6 +22,8 @@ from estimator_trainer.tf2 import cluster_roles
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
 from estimator_trainer.tf2 import job as job_lib
+
+_logger = logging.getLogger(__name__)
 
 
 class TrainSummaries:
@@ -179,7 +181,7 @@ class Controller:
       self._evaluate(final=True)  # A rerun at the end.
     self.job.finish(trained=not self.stopped)
     if not self.stopped:
-      logging.info('Trained to step %d', self.step)
+      _logger.info('Trained to step %d', self.step)
 
 
 class _SavedCheckpointEvaluator:

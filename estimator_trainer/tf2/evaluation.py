@@ -2,9 +2,9 @@
 under the job's strategy; model_dir/eval and metrics.json as the estimator
 engine writes them."""
 
+import logging
 import time
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -16,6 +16,8 @@ from estimator_trainer import summaries
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import job as job_lib
+
+_logger = logging.getLogger(__name__)
 
 EVAL = ModeKeys.EVAL
 PREDICT = ModeKeys.PREDICT
@@ -66,7 +68,7 @@ class Evaluator:
             name, image.result().numpy()))
     self._writer.flush()
     # As Estimator logs them (and no NumPy reprs: NumPy 2 prints np.float32).
-    logging.info('Evaluation at step %d (%.1f s): %s', step,
+    _logger.info('Evaluation at step %d (%.1f s): %s', step,
                  time.monotonic() - start, ', '.join(
                      f'{name} = {value:.6g}' for name, value in result.items()))
     return result
@@ -119,5 +121,5 @@ def predict(config):
   count = outputs.write_predictions(path, (
       {name: values[i] for name, values in batch.items()}
       for batch in batches for i in range(len(batch['classes']))))
-  logging.info('Wrote %d predictions to %s', count, path)
+  _logger.info('Wrote %d predictions to %s', count, path)
   return path

@@ -4,10 +4,10 @@
 `classes` (int64), `probabilities` and `logits` (float32). Serving clients
 and `saved_model_cli` cannot tell which engine exported."""
 
+import logging
 import os
 import time
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
@@ -16,6 +16,8 @@ from estimator_trainer import models
 from estimator_trainer.data import model_images
 from estimator_trainer.examples import EXAMPLES_SIGNATURE
 from estimator_trainer.tf2 import job as job_lib
+
+_logger = logging.getLogger(__name__)
 
 
 class _Serving(tf.Module):
@@ -57,7 +59,7 @@ def write(model, example_format, base_dir):
   serving = _Serving(model, example_format)
   tf.saved_model.save(serving, temporary, signatures=serving.signatures())
   tf.io.gfile.rename(temporary, path)
-  logging.info('Exported a SavedModel to %s', path)
+  _logger.info('Exported a SavedModel to %s', path)
   return path
 
 

@@ -1,8 +1,8 @@
 """A TF2 run: strategy, data, model, optimizer and checkpoints."""
 
+import logging
 import os
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -21,6 +21,8 @@ from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
+
+_logger = logging.getLogger(__name__)
 
 
 def current_learning_rate(optimizer):
@@ -150,7 +152,7 @@ class Job:
     path = tf.train.latest_checkpoint(self.config.model_dir)
     if not path:
       return 0
-    logging.info('Restoring %s', path)
+    _logger.info('Restoring %s', path)
     try:
       status = self.checkpoint.restore(path)
       status.assert_existing_objects_matched()
@@ -171,7 +173,7 @@ class Job:
                             self.config.model_dir)
     path = self.manager.save(checkpoint_number=step)
     if self.is_chief:
-      logging.info('Saved checkpoint %s', path)
+      _logger.info('Saved checkpoint %s', path)
     if self.watchdog:
       self.watchdog.kick()
 

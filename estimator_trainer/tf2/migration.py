@@ -7,7 +7,8 @@ optimizer's `iterations`) and Adam's moments are placed; a variable that
 cannot be placed fails, naming it.
 """
 
-from absl import logging
+import logging
+
 import numpy as np
 import tensorflow as tf
 
@@ -16,6 +17,8 @@ from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.optimizers import ADAM_BETA_1
 from estimator_trainer.tf2 import job as job_lib
+
+_logger = logging.getLogger(__name__)
 
 # tf.compat.v1.train.AdamOptimizer's slots: the first and second moments.
 _ADAM_SLOTS = ('Adam', 'Adam_1')
@@ -73,7 +76,7 @@ def convert(config, source):
   checkpoints.record_model(config.model_dir, config, job.source.spec)
   job.finish(trained=False)
   path = tf.train.latest_checkpoint(config.model_dir)
-  logging.info('Carried %s over to %s (step %d)', checkpoint, path, step)
+  _logger.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
 
 

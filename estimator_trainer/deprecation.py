@@ -1,0 +1,11 @@
+"""Public names that were removed or renamed keep working for one release,
+with a DeprecationWarning that names their replacement (docs/CHANGELOG.md
+lists them under Deprecated, with the release that removes them)."""
+
+import warnings
+
+
+def warn(old, new, removed_in):
+  """Warns, at the caller's caller, that `old` is deprecated for `new`."""
+  warnings.warn(f'{old} is deprecated and will be removed in {removed_in}: '
+                f'use {new}', DeprecationWarning, stacklevel=3)
