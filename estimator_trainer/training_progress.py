@@ -118,8 +118,9 @@ def finish_ended(config, final_evaluation=None):
   """What a training task started after the end (training_ended) has left
   to do, said in one line: the final evaluation, export and metrics.json,
   unless metrics.json holds that of the last checkpoint already, on the
-  task that writes them (alone, or a cluster's chief without an evaluator
-  task); nothing elsewhere, or without `final_evaluation` (--mode=train).
+  task that writes them (alone, a cluster's evaluator task, or its chief
+  when it has none); nothing elsewhere, or without `final_evaluation`
+  (--mode=train).
 
   `final_evaluation()` evaluates and exports model_dir's latest checkpoint,
   returning the evaluation. Returns metrics.json's dict, or None when this
@@ -127,8 +128,10 @@ def finish_ended(config, final_evaluation=None):
   """
   model_dir, cluster = config.model_dir, config.cluster
   step = checkpoints.latest_step(model_dir)
-  if final_evaluation is None or cluster and (
-      not cluster.is_chief or cluster.has_evaluator):
+  writes_results = cluster is None or (
+      cluster.task_type == cluster_lib.EVALUATOR if cluster.has_evaluator
+      else cluster.is_chief)
+  if final_evaluation is None or not writes_results:
     task = f' for {cluster.task_type}:{cluster.task_index}' if cluster else ''
     logging.info('Training already finished at step %d: nothing left to '
                  'do%s', step, task)

@@ -36,7 +36,7 @@ def train_and_evaluate(config):
       return cluster_roles.evaluate_until_trained(config)
     if training_progress.training_ended(config):  # Restarted after the end.
       return training_progress.finish_ended(
-          config, lambda: _final_evaluation(job_lib.eval_job(config)))
+          config, lambda: job_lib.final_evaluation(job_lib.eval_job(config)))
     return _train_in_cluster(config)
 
 
@@ -45,19 +45,9 @@ def _train_and_evaluate_alone(config):
   job = job_lib.Job(config)
   if training_progress.training_ended(config, job.max_steps):  # A rerun.
     return training_progress.finish_ended(config,
-                                          lambda: _final_evaluation(job))
+                                          lambda: job_lib.final_evaluation(job))
   result = faults.train_and_evaluate(job.estimator, *_specs(job, config, []))
   return None if result is None else job.write_metrics(result[0])
-
-
-def _final_evaluation(job):
-  """Evaluates and exports (as final) model_dir's latest checkpoint; returns
-  the evaluation."""
-  checkpoint = tf.train.latest_checkpoint(job.config.model_dir)
-  result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
-  job_lib.export(job, job_lib.exporters(job), checkpoint, result,
-                 is_final=True)
-  return result
 
 
 def _specs(job, config, hooks):
@@ -86,7 +76,7 @@ def _train_in_cluster(config):
   progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
     job = job_lib.eval_job(config)
-    return job.write_metrics(_final_evaluation(job))
+    return job.write_metrics(job_lib.final_evaluation(job))
   return None
 
 

@@ -226,19 +226,6 @@ def _training_job(config):
   return job
 
 
-def _final_evaluation(config):
-  """Evaluates and exports (as final) model_dir's latest checkpoint, in a
-  model of its own with no strategy; returns the evaluation. (Not the
-  training job's: its optimizer, which no step would build, would leave the
-  checkpoint's slots unrestored.)"""
-  job = job_lib.Job(config, training=False)
-  result = evaluation.Evaluator(job).evaluate(job.restore())
-  if config.export != 'none':
-    export.Exporter(config.export, job.model, job.example_format,
-                    config.model_dir).after_evaluation(result, final=True)
-  return result
-
-
 def engine_modes(run):
   """The modes of a TF2 engine whose `run(job, evaluate)` trains a training
   Job and returns its finished Controller: train_and_evaluate, train, and
@@ -258,7 +245,7 @@ def engine_modes(run):
       job = _training_job(config)
       if job is None:
         return training_progress.finish_ended(
-            config, lambda: _final_evaluation(config))
+            config, lambda: evaluation.final_evaluation(config))
       controller = run(job, not (cluster and cluster.has_evaluator))
     return evaluation.write_results(controller.job, controller.result)
 
