@@ -222,6 +222,7 @@ def _training_job(config):
   job = job_lib.Job(config)
   if not config.cluster and training_progress.training_ended(
       config, job.max_steps):
+    job.check_checkpoint()  # Of this model, though nothing is left to do.
     return None
   return job
 
