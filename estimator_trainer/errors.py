@@ -28,6 +28,12 @@ class DataError(TrainerError):
   """A data source is missing, unreachable or malformed."""
 
 
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C stopped training, which saved its step and said so in a line
+  (faults.stopped). A KeyboardInterrupt to a caller of the Python API; the
+  CLI exits 130, with no more words."""
+
+
 def first_line(error):
   """The line of an error that says what went wrong: its first, or the
   failed assertion of a data check (TensorFlow's own first line is then
@@ -43,13 +49,22 @@ def fail(code, message):
   sys.exit(code)
 
 
+# As a shell reports a process that SIGINT ended.
+INTERRUPTED_EXIT_CODE = 130
+
+
 @contextlib.contextmanager
 def reported():
   """A command line program's body: an error ends it as one line on stderr,
   a TrainerError with its exit code, anything else with 1 (no traceback for
-  users; --verbosity=1 logs it)."""
+  users; --verbosity=1 logs it); a Ctrl-C with 130 (training said what it
+  saved)."""
   try:
     yield
+  except Interrupted:
+    sys.exit(INTERRUPTED_EXIT_CODE)
+  except KeyboardInterrupt:
+    fail(INTERRUPTED_EXIT_CODE, 'interrupted')
   except TrainerError as e:
     fail(e.exit_code, str(e))
   except Exception as e:  # pylint: disable=broad-except

@@ -4,7 +4,9 @@ A NaN or Inf loss fails the run, naming the step. A single process (not a
 cluster) also never checkpoints NaN or Inf weights, so that its latest
 checkpoint is one to resume or roll back to; and on SIGTERM (what Kubernetes
 and preemptible VMs send before killing) it stops after the current step,
-saves it and skips the evaluation and export that would follow.
+saves it and skips the evaluation and export that would follow. A first
+Ctrl-C (SIGINT) does the same, then raises KeyboardInterrupt (the CLI exits
+130); a second one stops the process at once.
 """
 
 import logging
@@ -15,7 +17,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import Interrupted, TrainerError
 
 _logger = logging.getLogger(__name__)
 
@@ -24,9 +26,15 @@ class DivergedError(TrainerError):
   """The loss or the weights became NaN or Inf."""
 
 
-def log_preempted(step):
-  _logger.warning('Preempted at step %d: saved a checkpoint there; run the '
-                  'same command again to resume', step)
+def stopped(signals, step):
+  """After training stopped on `signals` (StopSignals) and saved `step`:
+  says so in one line; raises Interrupted (a KeyboardInterrupt) after a
+  Ctrl-C."""
+  _logger.warning('%s at step %d: saved a checkpoint there; run the same '
+                  'command again to resume',
+                  'Interrupted' if signals.interrupted else 'Preempted', step)
+  if signals.interrupted:
+    raise Interrupted(f'interrupted at step {step}')
 
 
 class Preempted(Exception):
@@ -98,43 +106,56 @@ class FiniteCheckpointListener(tf.compat.v1.train.CheckpointSaverListener):
                       self._model_dir)
 
 
-class Sigterm:
-  """Records SIGTERM instead of dying of it, while entered.
+class StopSignals:
+  """Records SIGTERM and a first SIGINT (Ctrl-C) instead of dying of them,
+  while entered, so that training stops after the current step and saves it.
 
-  Disabled (the signal keeps its default action) unless `enabled`: a
-  cluster's tasks would have to stop together.
+  A second Ctrl-C gets SIGINT's default action, which stops the process at
+  once (the shell shows 130): no Python handler could run while the main
+  thread is inside TensorFlow. `sigterm=False` leaves SIGTERM alone: a
+  cluster's tasks would have to stop together, or a handler of TensorFlow's
+  watches it; `on_sigint()` is then called on the first Ctrl-C (to pass it
+  on to that handler).
   """
 
-  def __init__(self, enabled=True):
-    self.received = False
-    self._enabled = enabled
-    self._previous = None
+  def __init__(self, sigterm=True, on_sigint=None):
+    self.received = False  # SIGTERM or SIGINT.
+    self.interrupted = False  # SIGINT.
+    self._signals = (signal.SIGTERM, signal.SIGINT) if sigterm else (
+        signal.SIGINT,)
+    self._on_sigint = on_sigint
+    self._previous = {}
 
   def __enter__(self):
-    if self._enabled:
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    self._previous = {signum: signal.signal(signum, self._handle)
+                      for signum in self._signals}
     return self
 
   def __exit__(self, *exc_info):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
 
   def _handle(self, signum, frame):
-    del signum, frame
+    del frame
     self.received = True
+    if signum == signal.SIGINT:
+      self.interrupted = True
+      signal.signal(signal.SIGINT, signal.SIG_DFL)  # The next stops at once.
+      if self._on_sigint:
+        self._on_sigint()
 
 
-class _StopOnSigtermHook(tf.compat.v1.train.SessionRunHook):
-  """Stops training after the step during which SIGTERM came.
+class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+  """Stops training after the step during which SIGTERM or Ctrl-C came.
 
   Estimator's CheckpointSaverHook then saves that step, at its end().
   """
 
-  def __init__(self, sigterm):
-    self._sigterm = sigterm
+  def __init__(self, signals):
+    self._signals = signals
 
   def after_run(self, run_context, run_values):
-    if self._sigterm.received:
+    if self._signals.received:
       run_context.request_stop()
 
 
@@ -146,34 +167,35 @@ class _PreemptedListener(tf.compat.v1.train.CheckpointSaverListener):
   exporting: a preempted task has seconds left, and no final result.
   """
 
-  def __init__(self, sigterm):
-    self._sigterm = sigterm
+  def __init__(self, signals):
+    self._signals = signals
 
   def after_save(self, session, global_step_value):
-    if self._sigterm.received:
+    if self._signals.received:
       raise Preempted(global_step_value)
 
   def end(self, session, global_step_value):
     # No save before end() when a periodic one was at this very step.
-    if self._sigterm.received:
+    if self._signals.received:
       raise Preempted(global_step_value)
 
 
 def _run_guarded(model_dir, run):
   """Calls `run(hooks, saving_listeners)` with the guards of this module.
 
-  Returns its result, or None when preempted.
+  Returns its result, or None when preempted; raises KeyboardInterrupt
+  when interrupted (stopped).
   """
   if threading.current_thread() is not threading.main_thread():
     # Only the main thread may handle signals: run without the handler.
     return run([], [FiniteCheckpointListener(model_dir)])
-  with Sigterm() as sigterm:
+  with StopSignals() as signals:
     try:
-      return run([_StopOnSigtermHook(sigterm)],
+      return run([_StopOnSignalHook(signals)],
                  [FiniteCheckpointListener(model_dir),
-                  _PreemptedListener(sigterm)])
+                  _PreemptedListener(signals)])
     except Preempted as e:
-      log_preempted(e.step)
+      stopped(signals, e.step)
       return None
 
 

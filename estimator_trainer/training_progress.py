@@ -1,6 +1,7 @@
 """How long a cluster's training runs, and when it is over, told through
 model_dir to the tasks that do not train (parameter servers, servers, the
-evaluator) by every engine."""
+evaluator) by every engine; and what a training task started after the end
+(a rerun, a restart by a supervisor) has left to do."""
 
 import json
 import logging
@@ -18,12 +19,26 @@ from estimator_trainer.watchdog import cluster_watchdog
 _logger = logging.getLogger(__name__)
 
 
+# The flags that decide how many steps training runs (with the data, for
+# --train_epochs). A task restarted after the end trusts the chief's finished
+# mark only for the same ones: a rerun with more --train_steps trains on.
+_LENGTH_FLAGS = ('train_steps', 'train_epochs', 'batch_size_per_replica',
+                 'global_batch_size', 'dataset', 'train_split', 'train_files',
+                 'idx_dir', 'data_dir')
+
+
+def _length_flags(config):
+  return {name: getattr(config, name) for name in _LENGTH_FLAGS}
+
+
 class TrainingProgress:
   """The protocol through model_dir: the chief writes its train spec
-  (max_steps) before training, each training task a finished mark after
-  it. Atomic writes: a reader sees a whole file or none."""
+  (max_steps, and the flags that gave it) before training, each training
+  task a finished mark after it. Atomic writes: a reader sees a whole file
+  or none."""
 
   def __init__(self, config):
+    self._config = config
     self._model_dir = config.model_dir
     self._cluster = config.cluster
 
@@ -31,7 +46,18 @@ class TrainingProgress:
     outputs.write_atomic(
         layout.train_spec_file(self._model_dir),
         json.dumps({'max_steps': max_steps,
-                    'global_batch_size': global_batch_size}) + '\n')
+                    'global_batch_size': global_batch_size,
+                    'length_flags': _length_flags(self._config)}) + '\n')
+
+  def ended(self):
+    """Whether the chief has finished training with this task's flags: its
+    peers may be gone, and it must not wait for them."""
+    path = layout.train_spec_file(self._model_dir)
+    if not tf.io.gfile.exists(path):
+      return False
+    spec = _read_json(path)
+    return (spec.get('length_flags') == _length_flags(self._config) and
+            self.chief_finished(spec['max_steps']))
 
   def read_max_steps(self, watchdog):
     """Waits (bounded by the watchdog) for the chief's train spec."""
@@ -69,6 +95,60 @@ class TrainingProgress:
 def _read_json(path):
   with tf.io.gfile.GFile(path) as f:
     return json.load(f)
+
+
+def training_ended(config, max_steps=None):
+  """Whether this training task starts after its training ended: in a
+  cluster, the chief finished it (training_progress marks; asked before the
+  strategy exists, which would wait for the peers); alone, model_dir's
+  latest checkpoint is at `max_steps`."""
+  if config.cluster:
+    return TrainingProgress(config).ended()
+  return checkpoints.latest_step(config.model_dir) >= max_steps
+
+
+def _results_of(model_dir, step):
+  """metrics.json's dict when it holds the evaluation of `step`; else None."""
+  path = layout.metrics_file(model_dir)
+  if not tf.io.gfile.exists(path):
+    return None
+  metrics = _read_json(path)
+  return metrics if metrics.get('global_step') == step else None
+
+
+def finish_ended(config, final_evaluation=None):
+  """What a training task started after the end (training_ended) has left
+  to do, said in one line: the final evaluation, export and metrics.json,
+  unless metrics.json holds that of the last checkpoint already, on the
+  task that writes them (alone, a cluster's evaluator task, or its chief
+  when it has none); nothing elsewhere, or without `final_evaluation`
+  (--mode=train).
+
+  `final_evaluation()` evaluates and exports model_dir's latest checkpoint,
+  returning the evaluation. Returns metrics.json's dict, or None when this
+  task writes no metrics.
+  """
+  model_dir, cluster = config.model_dir, config.cluster
+  step = checkpoints.latest_step(model_dir)
+  writes_results = cluster is None or (
+      cluster.task_type == cluster_lib.EVALUATOR if cluster.has_evaluator
+      else cluster.is_chief)
+  if final_evaluation is None or not writes_results:
+    task = f' for {cluster.task_type}:{cluster.task_index}' if cluster else ''
+    _logger.info('Training already finished at step %d: nothing left to '
+                 'do%s', step, task)
+    return None
+  results = _results_of(model_dir, step)
+  if results is not None:
+    _logger.info('Training already finished at step %d and %s holds its '
+                 'final evaluation: nothing left to do (--mode=evaluate or '
+                 '--mode=export evaluate or export it again)', step,
+                 layout.metrics_file(model_dir))
+    return results
+  _logger.info('Training already finished at step %d: %s left', step,
+               'its final evaluation is' if config.export == 'none' else
+               'its final evaluation and export are')
+  return outputs.write_eval_metrics(model_dir, final_evaluation())
 
 
 def serve(config, finished):

@@ -92,14 +92,26 @@ def _raise_terminated(signum, frame):
   raise _Terminated()
 
 
+def _signal_running(procs, signum):
+  for proc in procs.values():
+    if proc.poll() is None:
+      try:
+        os.killpg(proc.pid, signum)
+      except ProcessLookupError:
+        pass  # It ended since.
+
+
 def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
   """Runs every task to completion; returns the launcher's exit code. Ctrl-C
-  or SIGTERM (a scheduler stopping the launcher) passes SIGTERM on to every
-  task: each stops as preempted, none is left running."""
+  or SIGTERM (a scheduler stopping the launcher) is passed on to every task:
+  each saves its step and stops (as interrupted or preempted), none is left
+  running; a second Ctrl-C is passed on too, which stops them at once."""
   previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
+  previous_sigint = signal.getsignal(signal.SIGINT)
   lock = threading.Lock()
   procs, pumps = {}, []
   code = 0
+  stop = signal.SIGTERM  # What the tasks still running get at the end.
   try:
     for task_type, index in tasks:
       env = dict(os.environ, TF_CONFIG=json.dumps(
@@ -123,15 +135,20 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
         break
       time.sleep(0.2)
   except KeyboardInterrupt:
-    code = 130
+    code = 128 + signal.SIGINT  # 130, as a shell reports a Ctrl-C.
+    stop = signal.SIGINT
   except _Terminated:
     code = 128 + signal.SIGTERM  # As a shell reports a SIGTERM exit.
   finally:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # Stopping already.
-    for proc in procs.values():
-      if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
+    signal.signal(signal.SIGINT, lambda signum, frame: _signal_running(
+        procs, signal.SIGINT))
+    _signal_running(procs, stop)
+    # Saving can take a TF2 multi-worker cluster beyond 10 s (the workers
+    # agree on a step first): a user who will not wait presses Ctrl-C
+    # again; a scheduler's grace period (Kubernetes: 30 s) must see the
+    # launcher stop its tasks before it kills the launcher.
+    deadline = time.monotonic() + (120 if stop == signal.SIGINT else 10)
     for proc in procs.values():
       try:
         proc.wait(max(0.1, deadline - time.monotonic()))
@@ -141,6 +158,7 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
     for pump in pumps:
       pump.join()
     signal.signal(signal.SIGTERM, previous_handler)
+    signal.signal(signal.SIGINT, previous_sigint)
   if code == 0:
     code = next((p.returncode for p in procs.values() if p.returncode), 0)
   summary = ', '.join(f'{n}={p.returncode}' for n, p in procs.items())

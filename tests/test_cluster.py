@@ -181,3 +181,42 @@ def test_local_cluster_passes_sigterm_on_to_every_task(tmp_path):
   assert launcher.wait(timeout=60) == 128 + signal.SIGTERM, output
   assert '[worker:0] stopped' in output and '[worker:1] stopped' in output
   assert '[launcher] exit codes: worker:0=0, worker:1=0' in output
+
+
+def test_local_cluster_passes_ctrl_c_on_to_every_task_and_a_second_too(
+    tmp_path):
+  """Ctrl-C in the launcher's terminal reaches the launcher alone (its
+  tasks run in sessions of their own): it passes it on to every task, which
+  saves and stops as interrupted; a second one too, which stops them at
+  once. (The tasks here stop at the second.)"""
+  task = tmp_path / 'task'  # Stands in for the Python of a trainer.
+  task.write_text("#!/bin/sh\nn=0\n"
+                  "trap 'n=$((n+1)); echo \"got INT $n\"; "
+                  "[ $n = 2 ] && exit 130' INT\n"
+                  'echo started\nwhile :; do sleep 0.1; done\n')
+  task.chmod(0o755)
+  driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
+            'import local_cluster as l; '
+            'cluster, tasks = l.make_cluster(False, 2, 0, False); '
+            'sys.exit(l.run_cluster(cluster, tasks, [], python=sys.argv[2]))')
+  launcher = subprocess.Popen(
+      [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
+      stdout=subprocess.PIPE, text=True)
+  output = ''
+
+  def read_until(text, count):
+    nonlocal output
+    while output.count(text) < count:
+      line = launcher.stdout.readline()
+      assert line, output  # Not ended before.
+      output += line
+
+  read_until('started', 2)  # Both tasks run.
+  launcher.send_signal(signal.SIGINT)
+  read_until('got INT 1', 2)
+  launcher.send_signal(signal.SIGINT)
+  output += launcher.stdout.read()
+  assert launcher.wait(timeout=60) == 130, output
+  assert '[worker:0] got INT 2' in output and '[worker:1] got INT 2' in output
+  assert '[launcher] exit codes: worker:0=130, worker:1=130' in output
+  assert 'Traceback' not in output

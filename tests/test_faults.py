@@ -95,19 +95,33 @@ def _check_checkpoints(model_dir):
   return steps
 
 
-def _preempt(proc, log):
-  """SIGTERMs the running trainer `proc`: it exits 0 within Kubernetes'
-  default grace period (30 s), before a SIGKILL would come. Returns its log
-  and how long it took to exit."""
+# What a stopped trainer exits with, and the line it logs: SIGTERM (a
+# preemption) and Ctrl-C (SIGINT) stop it alike.
+_STOPPED = {signal.SIGTERM: (0, 'Preempted'), signal.SIGINT: (130, 'Interrupted')}
+
+
+def _preempt(proc, log, signum=signal.SIGTERM):
+  """SIGTERMs (or `signum`s) the running trainer `proc`: it exits 0 (130 on
+  SIGINT) within Kubernetes' default grace period (30 s), before a SIGKILL
+  would come. Returns its log and how long it took to exit."""
   assert proc.poll() is None, log.read_text()[-3000:]
   signalled = time.monotonic()
-  proc.send_signal(signal.SIGTERM)
+  proc.send_signal(signum)
   returncode = proc.wait(timeout=120)
   seconds = time.monotonic() - signalled
   output = log.read_text()
-  assert returncode == 0, output[-3000:]
+  assert returncode == _STOPPED[signum][0], output[-3000:]
   assert seconds < 30
   return output, seconds
+
+
+def _stopped_step(output, signum=signal.SIGTERM):
+  """The step of the one line a stopped trainer logs."""
+  lines = re.findall(r'.*(?:Preempted|Interrupted) at step.*', output)
+  assert len(lines) == 1, output[-3000:]
+  return int(re.search(
+      rf'{_STOPPED[signum][1]} at step (\d+): saved a checkpoint there; run '
+      r'the same command again to resume$', lines[0]).group(1))
 
 
 def _rerun_to_the_end(command, model_dir, steps):
@@ -169,37 +183,62 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 
 
 @pytest.mark.estimator
-def test_sigterm_saves_the_current_step_exits_0_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir):
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT],
+                         ids=['sigterm', 'ctrl_c'])
+def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir, signum):
   model_dir = tmp_path / 'model'
-  # Checkpoints at step 0 and at the end only: whatever SIGTERM leaves is
+  # Checkpoints at step 0 and at the end only: whatever the signal leaves is
   # the step it came at. Estimator logs the step every 10 steps (shown with
-  # --verbosity=1): SIGTERM comes once training is past step 0.
+  # --verbosity=1): the signal comes once training is past step 0.
   steps = 1000
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=100000', '--export=final',
                      '--log_step_count_steps=10', '--verbosity=1')
-  log = tmp_path / 'preempted.log'
+  log = tmp_path / 'stopped.log'
   proc = _start(command, log)
   _wait_for_line(proc, log, r'loss = .*, step = [1-9]')
-  output, seconds = _preempt(proc, log)
+  output, seconds = _preempt(proc, log, signum)
   assert 'Traceback' not in output
-  lines = re.findall(r'.*Preempted at step.*', output)
-  assert len(lines) == 1, output[-3000:]
-  step = int(re.search(r'Preempted at step (\d+): saved a checkpoint there; '
-                       r'run the same command again to resume$',
-                       lines[0]).group(1))
+  step = _stopped_step(output, signum)
   assert 10 <= step < steps
   assert _check_checkpoints(model_dir) == [0, step]
   # Neither evaluated nor exported: training is not finished.
   assert not (model_dir / 'eval').exists()
   assert not (model_dir / 'export').exists()
   assert not (model_dir / 'metrics.json').exists()
-  print(f'SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
+  print(f'{signal.Signals(signum).name} at step {step}: exit '
+        f'{_STOPPED[signum][0]} after {seconds:.1f} s')
 
   rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
   assert _restored_step(rerun_log, model_dir) == step
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+  """The first Ctrl-C is recorded (training goes on to save its step); a
+  second one ends the process at once, by SIGINT's default action (the
+  shell shows 130), wherever its main thread is: here, 10 min of sleep
+  stand in for a TensorFlow call that a Python handler would wait for."""
+  script = ('import sys, time\n'
+            'from estimator_trainer import faults\n'
+            'with faults.StopSignals() as signals:\n'
+            '  print("ready", flush=True)\n'
+            '  while not signals.interrupted:\n'
+            '    time.sleep(0.01)\n'
+            '  print("saving", flush=True)\n'
+            '  time.sleep(600)\n'
+            'print("saved", flush=True)\n')
+  proc = subprocess.Popen([sys.executable, '-c', script],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=_ENV)
+  assert proc.stdout.readline() == 'ready\n'
+  proc.send_signal(signal.SIGINT)
+  assert proc.stdout.readline() == 'saving\n'
+  proc.send_signal(signal.SIGINT)
+  assert proc.wait(timeout=60) == -signal.SIGINT
+  assert proc.stdout.read() == ''  # Nothing after.
+  assert 'Traceback' not in proc.stderr.read()
 
 
 def _model_fn(features, labels, mode, params):
@@ -329,14 +368,18 @@ def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
 # --- A dead worker ----------------------------------------------------------
 
 
-def _start_cluster(command, logs):
+def _start_task(command, log, cluster, index):
+  """Worker `index` of `cluster`, as a supervisor (re)starts it."""
+  return _start(command, log, env={**_ENV, 'TF_CONFIG': json.dumps(
+      {'cluster': cluster, 'task': {'type': 'worker', 'index': index}})})
+
+
+def _start_cluster(command, logs, cluster=None):
   """Two workers; not through the launcher, which would stop the survivor."""
-  cluster, tasks = scripts_dir.load('local_cluster').make_cluster(
-      False, 2, 0, False)
-  return [
-      _start(command, log, env={**_ENV, 'TF_CONFIG': json.dumps(
-          {'cluster': cluster, 'task': {'type': task_type, 'index': index}})})
-      for (task_type, index), log in zip(tasks, logs)]
+  cluster = cluster or scripts_dir.load('local_cluster').make_cluster(
+      False, 2, 0, False)[0]
+  return [_start_task(command, log, cluster, index)
+          for index, log in enumerate(logs)]
 
 
 @pytest.mark.estimator
@@ -377,29 +420,117 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   assert metrics['global_step'] == 200
 
 
+# --- A task restarted after the end -----------------------------------------
+
+
+def _restart_alone(command, log, cluster, index):
+  """Restarts one worker of `cluster` after training ended, its peers gone:
+  it must exit 0 (not wait --cluster_timeout_secs for them); returns its
+  log."""
+  proc = _start_task(command, log, cluster, index)
+  assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+  return log.read_text()
+
+
+def _files(model_dir):
+  return {str(path.relative_to(model_dir)): path.stat().st_mtime_ns
+          for path in model_dir.rglob('*') if path.is_file()}
+
+
+@pytest.mark.slow
+def test_tf2_workers_restarted_after_the_end_exit_0_having_nothing_to_do(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  command = _command(model_dir, mnist_small_dir, '--engine=ctl',
+                     '--strategy=multi_worker_mirrored', '--train_steps=20',
+                     '--save_checkpoints_steps=20', '--steps_per_loop=10',
+                     '--cluster_timeout_secs=30')
+  cluster = scripts_dir.load('local_cluster').make_cluster(
+      False, 2, 0, False)[0]
+  logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
+  for proc, log in zip(_start_cluster(command, logs, cluster), logs):
+    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+  files = _files(model_dir)
+  assert 'metrics.json' in files
+
+  # Worker 1 restarted after the chief (worker 0) finished and left.
+  output = _restart_alone(command, tmp_path / 'worker1-restarted.log',
+                          cluster, 1)
+  assert ('Training already finished at step 20: nothing left to do for '
+          'worker:1') in output
+  # The chief too: its results are written.
+  output = _restart_alone(command, tmp_path / 'worker0-restarted.log',
+                          cluster, 0)
+  assert 'Training already finished at step 20 and ' in output
+  assert _files(model_dir) == files
+
+
+@pytest.mark.estimator
+@pytest.mark.slow
+def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
+    tmp_path, mnist_small_dir):
+  model_dir = tmp_path / 'model'
+  command = _command(model_dir, mnist_small_dir,
+                     '--strategy=multi_worker_mirrored', '--train_steps=20',
+                     '--save_checkpoints_steps=20', '--cluster_timeout_secs=30')
+  cluster = scripts_dir.load('local_cluster').make_cluster(
+      False, 2, 0, False)[0]
+  logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
+  chief, worker = _start_cluster(command, logs, cluster)
+  # The chief marks training finished, then evaluates: killed there.
+  _wait_until(chief, logs[0], (model_dir / 'finished' / 'worker-0.json'
+                               ).exists, "the chief's finished mark")
+  chief.kill()
+  chief.wait()
+  assert worker.wait(timeout=300) == 0, logs[1].read_text()[-3000:]
+  assert not (model_dir / 'metrics.json').exists()  # Killed in time.
+  assert not (model_dir / 'export').exists()
+
+  # Restarted, each alone: the worker has nothing left to do, the chief the
+  # final evaluation, export and metrics.json.
+  output = _restart_alone(command, tmp_path / 'worker-restarted.log',
+                          cluster, 1)
+  assert ('Training already finished at step 20: nothing left to do for '
+          'worker:1') in output
+  output = _restart_alone(command, tmp_path / 'chief-restarted.log',
+                          cluster, 0)
+  assert ('Training already finished at step 20: its final evaluation and '
+          'export are left') in output
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 20
+  assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+  assert checkpoints.latest_step(str(model_dir)) == 20
+
+
 # --- The TF2 engines ---------------------------------------------------------
 
 
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
-def test_tf2_engine_sigterm_saves_the_current_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir, engine):
+@pytest.mark.parametrize('engine, signum', [
+    ('ctl', signal.SIGTERM), ('keras', signal.SIGTERM),
+    ('ctl', signal.SIGINT), ('keras', signal.SIGINT)],
+                         ids=['ctl-sigterm', 'keras-sigterm', 'ctl-ctrl_c',
+                              'keras-ctrl_c'])
+def test_tf2_engine_sigterm_or_ctrl_c_saves_the_step_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir, engine, signum):
   model_dir = tmp_path / 'model'
-  # SIGTERM once a first checkpoint (step 50) shows training is under way
-  # (polled every 0.1 s; 350 more steps take ~4 s here); the checkpoint of
-  # the step it came at must be the latest.
+  # The signal once a first checkpoint (step 50) shows training is under
+  # way (polled every 0.1 s; 350 more steps take ~4 s here); the checkpoint
+  # of the step it came at must be the latest.
   command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
                      '--train_steps=400', '--save_checkpoints_steps=50',
                      '--export=none')
-  log = tmp_path / 'preempted.log'
+  log = tmp_path / 'stopped.log'
   proc = _start(command, log)
   _wait_for_checkpoint(proc, log, model_dir, 50)
-  output, seconds = _preempt(proc, log)
-  step = int(re.search(r'Preempted at step (\d+): saved a checkpoint', output
-                       ).group(1))
+  output, seconds = _preempt(proc, log, signum)
+  assert 'Traceback' not in output
+  step = _stopped_step(output, signum)
   assert 50 <= step < 400
   assert checkpoints.latest_step(str(model_dir)) == step
   assert not (model_dir / 'metrics.json').exists()
-  print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
+  print(f'{engine}: {signal.Signals(signum).name} at step {step}: exit '
+        f'{_STOPPED[signum][0]} after {seconds:.1f} s')
 
   rerun_log, _ = _rerun_to_the_end(command, model_dir, 400)
   assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
@@ -426,9 +557,14 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+@pytest.mark.parametrize('engine, signum', [
+    ('ctl', signal.SIGTERM), ('keras', signal.SIGTERM),
+    ('ctl', signal.SIGINT)], ids=['ctl-sigterm', 'keras-sigterm',
+                                  'ctl-ctrl_c'])
 def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
-    tmp_path, mnist_small_dir, engine):
+    tmp_path, mnist_small_dir, engine, signum):
+  """And a Ctrl-C, passed on as a SIGTERM: the interrupted worker exits
+  130, the other, preempted, 0."""
   model_dir = tmp_path / 'model'
   # The workers agree on a step at the end of a run of --steps_per_loop
   # steps: short runs, so that the signalled one exits well within the grace
@@ -445,10 +581,11 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   procs = _start_cluster(command, logs)
   _wait_for_checkpoint(procs[0], logs[0], model_dir, 50)
   # To the worker that is not the chief: the chief must save too.
-  _, seconds = _preempt(procs[1], logs[1])
+  output, seconds = _preempt(procs[1], logs[1], signum)
   assert procs[0].wait(timeout=60) == 0, logs[0].read_text()[-3000:]
-  steps = {int(re.search(r'Preempted at step (\d+): saved a checkpoint',
-                         log.read_text()).group(1)) for log in logs}
+  assert 'Traceback' not in output
+  steps = {_stopped_step(output, signum),
+           _stopped_step(logs[0].read_text())}
   assert len(steps) == 1, steps  # One step, saved by every worker.
   step = steps.pop()
   assert 50 <= step < train_steps
@@ -456,8 +593,8 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   assert _check_checkpoints(model_dir)[-1] == step
   assert not (model_dir / 'metrics.json').exists()
   assert not list(model_dir.glob('tmp_*'))  # The worker's scratch, removed.
-  print(f'{engine}: SIGTERM to worker 1: both saved step {step}; it exited '
-        f'0 after {seconds:.1f} s')
+  print(f'{engine}: {signal.Signals(signum).name} to worker 1: both saved '
+        f'step {step}; it exited {_STOPPED[signum][0]} after {seconds:.1f} s')
 
   restarted = [tmp_path / 'worker0-rerun.log', tmp_path / 'worker1-rerun.log']
   for proc, log in zip(_start_cluster(command, restarted), restarted):

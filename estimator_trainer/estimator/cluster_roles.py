@@ -26,7 +26,11 @@ def serve_parameters(config):
 def evaluate_until_trained(config):
   """The evaluator task: evaluates (and exports) each new checkpoint until
   the last one (training_progress.follow_checkpoints); writes metrics.json
-  of the last."""
+  of the last. Restarted after the end, what is left
+  (training_progress.finish_ended)."""
+  if training_progress.training_ended(config):
+    return training_progress.finish_ended(
+        config, lambda: job_lib.final_evaluation(job_lib.eval_job(config)))
 
   def start():
     job = job_lib.eval_job(config)

@@ -171,3 +171,11 @@ def export(job, job_exporters, checkpoint, eval_result, is_final):
                     layout.export_dir(job.config.model_dir, exporter.name),
                     checkpoint, eval_result, is_final)
 
+
+def final_evaluation(job):
+  """Evaluates and exports (as final) model_dir's latest checkpoint; returns
+  the evaluation."""
+  checkpoint = tf.train.latest_checkpoint(job.config.model_dir)
+  result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
+  export(job, exporters(job), checkpoint, result, is_final=True)
+  return result

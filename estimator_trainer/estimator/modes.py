@@ -36,12 +36,18 @@ def train_and_evaluate(config):
       return cluster_roles.serve_parameters(config)
     if config.cluster.task_type == cluster_lib.EVALUATOR:
       return cluster_roles.evaluate_until_trained(config)
+    if training_progress.training_ended(config):  # Restarted after the end.
+      return training_progress.finish_ended(
+          config, lambda: job_lib.final_evaluation(job_lib.eval_job(config)))
     return _train_in_cluster(config)
 
 
 def _train_and_evaluate_alone(config):
   """One process: stops on SIGTERM (faults.py); None when preempted."""
   job = job_lib.Job(config)
+  if training_progress.training_ended(config, job.max_steps):  # A rerun.
+    return training_progress.finish_ended(config,
+                                          lambda: job_lib.final_evaluation(job))
   result = faults.train_and_evaluate(job.estimator, *_specs(job, config, []))
   return None if result is None else job.write_metrics(result[0])
 
@@ -72,11 +78,7 @@ def _train_in_cluster(config):
   progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
     job = job_lib.eval_job(config)
-    checkpoint = tf.train.latest_checkpoint(config.model_dir)
-    result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
-    job_lib.export(job, job_lib.exporters(job), checkpoint, result,
-                   is_final=True)
-    return job.write_metrics(result)
+    return job.write_metrics(job_lib.final_evaluation(job))
   return None
 
 
@@ -84,7 +86,11 @@ def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
   global step. (Clusters train through train_and_evaluate: config.py.)"""
   job = job_lib.Job(config)
-  faults.train(job.estimator, job.input_fn, job.max_steps, job.train_hooks())
+  if training_progress.training_ended(config, job.max_steps):  # A rerun.
+    training_progress.finish_ended(config)
+  else:
+    faults.train(job.estimator, job.input_fn, job.max_steps,
+                 job.train_hooks())
   return checkpoints.latest_step(config.model_dir)
 
 

@@ -33,7 +33,11 @@ def serve(config):
 def evaluate_until_trained(config):
   """The evaluator task: evaluates each new checkpoint until the last one
   (training_progress.follow_checkpoints), exporting as `--export` says;
-  writes metrics.json of the last."""
+  writes metrics.json of the last. Restarted after the end, what is left
+  (training_progress.finish_ended)."""
+  if training_progress.training_ended(config):
+    return training_progress.finish_ended(
+        config, lambda: evaluation.final_evaluation(config))
 
   def start():
     evaluator = evaluation.CheckpointEvaluator(config)

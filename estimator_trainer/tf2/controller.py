@@ -12,12 +12,14 @@ import time
 
 import tensorflow as tf
 
+from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
+from estimator_trainer import training_progress
 from estimator_trainer.tf2 import cluster_roles
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
@@ -109,7 +111,8 @@ class Controller:
         layout.eval_dir(job.config.model_dir))
                         if job.config.early_stopping_evals else {})
     self.result = None  # The latest evaluation; None when preempted.
-    self.stopped = False  # Saved on SIGTERM: training has ended.
+    self.stopped = False  # Saved on SIGTERM or Ctrl-C: training has ended.
+    self._signals = None  # The faults.StopSignals that stopped it.
     self.early_stopped = False  # No better accuracy in the last evaluations.
 
   @property
@@ -136,9 +139,9 @@ class Controller:
       raise faults.diverged(f'loss is {loss}', step,
                             self.job.config.model_dir)
     wrote = self._summaries.update(step, loss, read_metrics)
-    if self._stop(lambda: self.job.save(step)):
-      self.stopped = True
-      faults.log_preempted(step)
+    if not self.stopped:
+      self._signals = self._stop(lambda: self.job.save(step))
+      self.stopped = self._signals is not None
     return wrote
 
   def checkpoint_due(self, previous_step):
@@ -172,7 +175,8 @@ class Controller:
 
   def finish(self):
     """Ends the run: the final evaluation (unless preempted), then the
-    job's clean-up."""
+    job's clean-up; says when stopped (raises KeyboardInterrupt after a
+    Ctrl-C: faults.stopped)."""
     self._summaries.close()
     if self.stopped:
       self.result = None
@@ -180,7 +184,9 @@ class Controller:
                               self.result['global_step'] < self.step):
       self._evaluate(final=True)  # A rerun at the end.
     self.job.finish(trained=not self.stopped)
-    if not self.stopped:
+    if self.stopped:
+      faults.stopped(self._signals, self.step)
+    else:
       _logger.info('Trained to step %d', self.step)
 
 
@@ -209,10 +215,24 @@ def _evaluator(job):
   return evaluation.Evaluator(job)
 
 
+def _training_job(config):
+  """The Job of a training task; None when it starts after its training
+  ended (training_progress.training_ended: a cluster's task before its
+  strategy, which would wait for the peers, exists)."""
+  if config.cluster and training_progress.training_ended(config):
+    return None
+  job = job_lib.Job(config)
+  if not config.cluster and training_progress.training_ended(
+      config, job.max_steps):
+    job.check_checkpoint()  # Of this model, though nothing is left to do.
+    return None
+  return job
+
+
 def engine_modes(run):
-  """The modes of a TF2 engine whose `run(config, evaluate)` trains and
-  returns its finished Controller: train_and_evaluate, train, and the modes
-  that only restore the model (evaluate, predict, export)."""
+  """The modes of a TF2 engine whose `run(job, evaluate)` trains a training
+  Job and returns its finished Controller: train_and_evaluate, train, and
+  the modes that only restore the model (evaluate, predict, export)."""
 
   def train_and_evaluate(config):
     """Trains to the configured step count, evaluating checkpoints; returns
@@ -225,7 +245,11 @@ def engine_modes(run):
         return cluster_roles.evaluate_until_trained(config)
       if cluster_roles.serves(config):
         return cluster_roles.serve(config)
-      controller = run(config, not (cluster and cluster.has_evaluator))
+      job = _training_job(config)
+      if job is None:
+        return training_progress.finish_ended(
+            config, lambda: evaluation.final_evaluation(config))
+      controller = run(job, not (cluster and cluster.has_evaluator))
     return evaluation.write_results(controller.job, controller.result)
 
   def train(config):
@@ -234,7 +258,11 @@ def engine_modes(run):
     with cluster_lib.tf_config_environment(config.cluster):
       if cluster_roles.serves(config):
         return cluster_roles.serve(config)
-      return run(config, evaluate=False).step
+      job = _training_job(config)
+      if job is None:
+        training_progress.finish_ended(config)
+        return checkpoints.latest_step(config.model_dir)
+      return run(job, evaluate=False).step
 
   return (train_and_evaluate, train, evaluation.evaluate, evaluation.predict,
           export.export)

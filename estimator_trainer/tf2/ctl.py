@@ -11,7 +11,6 @@ import tensorflow as tf
 from estimator_trainer import losses
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
-from estimator_trainer.tf2 import job as job_lib
 from estimator_trainer.tf2 import preemption
 
 TRAIN = ModeKeys.TRAIN
@@ -85,10 +84,9 @@ class _Trainer:
     self.accuracy.reset_state()
 
 
-def _train(config, evaluate):
-  """Trains (and evaluates, if `evaluate`); returns the finished
+def _train(job, evaluate):
+  """Trains `job` (and evaluates, if `evaluate`); returns the finished
   Controller."""
-  job = job_lib.Job(config)
   trainer = _Trainer(job)
   with preemption.watch(job.strategy) as stop:
     controller = controller_lib.Controller(job, job.restore(), evaluate, stop)
@@ -98,7 +96,7 @@ def _train(config, evaluate):
       # With parameter servers: all steps to the next stop, in closures
       # that keep every worker busy.
       num_steps = controller.steps_to_next_stop(
-          job.max_steps if job.coordinator else config.steps_per_loop)
+          job.max_steps if job.coordinator else job.config.steps_per_loop)
       loss = run(num_steps)
       # Counted here: reading the optimizer's counter costs an op per loop.
       if controller.after_steps(previous + num_steps, loss,

@@ -15,6 +15,7 @@ from estimator_trainer import outputs
 from estimator_trainer import summaries
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.metrics import EvalMetrics
+from estimator_trainer.tf2 import export
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
@@ -106,6 +107,20 @@ def evaluate(config):
   step = job.restore()
   return outputs.write_eval_metrics(config.model_dir,
                                     Evaluator(job).evaluate(step))
+
+
+def final_evaluation(config):
+  """Evaluates and exports (as final) model_dir's latest checkpoint, in a
+  model of its own with no strategy; returns the evaluation: what is left
+  of a run that ended before (training_progress.finish_ended). (Not in the
+  training job's model: its optimizer, which no step would build, would
+  leave the checkpoint's slots unrestored.)"""
+  job = job_lib.Job(config, training=False)
+  result = Evaluator(job).evaluate(job.restore())
+  if config.export != 'none':
+    export.Exporter(config.export, job.model, job.example_format,
+                    config.model_dir).after_evaluation(result, final=True)
+  return result
 
 
 def predict(config):

@@ -148,15 +148,21 @@ class Job:
             config.model_kwargs, precision=config.precision,
             sync_batch_norm=config.sync_batch_norm))
 
-  def _restore(self):
+  def check_checkpoint(self):
+    """Fails unless model_dir's latest checkpoint holds this job's model;
+    for a training job that will run no step, so restores the model alone
+    (its optimizer would build no slots to restore the checkpoint's into)."""
+    self._restore(tf.train.Checkpoint(model=self.model))
+
+  def _restore(self, checkpoint=None):
     path = tf.train.latest_checkpoint(self.config.model_dir)
     if not path:
       return 0
     _logger.info('Restoring %s', path)
     try:
-      status = self.checkpoint.restore(path)
+      status = (checkpoint or self.checkpoint).restore(path)
       status.assert_existing_objects_matched()
-      if self.optimizer is None:
+      if self.optimizer is None or checkpoint:
         status.expect_partial()  # Evaluation needs no optimizer slots.
     except (AssertionError, ValueError, tf.errors.OpError) as e:
       other = checkpoints.other_model(self.config.model_dir,

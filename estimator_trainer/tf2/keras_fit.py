@@ -15,7 +15,6 @@ from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
-from estimator_trainer.tf2 import job as job_lib
 from estimator_trainer.tf2 import preemption
 
 TRAIN = ModeKeys.TRAIN
@@ -81,9 +80,10 @@ class _BatchCallback(_EpochCallback):
       self._planned = steps
 
 
-def _fit(config, evaluate):
-  """Fits (and evaluates, if `evaluate`); returns the finished Controller."""
-  job = job_lib.Job(config)
+def _fit(job, evaluate):
+  """Fits `job` (and evaluates, if `evaluate`); returns the finished
+  Controller."""
+  config = job.config
   step = job.restore()
   with job.strategy.scope():
     job.model.compile(

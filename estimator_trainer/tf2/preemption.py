@@ -7,10 +7,12 @@ resumes from weights no worker had together: TensorFlow's
 PreemptionCheckpointHandler does that. The worker that got the signal
 publishes a step through the cluster's coordination service, every worker
 saves when it gets there, then all stop and exit 0; the same command resumes
-there. (It refuses parameter servers.)
+there. (It refuses parameter servers.) A Ctrl-C does the same, and the
+interrupted process exits 130 (faults.py).
 """
 
 import contextlib
+import os
 import shutil
 import signal
 import tempfile
@@ -32,15 +34,17 @@ def _raise_saved():
 @contextlib.contextmanager
 def watch(strategy):
   """Yields `stop(save)`: every worker calls it after each run of training
-  steps (the same runs on every worker). It returns True once training must
-  end, `save()` having saved the current step (the step the cluster agreed
-  on, in a cluster)."""
+  steps (the same runs on every worker). Once training must end, `save()`
+  having saved the current step (the step the cluster agreed on, in a
+  cluster), it returns the faults.StopSignals that tell why (for
+  faults.stopped); until then None. A Ctrl-C stops as a SIGTERM does."""
   if threading.current_thread() is not threading.main_thread():
     # Only the main thread may handle signals: run without a handler.
-    yield lambda save: False
+    yield lambda save: None
   elif not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    with faults.Sigterm() as sigterm:
-      yield lambda save: sigterm.received and (save() or True)
+    with faults.StopSignals() as signals:
+      yield lambda save: signals if signals.received and (
+          save() or True) else None
   else:
     previous = signal.getsignal(signal.SIGTERM)
     # The handler restores and saves its own tf.train.Checkpoint; ours are
@@ -52,15 +56,19 @@ def watch(strategy):
         tf.distribute.experimental.TerminationConfig(
             exit_fn=_raise_saved, save_fn=lambda save: save()))
 
-    def stop(save):
-      try:
-        handler.save_checkpoint_if_preempted(save)
-      except _Saved:
-        return True
-      return False
-
     try:
-      yield stop
+      # The handler watches SIGTERM: a Ctrl-C is passed on to it.
+      with faults.StopSignals(sigterm=False, on_sigint=lambda: os.kill(
+          os.getpid(), signal.SIGTERM)) as signals:
+
+        def stop(save):
+          try:
+            handler.save_checkpoint_if_preempted(save)
+          except _Saved:
+            return signals
+          return None
+
+        yield stop
     finally:
       signal.signal(signal.SIGTERM, previous)
       shutil.rmtree(scratch, ignore_errors=True)
