@@ -386,6 +386,14 @@ def read_recorded_run(values, given):
       kept |= set(group)
   taken = {name: value for name, value in run.items()
            if name in values and name not in kept and value != values[name]}
+  engine = engines.ENGINES.get(taken.get('engine'))
+  if engine and engine.needs_estimator and not stack.has_estimator():
+    raise UsageError(
+        f'{model_dir} holds a run of --engine={taken["engine"]} (its '
+        f'{layout.MODEL_FILE}), which needs TensorFlow 2.15 with '
+        f'tensorflow-estimator; this is TensorFlow '
+        f'{stack.tensorflow_version()}: run it on the default install, or '
+        'carry it over to the TF2 engines with estimator_trainer.migrate')
   return {**values, **taken}, taken
 
 

@@ -18,6 +18,7 @@ from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import layout
 from estimator_trainer import sources
+from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import cli_config
@@ -201,3 +202,19 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
       'checkpoints are of --image_shape=12,12,3 (its model.json): drop the '
       'flag, or use another --model_dir']
   assert sorted(p.name for p in model_dir.iterdir()) == before
+
+
+@pytest.mark.skipif(stack.has_estimator(), reason='a stack without Estimator')
+def test_a_run_of_the_estimator_engine_on_a_stack_without_it(tmp_path):
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': 'cnn', 'run': {'engine': 'estimator', 'model': 'cnn'}}))
+  with pytest.raises(UsageError, match=(
+      f'^{model_dir} holds a run of --engine=estimator \\(its model.json\\), '
+      'which needs TensorFlow 2.15 with tensorflow-estimator; this is '
+      'TensorFlow 2\\.')):
+    cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate'])
+  # Given, the engine is the user's (which the checkpoint may then refuse).
+  assert cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate',
+                                 '--engine=ctl']).engine == 'ctl'
