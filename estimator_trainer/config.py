@@ -325,7 +325,8 @@ class TrainConfig:
     if train_steps is not None:
       epochs = self.train_epochs or (
           train_steps * global_batch_size / num_train_examples)
-      parts.append(f'{train_steps} steps ({epochs:.4g} epochs of '
+      parts.append(f'{train_steps} steps ({epochs:.4g} '
+                   f'epoch{"" if epochs == 1 else "s"} of '
                    f'{num_train_examples} training examples)')
     described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
                  'dataset', 'train_files', 'eval_files', 'data_source',

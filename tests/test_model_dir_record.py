@@ -180,7 +180,7 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
       'train_and_evaluate with engine ctl, strategy mirrored (2 replicas in '
       'sync); model builders:mlp {"hidden": 8}; data TFRecord files '
       f'{data}/train-* / {data}/test-*; batch 16 per replica, 32 global; '
-      f'2 steps (1 epochs of {NUM_EXAMPLES} training examples); '), line
+      f'2 steps (1 epoch of {NUM_EXAMPLES} training examples); '), line
   assert "seed=7" in line and "image_key='image/encoded'" in line, line
 
   result = _cli(f'--model_dir={model_dir}', '--mode=evaluate')
@@ -218,3 +218,14 @@ def test_a_run_of_the_estimator_engine_on_a_stack_without_it(tmp_path):
   # Given, the engine is the user's (which the checkpoint may then refuse).
   assert cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate',
                                  '--engine=ctl']).engine == 'ctl'
+
+
+def test_the_config_line_resolves_steps_epochs_and_batch():
+  config = TrainConfig(model_dir='/tmp/m', global_batch_size=128,
+                       train_steps=30, learning_rate=0.01)
+  assert config.describe('cnn', 'fashion_mnist from IDX files in D', 2, 128,
+                         30, 60000) == (
+      'train_and_evaluate with engine ' + config.engine + ', strategy '
+      'default (2 replicas in sync); model cnn; data fashion_mnist from IDX '
+      'files in D; batch 64 per replica, 128 global; 30 steps (0.064 epochs '
+      "of 60000 training examples); model_dir='/tmp/m', learning_rate=0.01")
