@@ -302,11 +302,17 @@ class TrainConfig:
 
   def run_record(self) -> Dict[str, Any]:
     """The settings of this run that its model_dir records (JSON values;
-    a builder function as given: the caller names it)."""
-    return {field.name: (list(value) if isinstance(value, tuple) else value)
-            for field in dataclasses.fields(self)
-            if field.name not in _NOT_RECORDED
-            for value in [getattr(self, field.name)]}
+    a builder function as given: the caller names it). Local data paths are
+    made absolute: a later run may start in another directory."""
+    record = {}
+    for field in dataclasses.fields(self):
+      if field.name in _NOT_RECORDED:
+        continue
+      value = getattr(self, field.name)
+      if field.name in _DATA_PATHS and value and '://' not in value:
+        value = os.path.abspath(value)
+      record[field.name] = list(value) if isinstance(value, tuple) else value
+    return record
 
   def describe(self, model_name: str, data: str, num_replicas: int,
                global_batch_size: int, train_steps: Optional[int] = None,
@@ -354,6 +360,7 @@ _NOT_RECORDED = ('model_dir', 'mode', 'strategy', 'eval_strategy',
 # whole (its split, shape, keys... still apply, unless given).
 _DATA_SOURCE = ('dataset', 'data_source', 'data_dir', 'idx_dir',
                 'train_files', 'eval_files')
+_DATA_PATHS = ('data_dir', 'idx_dir', 'train_files', 'eval_files')
 # Alternatives: given one, neither is taken from the record.
 _ALTERNATIVES = (('batch_size_per_replica', 'global_batch_size'),
                  ('train_steps', 'train_epochs'))

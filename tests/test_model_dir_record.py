@@ -229,3 +229,12 @@ def test_the_config_line_resolves_steps_epochs_and_batch():
       'default (2 replicas in sync); model cnn; data fashion_mnist from IDX '
       'files in D; batch 64 per replica, 128 global; 30 steps (0.064 epochs '
       "of 60000 training examples); model_dir='/tmp/m', learning_rate=0.01")
+
+
+def test_the_record_holds_local_data_paths_absolute(tmp_path, monkeypatch):
+  """A later run may start in another directory."""
+  monkeypatch.chdir(tmp_path)
+  run = TrainConfig(model_dir='m', train_files='data/train-*',
+                    eval_files='gs://bucket/test-*').run_record()
+  assert (run['train_files'], run['eval_files']) == (
+      f'{tmp_path}/data/train-*', 'gs://bucket/test-*')
