@@ -185,8 +185,9 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
 
   result = _cli(f'--model_dir={model_dir}', '--mode=evaluate')
   assert result.returncode == 0, result.stderr[-3000:]
-  assert re.search(r'From \S+/model.json: .*--engine=ctl .*'
-                   r'--model=builders:mlp', result.stderr), result.stderr
+  assert re.search(r'From \S+/model.json: .*--model=builders:mlp .*'
+                   r'--train_files=\S+/train-\* ', result.stderr), (
+                       result.stderr)
   assert _config_line(result.stderr).startswith(
       'evaluate with engine ctl, strategy default (1 replica in sync); model '
       'builders:mlp {"hidden": 8}; data TFRecord files ')
@@ -238,3 +239,20 @@ def test_the_record_holds_local_data_paths_absolute(tmp_path, monkeypatch):
                     eval_files='gs://bucket/test-*').run_record()
   assert (run['train_files'], run['eval_files']) == (
       f'{tmp_path}/data/train-*', 'gs://bucket/test-*')
+
+
+def test_a_builder_that_no_module_names(tmp_path):
+  """A run of the Python API with a builder of its script (__main__): the
+  CLI needs its --model, and takes the rest of the run."""
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': '__main__:build', 'image_shape': [12, 12, 3],
+       'run': {'model': '__main__:build', 'seed': 3}}))
+  with pytest.raises(UsageError, match=(
+      f'^{model_dir} holds a run of __main__:build, which no module names: '
+      'give its --model=MODULE:FUNCTION$')):
+    cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate'])
+  config = cli_config.config_from([f'--model_dir={model_dir}',
+                                   '--mode=evaluate', '--model=builders:mlp'])
+  assert (config.model, config.seed) == ('builders:mlp', 3)
