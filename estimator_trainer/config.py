@@ -387,7 +387,6 @@ def read_recorded_run(values, given):
   # Records written before the run was: the model alone.
   run = record.get('run') or {name: record[name] for name in (
       'model', 'model_kwargs') if name in record}
-  kept = set(given) | set(_NOT_RECORDED)
   model = record.get('model')
   if model and (model.startswith('__main__:') or '<' in model):
     # A builder of a script, or a closure, through the Python API: no module
@@ -397,6 +396,7 @@ def read_recorded_run(values, given):
                        'module names: give its --model=MODULE:FUNCTION')
     record = {key: value for key, value in record.items() if key != 'model'}
   _check_given(model_dir, record, values, given)
+  kept = set(given) | set(_NOT_RECORDED)
   for group in (_DATA_SOURCE, *_ALTERNATIVES):
     if kept & set(group):
       kept |= set(group)
