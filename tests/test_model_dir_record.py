@@ -25,6 +25,9 @@ import cli_config
 import engine_params
 import scripts_dir
 
+# In one pytest-xdist worker: the module's trained model_dir is made once.
+pytestmark = pytest.mark.xdist_group('model_dir_record')
+
 TESTS = pathlib.Path(__file__).resolve().parent
 NUM_EXAMPLES = 64  # Per split.
 write_tfrecords = scripts_dir.load('write_tfrecords')
