@@ -124,6 +124,11 @@ def test_a_flag_given_wins_over_the_record(tmp_path, trained, data):
                                    '--mode=evaluate',
                                    f'--config={tmp_path}/flags.json'])
   assert (config.batch_size_per_replica, config.model) == (8, 'builders:mlp')
+  # The alternative of a recorded setting replaces it.
+  config = cli_config.config_from([f'--model_dir={trained}',
+                                   '--mode=evaluate', '--global_batch_size=32'])
+  assert (config.batch_size_per_replica, config.global_batch_size) == (
+      None, 32)
 
 
 def test_a_fresh_model_dir_and_the_python_api_ignore_any_record(tmp_path):
