@@ -25,13 +25,15 @@ def require_checkpoint(model_dir):
 
 
 def record_model(model_dir, config, spec):
-  """Notes in model_dir which model (and data) its checkpoints are of, when
-  training starts there."""
-  if not tf.io.gfile.exists(layout.model_file(model_dir)):
-    outputs.write_atomic(layout.model_file(model_dir), json.dumps(
-        {'model': models.name_of(config.model),
-         'model_kwargs': config.model_kwargs, 'dataset': spec.name},
-        indent=1))
+  """Notes in model_dir which model and data shape its checkpoints are of,
+  and the settings of the run (which the CLI takes for a later run there:
+  config.read_recorded_run), when training starts or resumes there."""
+  model = models.name_of(config.model)
+  outputs.write_atomic(layout.model_file(model_dir), json.dumps(
+      {'model': model, 'model_kwargs': config.model_kwargs,
+       'dataset': spec.name, 'image_shape': list(spec.image_shape),
+       'num_classes': spec.num_classes,
+       'run': dict(config.run_record(), model=model)}, indent=1))
 
 
 def other_model(model_dir, model):

@@ -6,8 +6,10 @@ import json
 import typing
 
 from absl import flags
+from absl import logging
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 _DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer,
@@ -83,8 +85,9 @@ def _apply_config_file(path, flag_values):
 
 
 def config_from_flags(flag_values=flags.FLAGS):
-  """The validated TrainConfig of the parsed flags (and --config file), in
-  the TF_CONFIG cluster of the environment."""
+  """The validated TrainConfig of the parsed flags (and --config file), and
+  of the run that model_dir records where no flag is given, in the TF_CONFIG
+  cluster of the environment."""
   if flag_values.config:
     _apply_config_file(flag_values.config, flag_values)
   values = {field.name: flag_values[field.name].value
@@ -94,4 +97,11 @@ def config_from_flags(flag_values=flags.FLAGS):
         flag_values.model_dir != flag_values.job_dir):
       raise UsageError('--job_dir is an alias of --model_dir: give one')
     values['model_dir'] = flag_values.job_dir
+  # A --config file's values are present too: _apply_config_file parsed them.
+  given = {name for name in values if flag_values[name].present}
+  values, taken = config_lib.read_recorded_run(values, given)
+  if taken:
+    logging.info('From %s: %s', layout.model_file(values['model_dir']),
+                 ' '.join(f'--{name}={config_lib.shown(value)}'
+                          for name, value in taken.items()))
   return config_lib.TrainConfig.from_environment(**values)

@@ -6,8 +6,11 @@ scripts/benchmark.py reads event files in a process that must stay small.
 """
 
 import glob
+import json
 import os
 import struct
+
+from estimator_trainer.errors import TrainerError
 
 EVAL_DIR = 'eval'  # Evaluation events (TensorBoard's `eval` run).
 EXPORT_DIR = 'export'  # export/<exporter>/<timestamp>/: SavedModels.
@@ -16,7 +19,9 @@ METRICS_FILE = 'metrics.json'  # The final evaluation.
 PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
-MODEL_FILE = 'model.json'  # The --model (and data) its checkpoints are of.
+MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
+# The checkpoint state file (tf.train.latest_checkpoint's, every engine's).
+CHECKPOINT_STATE_FILE = 'checkpoint'
 
 
 def eval_dir(model_dir):
@@ -37,6 +42,39 @@ def metrics_file(model_dir):
 
 def model_file(model_dir):
   return os.path.join(model_dir, MODEL_FILE)
+
+
+def _exists(path):
+  if '://' in path:  # gs://...: only TensorFlow reads those.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.io.gfile.exists(path)
+  return os.path.exists(path)
+
+
+def has_checkpoint(model_dir):
+  """Whether model_dir has a checkpoint state file (of any engine)."""
+  return _exists(os.path.join(model_dir, CHECKPOINT_STATE_FILE))
+
+
+def read_model_file(model_dir):
+  """model_dir's record of the run its checkpoints are of (MODEL_FILE, a
+  dict); None without one."""
+  path = model_file(model_dir)
+  if not _exists(path):
+    return None
+  try:
+    if '://' in path:
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      with tf.io.gfile.GFile(path) as f:
+        record = json.load(f)
+    else:
+      with open(path) as f:
+        record = json.load(f)
+  except (OSError, ValueError) as e:
+    raise TrainerError(f'{path}: not a record of a run ({e})') from None
+  if not isinstance(record, dict):
+    raise TrainerError(f'{path}: not a record of a run')
+  return record
 
 
 def predictions_file(model_dir):

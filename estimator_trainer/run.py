@@ -44,7 +44,6 @@ def main(argv):
     if not FLAGS.listen_all_interfaces:
       listen.confine(config.cluster)
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
-    logging.info('Config: %s', config)
     engines.ENGINES[config.engine].run(config)
 
 

@@ -5,5 +5,9 @@
 # Extra arguments are trainer flags, e.g. --strategy=mirrored for several
 # GPUs.
 source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+# A model_dir per stack: their default engines differ (estimator, ctl), and
+# the TF2 engines cannot resume an Estimator checkpoint.
+run=fashion_mnist
+[ "$STACK" = tf215 ] || run="fashion_mnist_$STACK"
 exec "$VENV/bin/python" -m estimator_trainer.run \
-  --model_dir="${MODEL_DIR:-$ROOT/runs/fashion_mnist}" "$@"
+  --model_dir="${MODEL_DIR:-$ROOT/runs/$run}" "$@"

@@ -88,13 +88,15 @@ def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
   assert _checkpoint_shapes(model_dir)['hidden/kernel'] == [784, 16]
   assert _metrics(model_dir)['accuracy'] > 0.5  # Chance: 0.1.
   assert list((model_dir / 'export' / 'final').iterdir())
-  # The default model on that model_dir fails up front, naming both.
+  # Another model on that model_dir fails up front, naming both.
   result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
-                f'--idx_dir={mnist_small_dir}', '--mode=evaluate')
-  assert result.returncode == 1
-  assert result.stderr.strip().splitlines()[-1].startswith(
-      f'error: {model_dir} holds a checkpoint of model builders:mlp, not '
-      'cnn: ')
+                f'--idx_dir={mnist_small_dir}', '--mode=evaluate',
+                '--model=cnn')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      f'error: --model=cnn disagrees with {model_dir}, whose checkpoints are '
+      'of --model=builders:mlp (its model.json): drop the flag, or use '
+      'another --model_dir')
 
 
 @pytest.mark.parametrize('engine', engine_params.ENGINES)

@@ -138,16 +138,8 @@ def _fashion_mnist_test_labels(directory):
 
 
 def _config_from(argv):
-  """TrainConfig of a command line, through the CLI's own flag handling."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  # Importing run defines the CLI's flags.
-  from estimator_trainer import config_flags, run  # pylint: disable=g-import-not-at-top,unused-import
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS(['run', *argv])
-  try:
-    return config_flags.config_from_flags()
-  finally:
-    flags.FLAGS.unparse_flags()
+  import cli_config  # pylint: disable=g-import-not-at-top
+  return cli_config.config_from(argv)
 
 
 def test_config_file_sets_flags_that_the_command_line_overrides(tmp_path):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import stack
 import scripts_dir
 import serve_export
 
@@ -124,3 +125,36 @@ def test_the_benchmark_runs_each_configuration_on_both_stacks(tmp_path):
   versions = [row.split()[2] for row in rows]
   assert [row.split()[:2] for row in rows] == [['ctl_default', 'TF']] * 2
   assert len(set(versions)) == 2, rows
+
+
+# What scripts/setup_env.sh hashes to know an install is up to date.
+_SETUP_FILES = ('scripts/setup_env.sh', 'scripts/train.sh', 'constraints.txt',
+                'constraints-tf221.txt', 'setup.cfg', 'setup.py',
+                'estimator_trainer/listen_shim.c')
+
+
+@pytest.mark.slow
+def test_train_sh_on_one_stack_then_the_other(tmp_path, fashion_mnist_dir):
+  """The README's order: `bash scripts/train.sh`, later `STACK=tf221 bash
+  scripts/train.sh`; each stack's default engine on a model_dir of its own.
+  In a copy of the scripts, so that runs/ is the test's; the installs are
+  the two stacks' own (up to date: nothing installs)."""
+  root = scripts_dir.SCRIPTS.parent
+  for name in _SETUP_FILES:
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / name, tmp_path / name)
+  here = 'tf215' if stack.has_estimator() else 'tf221'
+  venvs = {here: sys.executable, ('tf221' if here == 'tf215' else 'tf215'):
+           OTHER}
+  for name in ('tf215', 'tf221'):
+    result = subprocess.run(
+        ['bash', str(tmp_path / 'scripts' / 'train.sh'),
+         f'--idx_dir={fashion_mnist_dir}', '--mode=train',
+         '--train_steps=10'],
+        env={**os.environ, 'STACK': name,
+             'VENV': os.path.dirname(os.path.dirname(venvs[name]))},
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+  for run in ('fashion_mnist', 'fashion_mnist_tf221'):
+    assert tf.train.latest_checkpoint(str(tmp_path / 'runs' / run)).endswith(
+        'ckpt-10')

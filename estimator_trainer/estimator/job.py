@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config as config_lib
 from estimator_trainer import data
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
@@ -96,6 +97,11 @@ class Job:
         config, self.global_batch_size, training,
         train_window=self.steps_per_run)
     spec = self.source.spec
+    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
+      logging.info('Config: %s', config.describe(
+          models.name_of(config.model), str(self.source), self.num_replicas,
+          self.global_batch_size, self.max_steps,
+          self.source.num_examples(sources.TRAIN) if training else None))
     models.check(config.model, spec.image_shape, spec.num_classes,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
     self.example_format = sources.example_format(config, spec)

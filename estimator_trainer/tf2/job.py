@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import config as config_lib
 from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import layout
@@ -68,6 +69,11 @@ class Job:
         config, self.global_batch_size, training,
         seeded=self.coordinator is None)
     spec = self.source.spec
+    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
+      logging.info('Config: %s', config.describe(
+          models.name_of(config.model), str(self.source), self.num_replicas,
+          self.global_batch_size, self.max_steps,
+          self.source.num_examples(sources.TRAIN) if training else None))
     self.example_format = sources.example_format(config, spec)
     self.weight_names = models.check(
         config.model, spec.image_shape, spec.num_classes, config.model_kwargs,

@@ -1,0 +1,266 @@
+"""A model_dir remembers its run (model.json): evaluation, prediction, export
+and resumed training there take the run's settings from it unless a flag
+gives them, and a flag that disagrees with its checkpoints is a usage error;
+the Config line says what a run does (issue 33, items 7 and 10)."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer import examples
+from estimator_trainer import layout
+from estimator_trainer import sources
+from estimator_trainer import stack
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+import cli_config
+import engine_params
+import scripts_dir
+
+# In one pytest-xdist worker: the module's trained model_dir is made once.
+pytestmark = pytest.mark.xdist_group('model_dir_record')
+
+TESTS = pathlib.Path(__file__).resolve().parent
+NUM_EXAMPLES = 64  # Per split.
+write_tfrecords = scripts_dir.load('write_tfrecords')
+
+
+class _Brightness:
+  """12x12 RGB images whose class is their brightness: 3 classes."""
+
+  spec = sources.DatasetSpec('brightness', (12, 12, 3), 3)
+
+  def dataset(self, split):
+    rng = np.random.default_rng(0 if split == sources.TRAIN else 1)
+    labels = rng.integers(0, 3, NUM_EXAMPLES)
+    images = (labels[:, None, None, None] * 100 +
+              rng.integers(0, 40, (NUM_EXAMPLES, 12, 12, 3))).astype(np.uint8)
+    return tf.data.Dataset.from_tensor_slices((images, labels))
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  """PNG TFRecords under TF-Slim's keys (not the defaults), a spec file."""
+  directory = tmp_path_factory.mktemp('brightness')
+  write_tfrecords.write(_Brightness(), str(directory), 2, examples.ExampleFormat(
+      (12, 12, 3), 3, 'image/encoded', 'image/class/label'), encoding='png')
+  return directory
+
+
+def _run_flags(data_dir):
+  """A run none of whose data or model flags is the default."""
+  return [f'--train_files={data_dir}/train-*',
+          f'--eval_files={data_dir}/test-*', '--image_key=image/encoded',
+          '--label_key=image/class/label', '--model=builders:mlp',
+          '--model_kwargs={"hidden": 8}', '--batch_size_per_replica=16']
+
+
+def _cli(*flags):
+  return subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *flags],
+      env={**{k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
+           'PYTHONPATH': str(TESTS)},
+      capture_output=True, text=True, timeout=600, check=False)
+
+
+def _config_line(stderr):
+  lines = [line for line in stderr.splitlines() if 'Config: ' in line]
+  assert len(lines) == 1, stderr[-3000:]
+  return lines[0].split('Config: ', 1)[1]
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_evaluate_predict_export_and_resume_take_the_run_from_model_dir(
+    tmp_path, data, engine):
+  model_dir = tmp_path / 'model'
+  config = cli_config.config_from([
+      f'--model_dir={model_dir}', f'--engine={engine}', '--mode=train',
+      '--train_steps=4', '--export=none', *_run_flags(data)])
+  engines.ENGINES[engine].run(config)
+  for mode in ('evaluate', 'predict', 'export'):
+    config = cli_config.config_from([f'--model_dir={model_dir}',
+                                     f'--mode={mode}'])
+    assert (config.engine, config.model, config.model_kwargs,
+            config.train_files, config.image_key, config.label_key) == (
+                engine, 'builders:mlp', {'hidden': 8}, f'{data}/train-*',
+                'image/encoded', 'image/class/label')
+    engines.ENGINES[engine].run(config)
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert (metrics['global_step'], metrics['num_examples']) == (
+      4, NUM_EXAMPLES)
+  assert len((model_dir / 'predictions.jsonl').read_text().splitlines()) == 10
+  assert list(model_dir.glob('export/manual/*/saved_model.pb'))
+  # Resumed: the run's model and data, the steps and learning rate given.
+  config = cli_config.config_from([f'--model_dir={model_dir}', '--mode=train',
+                                   '--train_steps=6', '--learning_rate=0.01'])
+  assert (config.engine, config.model, config.batch_size_per_replica) == (
+      engine, 'builders:mlp', 16)
+  engines.ENGINES[engine].run(config)
+  assert layout.checkpoint_step(tf.train.latest_checkpoint(
+      str(model_dir))) == 6
+  run = json.loads((model_dir / 'model.json').read_text())['run']
+  assert (run['train_steps'], run['learning_rate'], run['export']) == (
+      6, 0.01, 'none')
+
+
+def test_a_flag_given_wins_over_the_record(tmp_path, trained, data):
+  """Other data (of the same shape) evaluates: the record's data source is
+  then left whole; a flag given in a --config file counts as given."""
+  config = cli_config.config_from([
+      f'--model_dir={trained}', '--mode=evaluate',
+      f'--train_files={data}/test-*', f'--eval_files={data}/train-*'])
+  assert (config.eval_files, config.model, config.image_key) == (
+      f'{data}/train-*', 'builders:mlp', 'image/encoded')
+  (tmp_path / 'flags.json').write_text('{"batch_size_per_replica": 8}')
+  config = cli_config.config_from([f'--model_dir={trained}',
+                                   '--mode=evaluate',
+                                   f'--config={tmp_path}/flags.json'])
+  assert (config.batch_size_per_replica, config.model) == (8, 'builders:mlp')
+  # The alternative of a recorded setting replaces it.
+  config = cli_config.config_from([f'--model_dir={trained}',
+                                   '--mode=evaluate', '--global_batch_size=32'])
+  assert (config.batch_size_per_replica, config.global_batch_size) == (
+      None, 32)
+
+
+def test_a_fresh_model_dir_and_the_python_api_ignore_any_record(tmp_path):
+  """Training a model_dir without a checkpoint starts a run of its own; a
+  TrainConfig built in code is what the code says."""
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': 'resnet20', 'run': {'model': 'resnet20'}}))
+  assert cli_config.config_from([f'--model_dir={model_dir}']).model == 'cnn'
+  assert cli_config.config_from([f'--model_dir={model_dir}',
+                                 '--mode=evaluate']).model == 'resnet20'
+  assert TrainConfig(model_dir=str(model_dir), mode='evaluate').model == 'cnn'
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory, data):
+  """A model_dir of 2 ctl steps of _run_flags' run."""
+  model_dir = tmp_path_factory.mktemp('trained') / 'model'
+  engines.ENGINES['ctl'].run(cli_config.config_from([
+      f'--model_dir={model_dir}', '--engine=ctl', '--mode=train',
+      '--train_steps=2', *_run_flags(data)]))
+  return model_dir
+
+
+@pytest.mark.parametrize('mode', ['evaluate', 'train'])
+@pytest.mark.parametrize('flag, recorded', [
+    ('--model=cnn', '--model=builders:mlp'),
+    ('--model_kwargs={"hidden": 4}', '--model_kwargs={"hidden": 8}'),
+    ('--image_shape=28,28,1', '--image_shape=12,12,3'),
+    ('--num_classes=10', '--num_classes=3'),
+])
+def test_a_flag_that_disagrees_with_the_checkpoints_is_a_usage_error(
+    trained, mode, flag, recorded):
+  with pytest.raises(UsageError) as error:
+    cli_config.config_from([f'--model_dir={trained}', f'--mode={mode}',
+                            flag])
+  assert str(error.value) == (
+      f'{flag} disagrees with {trained}, whose checkpoints are of '
+      f'{recorded} (its model.json): drop the flag, or use another '
+      '--model_dir')
+
+
+@pytest.mark.slow
+def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
+    tmp_path, data):
+  """Through the CLI: the Config line of a TFRecord run on 2 replicas has
+  its resolved batch, steps and data; --mode=evaluate needs only the
+  model_dir; a disagreeing flag is one line, exit 2, before anything runs."""
+  model_dir = tmp_path / 'model'
+  result = _cli(f'--model_dir={model_dir}', '--engine=ctl',
+                '--strategy=mirrored', '--cpu_replicas=2', '--train_epochs=1',
+                '--export=none', '--seed=7', *_run_flags(data))
+  assert result.returncode == 0, result.stderr[-3000:]
+  line = _config_line(result.stderr)
+  assert line.startswith(
+      'train_and_evaluate with engine ctl, strategy mirrored (2 replicas in '
+      'sync); model builders:mlp {"hidden": 8}; data TFRecord files '
+      f'{data}/train-* / {data}/test-*; batch 16 per replica, 32 global; '
+      f'2 steps (1 epoch of {NUM_EXAMPLES} training examples); '), line
+  assert "seed=7" in line and "image_key='image/encoded'" in line, line
+
+  result = _cli(f'--model_dir={model_dir}', '--mode=evaluate')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert re.search(r'From \S+/model.json: .*--model=builders:mlp .*'
+                   r'--train_files=\S+/train-\* ', result.stderr), (
+                       result.stderr)
+  assert _config_line(result.stderr).startswith(
+      'evaluate with engine ctl, strategy default (1 replica in sync); model '
+      'builders:mlp {"hidden": 8}; data TFRecord files ')
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'num_examples'] == NUM_EXAMPLES
+
+  before = sorted(p.name for p in model_dir.iterdir())
+  result = _cli(f'--model_dir={model_dir}', '--mode=export',
+                '--image_shape=28,28,1')
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+      f'error: --image_shape=28,28,1 disagrees with {model_dir}, whose '
+      'checkpoints are of --image_shape=12,12,3 (its model.json): drop the '
+      'flag, or use another --model_dir']
+  assert sorted(p.name for p in model_dir.iterdir()) == before
+
+
+@pytest.mark.skipif(stack.has_estimator(), reason='a stack without Estimator')
+def test_a_run_of_the_estimator_engine_on_a_stack_without_it(tmp_path):
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': 'cnn', 'run': {'engine': 'estimator', 'model': 'cnn'}}))
+  with pytest.raises(UsageError, match=(
+      f'^{model_dir} holds a run of --engine=estimator \\(its model.json\\), '
+      'which needs TensorFlow 2.15 with tensorflow-estimator; this is '
+      'TensorFlow 2\\.')):
+    cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate'])
+  # Given, the engine is the user's (which the checkpoint may then refuse).
+  assert cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate',
+                                 '--engine=ctl']).engine == 'ctl'
+
+
+def test_the_config_line_resolves_steps_epochs_and_batch():
+  config = TrainConfig(model_dir='/tmp/m', global_batch_size=128,
+                       train_steps=30, learning_rate=0.01)
+  assert config.describe('cnn', 'fashion_mnist from IDX files in D', 2, 128,
+                         30, 60000) == (
+      'train_and_evaluate with engine ' + config.engine + ', strategy '
+      'default (2 replicas in sync); model cnn; data fashion_mnist from IDX '
+      'files in D; batch 64 per replica, 128 global; 30 steps (0.064 epochs '
+      "of 60000 training examples); model_dir='/tmp/m', learning_rate=0.01")
+
+
+def test_the_record_holds_local_data_paths_absolute(tmp_path, monkeypatch):
+  """A later run may start in another directory."""
+  monkeypatch.chdir(tmp_path)
+  run = TrainConfig(model_dir='m', train_files='data/train-*',
+                    eval_files='gs://bucket/test-*').run_record()
+  assert (run['train_files'], run['eval_files']) == (
+      f'{tmp_path}/data/train-*', 'gs://bucket/test-*')
+
+
+def test_a_builder_that_no_module_names(tmp_path):
+  """A run of the Python API with a builder of its script (__main__): the
+  CLI needs its --model, and takes the rest of the run."""
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': '__main__:build', 'image_shape': [12, 12, 3],
+       'run': {'model': '__main__:build', 'seed': 3}}))
+  with pytest.raises(UsageError, match=(
+      f'^{model_dir} holds a run of __main__:build, which no module names: '
+      'give its --model=MODULE:FUNCTION$')):
+    cli_config.config_from([f'--model_dir={model_dir}', '--mode=evaluate'])
+  config = cli_config.config_from([f'--model_dir={model_dir}',
+                                   '--mode=evaluate', '--model=builders:mlp'])
+  assert (config.model, config.seed) == ('builders:mlp', 3)
