@@ -3,14 +3,16 @@ and help), the `--config` file, and the TrainConfig they give."""
 
 import dataclasses
 import json
+import logging
 import typing
 
 from absl import flags
-from absl import logging
 
 from estimator_trainer import config as config_lib
 from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
+
+_logger = logging.getLogger(__name__)
 
 _DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer,
            float: flags.DEFINE_float, bool: flags.DEFINE_bool}
@@ -101,7 +103,7 @@ def config_from_flags(flag_values=flags.FLAGS):
   given = {name for name in values if flag_values[name].present}
   values, taken = config_lib.read_recorded_run(values, given)
   if taken:
-    logging.info('From %s: %s', layout.model_file(values['model_dir']),
+    _logger.info('From %s: %s', layout.model_file(values['model_dir']),
                  ' '.join(f'--{name}={config_lib.shown(value)}'
                           for name, value in taken.items()))
   return config_lib.TrainConfig.from_environment(**values)

@@ -98,7 +98,7 @@ class Job:
         train_window=self.steps_per_run)
     spec = self.source.spec
     if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
-      logging.info('Config: %s', config.describe(
+      _logger.info('Config: %s', config.describe(
           models.name_of(config.model), str(self.source), self.num_replicas,
           self.global_batch_size, self.max_steps,
           self.source.num_examples(sources.TRAIN) if training else None))
