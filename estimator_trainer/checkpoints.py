@@ -15,6 +15,7 @@ import tensorflow as tf
 from estimator_trainer import layout
 from estimator_trainer import models
 from estimator_trainer import outputs
+from estimator_trainer import run_record
 from estimator_trainer.errors import TrainerError
 
 
@@ -27,13 +28,13 @@ def require_checkpoint(model_dir):
 def record_model(model_dir, config, spec):
   """Notes in model_dir which model and data shape its checkpoints are of,
   and the settings of the run (which the CLI takes for a later run there:
-  config.read_recorded_run), when training starts or resumes there."""
+  run_record.read), when training starts or resumes there."""
   model = models.name_of(config.model)
   outputs.write_atomic(layout.model_file(model_dir), json.dumps(
       {'model': model, 'model_kwargs': config.model_kwargs,
        'dataset': spec.name, 'image_shape': list(spec.image_shape),
        'num_classes': spec.num_classes,
-       'run': dict(config.run_record(), model=model)}, indent=1))
+       'run': dict(run_record.of(config), model=model)}, indent=1))
 
 
 def other_model(model_dir, model):

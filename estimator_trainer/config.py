@@ -312,20 +312,6 @@ class TrainConfig:
     from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
     return params.model_params(self, global_batch_size, train_steps, spec)
 
-  def run_record(self) -> Dict[str, Any]:
-    """The settings of this run that its model_dir records (JSON values;
-    a builder function as given: the caller names it). Local data paths are
-    made absolute: a later run may start in another directory."""
-    record = {}
-    for field in dataclasses.fields(self):
-      if field.name in _NOT_RECORDED:
-        continue
-      value = getattr(self, field.name)
-      if field.name in _DATA_PATHS and value and '://' not in value:
-        value = os.path.abspath(value)
-      record[field.name] = list(value) if isinstance(value, tuple) else value
-    return record
-
   def describe(self, model_name: str, data: str, num_replicas: int,
                global_batch_size: int, train_steps: Optional[int] = None,
                num_train_examples: Optional[int] = None) -> str:
@@ -357,101 +343,6 @@ class TrainConfig:
     if others:
       parts.append(', '.join(others))
     return '; '.join(parts)
-
-
-# A model_dir's record of its run (layout.MODEL_FILE, which training writes):
-# the CLI takes from it every setting that no flag gives (read_recorded_run).
-# Not recorded: where and how this process runs, and what this invocation
-# asks for.
-_NOT_RECORDED = ('model_dir', 'mode', 'strategy', 'eval_strategy',
-                 'communication', 'cpu_replicas', 'intra_op_threads',
-                 'inter_op_threads', 'warm_start_from', 'warm_start_vars',
-                 'num_predictions', 'predictions_file',
-                 'cluster_timeout_secs', 'cluster')
-# The flags that name the data: given one, the record's data source is left
-# whole (its split, shape, keys... still apply, unless given).
-_DATA_SOURCE = ('dataset', 'data_source', 'data_dir', 'idx_dir',
-                'train_files', 'eval_files')
-_DATA_PATHS = ('data_dir', 'idx_dir', 'train_files', 'eval_files')
-# Alternatives: given one, neither is taken from the record.
-_ALTERNATIVES = (('batch_size_per_replica', 'global_batch_size'),
-                 ('train_steps', 'train_epochs'))
-
-
-def read_recorded_run(values, given):
-  """`values` (field -> flag value) with the settings that the run recorded
-  in values['model_dir'] took, where not `given` (the names of the flags
-  given, on the command line or in a --config file), and the dict of those
-  taken.
-
-  Evaluation, prediction and export read the record of any model_dir;
-  training only that of a model_dir with a checkpoint (it resumes that run).
-  A given flag that disagrees with what the checkpoints are of (the model,
-  its kwargs, the image shape and classes) is a usage error.
-  """
-  model_dir = values['model_dir']
-  if values['mode'] in TRAINING_MODES and not layout.has_checkpoint(
-      model_dir):
-    return values, {}
-  record = layout.read_model_file(model_dir)
-  if record is None:
-    return values, {}
-  # Records written before the run was: the model alone.
-  run = record.get('run') or {name: record[name] for name in (
-      'model', 'model_kwargs') if name in record}
-  model = record.get('model')
-  if model and (model.startswith('__main__:') or '<' in model):
-    # A builder of a script, or a closure, through the Python API: no module
-    # names it to the CLI.
-    if 'model' not in given:
-      raise UsageError(f'{model_dir} holds a run of {model}, which no '
-                       'module names: give its --model=MODULE:FUNCTION')
-    record = {key: value for key, value in record.items() if key != 'model'}
-  _check_given(model_dir, record, values, given)
-  kept = set(given) | set(_NOT_RECORDED)
-  for group in (_DATA_SOURCE, *_ALTERNATIVES):
-    if kept & set(group):
-      kept |= set(group)
-  taken = {name: value for name, value in run.items()
-           if name in values and name not in kept and value != values[name]}
-  engine = engines.ENGINES.get(taken.get('engine'))
-  if engine and engine.needs_estimator and not stack.has_estimator():
-    raise UsageError(
-        f'{model_dir} holds a run of --engine={taken["engine"]} (its '
-        f'{layout.MODEL_FILE}), which needs TensorFlow 2.15 with '
-        f'tensorflow-estimator; this is TensorFlow '
-        f'{stack.tensorflow_version()}: run it on the default install, or '
-        'carry it over to the TF2 engines with estimator_trainer.migrate')
-  return {**values, **taken}, taken
-
-
-# What a given flag must agree with: the checkpoint's model and data shape,
-# as the record names them; each parsed as the field is.
-_CHECKPOINT_DEFINED = {
-    'model': str,
-    'model_kwargs': lambda value: _json_object(value or {}),
-    'image_shape': _ints('image_shape', 3),
-    'num_classes': int,
-}
-
-
-def _check_given(model_dir, record, values, given):
-  for name, parse in _CHECKPOINT_DEFINED.items():
-    if name not in given or record.get(name) is None:
-      continue
-    value, recorded = parse(values[name]), parse(record[name])
-    if value != recorded:
-      raise UsageError(
-          f'--{name}={shown(values[name])} disagrees with {model_dir}, '
-          f'whose checkpoints are of --{name}={shown(record[name])} (its '
-          f'{layout.MODEL_FILE}): drop the flag, or use another --model_dir')
-
-
-def shown(value):
-  """A value as a flag gives it."""
-  if isinstance(value, (list, tuple)):
-    return ','.join(str(part) for part in value)
-  return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
 def _check_field(field, value):

@@ -10,6 +10,7 @@ from absl import flags
 
 from estimator_trainer import config as config_lib
 from estimator_trainer import layout
+from estimator_trainer import run_record
 from estimator_trainer.errors import UsageError
 
 _logger = logging.getLogger(__name__)
@@ -101,9 +102,9 @@ def config_from_flags(flag_values=flags.FLAGS):
     values['model_dir'] = flag_values.job_dir
   # A --config file's values are present too: _apply_config_file parsed them.
   given = {name for name in values if flag_values[name].present}
-  values, taken = config_lib.read_recorded_run(values, given)
+  values, taken = run_record.read(values, given)
   if taken:
     _logger.info('From %s: %s', layout.model_file(values['model_dir']),
-                 ' '.join(f'--{name}={config_lib.shown(value)}'
+                 ' '.join(f'--{name}={run_record.shown(value)}'
                           for name, value in taken.items()))
   return config_lib.TrainConfig.from_environment(**values)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import layout
+from estimator_trainer import run_record
 from estimator_trainer import sources
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
@@ -243,8 +244,8 @@ def test_the_config_line_resolves_steps_epochs_and_batch():
 def test_the_record_holds_local_data_paths_absolute(tmp_path, monkeypatch):
   """A later run may start in another directory."""
   monkeypatch.chdir(tmp_path)
-  run = TrainConfig(model_dir='m', train_files='data/train-*',
-                    eval_files='gs://bucket/test-*').run_record()
+  run = run_record.of(TrainConfig(model_dir='m', train_files='data/train-*',
+                                  eval_files='gs://bucket/test-*'))
   assert (run['train_files'], run['eval_files']) == (
       f'{tmp_path}/data/train-*', 'gs://bucket/test-*')
 
