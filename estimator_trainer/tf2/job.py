@@ -150,6 +150,7 @@ class Job:
     path = tf.train.latest_checkpoint(self.config.model_dir)
     if not path:
       return 0
+    checkpoints.require_object_based(path, self.config)
     logging.info('Restoring %s', path)
     try:
       status = self.checkpoint.restore(path)
