@@ -40,7 +40,9 @@ def train_and_evaluate(config):
 def _train_and_evaluate_alone(config):
   """One process: stops on SIGTERM (faults.py); None when preempted."""
   job = job_lib.Job(config)
-  result = faults.train_and_evaluate(job.estimator, *_specs(job, config, []))
+  with checkpoints.none_untrained(config.model_dir):
+    result = faults.train_and_evaluate(job.estimator,
+                                       *_specs(job, config, []))
   return None if result is None else job.write_metrics(result[0])
 
 
@@ -82,7 +84,9 @@ def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
   global step. (Clusters train through train_and_evaluate: config.py.)"""
   job = job_lib.Job(config)
-  faults.train(job.estimator, job.input_fn, job.max_steps, job.train_hooks())
+  with checkpoints.none_untrained(config.model_dir):
+    faults.train(job.estimator, job.input_fn, job.max_steps,
+                 job.train_hooks())
   return checkpoints.latest_step(config.model_dir)
 
 
