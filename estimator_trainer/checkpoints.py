@@ -115,7 +115,9 @@ def none_untrained(model_dir):
       for name in tf.io.gfile.glob(f'{path}.*'):
         tf.io.gfile.remove(name)
       # Lists that checkpoint alone: Estimator's restore starts from it.
-      tf.io.gfile.remove(os.path.join(model_dir, 'checkpoint'))
+      state = os.path.join(model_dir, 'checkpoint')
+      if tf.io.gfile.exists(state):
+        tf.io.gfile.remove(state)
       logging.info('Removed %s: no step was trained', path)
     raise
 
