@@ -7,8 +7,12 @@ has written events to model_dir, with a first line that names neither the
 directory nor the variable.
 """
 
+import contextlib
+import dataclasses
 import json
+import logging
 import os
+import shlex
 
 import tensorflow as tf
 
@@ -16,7 +20,10 @@ from estimator_trainer import layout
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import run_record
+from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
+
+_logger = logging.getLogger(__name__)
 
 
 def require_checkpoint(model_dir):
@@ -37,6 +44,53 @@ def record_model(model_dir, config, spec):
        'run': dict(run_record.of(config), model=model)}, indent=1))
 
 
+# The flags `migrate` builds the run's model and optimizer from.
+_MIGRATE_FLAGS = (
+    'dataset', 'train_split', 'eval_split', 'image_size', 'data_source',
+    'data_dir', 'idx_dir', 'train_files', 'eval_files', 'image_key',
+    'label_key', 'image_shape', 'num_classes', 'model', 'model_kwargs',
+    'sync_batch_norm', 'precision', 'weight_decay', 'optimizer')
+
+
+def _flag(name, value):
+  if isinstance(value, bool):
+    return f'--{"" if value else "no"}{name}'
+  if isinstance(value, (tuple, list)):
+    value = ','.join(map(str, value))
+  elif isinstance(value, dict):
+    value = json.dumps(value, separators=(',', ':'))
+  elif callable(value):
+    value = models.name_of(value)
+  return shlex.quote(f'--{name}={value}')
+
+
+def migrate_command(config, to):
+  """The `migrate` command line that carries model_dir's Estimator
+  checkpoint over to the TF2 model_dir `to`, with the run's model,
+  optimizer and data flags (those not at their defaults)."""
+  defaults = {field.name: field.default
+              for field in dataclasses.fields(config)}
+  flags = [_flag(name, getattr(config, name)) for name in _MIGRATE_FLAGS
+           if getattr(config, name) != defaults[name]]
+  return ' '.join(['python -m estimator_trainer.migrate',
+                   shlex.quote(f'--from={config.model_dir}'),
+                   shlex.quote(f'--to={to}'), *flags])
+
+
+def require_object_based(path, config):
+  """Fails, giving the `migrate` command, when `path` (model_dir's latest
+  checkpoint) is an Estimator's: keyed by variable name, it restores
+  nothing into the TF2 engines' objects."""
+  if weights.is_object_based(dict(tf.train.list_variables(path))):
+    return
+  to = f'{config.model_dir.rstrip("/")}_tf2'
+  raise TrainerError(
+      f'{config.model_dir} holds an Estimator checkpoint '
+      f'({os.path.basename(path)}), which --engine={config.engine} cannot '
+      f'read: carry it over to a new model_dir with `'
+      f'{migrate_command(config, to)}` and run on --model_dir={to}')
+
+
 def other_model(model_dir, model):
   """How to name what model_dir's checkpoint is of, beside --model `model`:
   'model resnet20, not cnn' when model_dir recorded it."""
@@ -49,6 +103,28 @@ def other_model(model_dir, model):
   if recorded and recorded != model:
     return f'model {recorded}, not {model}'
   return 'a different model'
+
+
+@contextlib.contextmanager
+def none_untrained(model_dir):
+  """Training in model_dir that fails before its first step leaves no
+  checkpoint there: Estimator saves step 0 as its session starts, and a
+  rerun would restore that one, or fail on it when the fix changes the
+  model (--image_shape). Checkpoints model_dir held before stay."""
+  had_checkpoint = bool(tf.train.latest_checkpoint(model_dir))
+  try:
+    yield
+  except Exception:
+    path = tf.train.latest_checkpoint(model_dir)
+    if not had_checkpoint and path and layout.checkpoint_step(path) == 0:
+      for name in tf.io.gfile.glob(f'{path}.*'):
+        tf.io.gfile.remove(name)
+      # Lists that checkpoint alone: Estimator's restore starts from it.
+      state = os.path.join(model_dir, 'checkpoint')
+      if tf.io.gfile.exists(state):
+        tf.io.gfile.remove(state)
+      _logger.info('Removed %s: no step was trained', path)
+    raise
 
 
 def latest_step(model_dir):

@@ -11,6 +11,9 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer.errors import DataError
+
+_PNG_MAGIC = b'\x89PNG'
 # The serving signature that takes serialized tf.Examples of ExampleFormat,
 # beside `serving_default`; Estimator names it `<receiver>:<output>`.
 EXAMPLES_SIGNATURE = 'examples:serving_default'
@@ -46,18 +49,19 @@ class ExampleFormat:
     return tf.io.parse_example(serialized, {k: spec[k] for k in keys})
 
   def decode_image(self, data, origin=''):
-    """uint8 [H, W, C] of one image's bytes; a wrong shape fails, naming
-    `origin` (the file)."""
+    """uint8 [H, W, C] of one image's bytes; a wrong shape, channels
+    included, fails, naming `origin` (the file)."""
     height, width, channels = self.image_shape
     encoded = tf.logical_or(
         tf.io.is_jpeg(data),
-        tf.equal(tf.strings.substr(data, 0, 4), b'\x89PNG'))
+        tf.equal(tf.strings.substr(data, 0, 4), _PNG_MAGIC))
 
     def decode_encoded():
-      image = tf.io.decode_image(data, channels=channels,
-                                 expand_animations=False)
+      # In its own channels: converting RGB to grey (or back) would train
+      # on other images than the user's without a word.
+      image = tf.io.decode_image(data, expand_animations=False)
       check = tf.debugging.Assert(
-          tf.reduce_all(tf.equal(tf.shape(image)[:2], [height, width])),
+          tf.reduce_all(tf.equal(tf.shape(image), self.image_shape)),
           [f'{self.image_key}: image not of shape {list(self.image_shape)} '
            'in', origin, 'shape', tf.shape(image)])
       with tf.control_dependencies([check]):
@@ -76,6 +80,43 @@ class ExampleFormat:
     image = tf.cond(encoded, decode_encoded, decode_raw)
     image.set_shape(self.image_shape)
     return image
+
+  def check_record(self, serialized, origin):
+    """Fails with a DataError naming `origin` (which record of which file)
+    unless the serialized tf.Example is one of this format: both keys
+    there, of their kind, the image of `image_shape` in its own channels,
+    the label in range. Says in words, before anything is written, what
+    decode() would stop a run with inside a graph."""
+    features = tf.train.Example.FromString(serialized).features.feature
+    for key, flag, kind in ((self.image_key, 'image_key', 'bytes_list'),
+                            (self.label_key, 'label_key', 'int64_list')):
+      if key not in features:
+        raise DataError(
+            f'no feature {key!r} (--{flag}) in {origin}; its features: '
+            f'{", ".join(map(repr, sorted(features)))}')
+      if (features[key].WhichOneof('kind') != kind or
+          len(getattr(features[key], kind).value) != 1):
+        raise DataError(f'feature {key!r} in {origin} is not one '
+                        f'{kind.split("_")[0]} value')
+    data = features[self.image_key].bytes_list.value[0]
+    expected = list(self.image_shape)
+    if bool(tf.io.is_jpeg(data)) or data.startswith(_PNG_MAGIC):
+      shape = tf.io.decode_image(data, expand_animations=False).shape.as_list()
+      if shape != expected:
+        channels = (f' ({shape[2]} channels, not {expected[2]}: images are '
+                    'not converted)' if shape[2] != expected[2] else '')
+        raise DataError(
+            f'{self.image_key}: image not of shape {expected} in {origin}: '
+            f'it is {shape}{channels}; give --image_shape='
+            f'{",".join(map(str, shape))} (or fix dataset_spec.json)')
+    elif len(data) != np.prod(expected):
+      raise DataError(
+          f'{self.image_key}: raw image not of {np.prod(expected)} bytes '
+          f'({expected}) in {origin}: it has {len(data)}')
+    label = features[self.label_key].int64_list.value[0]
+    if not 0 <= label < self.num_classes:
+      raise DataError(f'{self.label_key}: label outside [0, '
+                      f'{self.num_classes}) in {origin}: {label}')
 
   def check_label(self, label, origin=''):
     """`label` (a scalar or a batch); a label outside [0, num_classes)

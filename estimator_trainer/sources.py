@@ -6,6 +6,7 @@ spec's shape, sharded by pipeline on request, so everything after the source
 (`data.make_input_fn`: preprocessing, batching) is shared.
 """
 
+import contextlib
 import dataclasses
 import functools
 import gzip
@@ -237,7 +238,8 @@ class TfdsSource:
   def _prepare(self):
     if not self._prepared:
       try:
-        self._builder.download_and_prepare()
+        with _bounded_download_retries():
+          self._builder.download_and_prepare()
       except Exception as e:  # TFDS raises many types; all mean "no data".
         raise DataError(
             f'TFDS could not prepare {self.name} in {self._builder.data_dir} '
@@ -268,6 +270,24 @@ class TfdsSource:
       ds = ds.map(lambda x, y: (_resize(x, spec.image_shape), y),
                   num_parallel_calls=tf.data.AUTOTUNE)
     return ds
+
+
+# TFDS's downloader retries each URL 10 times (urllib3, backoff 0.2 s
+# doubling; connection errors too): offline, 204 s of sleeps before its
+# error. 5 retries, 6 s of them, still ride out a flaky server.
+_DOWNLOAD_RETRIES = 5
+
+
+@contextlib.contextmanager
+def _bounded_download_retries():
+  """TFDS's downloads retry at most _DOWNLOAD_RETRIES times meanwhile."""
+  from tensorflow_datasets.core.download import downloader  # pylint: disable=g-import-not-at-top
+  saved = downloader.MAX_RETRIES  # Read at each download (TFDS 4.9).
+  downloader.MAX_RETRIES = min(saved, _DOWNLOAD_RETRIES)
+  try:
+    yield
+  finally:
+    downloader.MAX_RETRIES = saved
 
 
 def _resize(image, shape):
@@ -302,7 +322,12 @@ class TFRecordSource:
 
   @functools.lru_cache(maxsize=None)
   def num_examples(self, split):
+    """Checks the split's first record (every engine reads the size of the
+    splits it reads before it writes anything) and counts its records."""
     try:
+      for record, path in self._records(self.files(split)).take(1):
+        self.format.check_record(
+            record.numpy(), f'the first record of {path.numpy().decode()}')
       return int(self._records(self.files(split)).reduce(
           np.int64(0), lambda n, _: n + 1))
     except tf.errors.OpError as e:

@@ -7,20 +7,26 @@ nothing under the test's tmp dir changed: no model_dir, metrics.json or
 export appeared, and files already there (checkpoints) are untouched.
 """
 
+import collections
 import gzip
 import json
 import os
 import pathlib
+import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import examples
 from estimator_trainer import outputs
+from estimator_trainer import sources
 from estimator_trainer.errors import TrainerError
 
 IS_ROOT = os.geteuid() == 0
@@ -76,6 +82,35 @@ def _save_checkpoint(directory, variables):
 
 def _other_model_checkpoint(tmp):
   _save_checkpoint(tmp / 'model', OTHER_MODEL)
+
+
+def _our_model_checkpoint(tmp):
+  _save_checkpoint(tmp / 'model', OUR_MODEL)
+
+
+# TF-Slim's keys; the spec file beside them says 32x32x3, 3 classes.
+SLIM_FORMAT = examples.ExampleFormat((32, 32, 3), 3, 'image/encoded',
+                                     'image/class/label')
+PNG = ['--train_files={data}/png/train.tfrecord', '--train_steps=2']
+PNG_EVAL = '--eval_files={data}/png/test.tfrecord'
+SLIM_KEYS = ['--image_key=image/encoded', '--label_key=image/class/label']
+
+
+def _png_tfrecords(tmp):
+  """{data}/png: 8 random RGB 32x32 PNGs per split, and their spec;
+  unlabelled.tfrecord: the same without labels."""
+  directory = tmp / 'data' / 'png'
+  directory.mkdir()
+  images = np.random.default_rng(0).integers(0, 256, (8, 32, 32, 3))
+  unlabelled = examples.ExampleFormat(SLIM_FORMAT.image_shape, 3,
+                                      SLIM_FORMAT.image_key, 'image/id')
+  for name, example_format in [('train', SLIM_FORMAT), ('test', SLIM_FORMAT),
+                               ('unlabelled', unlabelled)]:
+    with tf.io.TFRecordWriter(str(directory / f'{name}.tfrecord')) as f:
+      for index, image in enumerate(images):
+        f.write(example_format.encode(image, index % 3, 'png'))
+  (directory / sources.SPEC_FILE).write_text(sources.DatasetSpec(
+      'rgb', SLIM_FORMAT.image_shape, 3).to_json())
 
 
 def _file_in_the_way(tmp):
@@ -223,6 +258,44 @@ CASES = [
     _case('tfrecords-without-spec', ['--train_files={data}/*.gz',
                                      '--eval_files={data}/*.gz'], 2,
           'TFRecords need dataset_spec.json beside them'),
+    # TFRecords that are not what the flags say: the first record of each
+    # split is checked before anything is written, in every engine.
+    *[_case(f'tfrecords-no-image-key-{engine}',
+            [*PNG, PNG_EVAL, '--label_key=image/class/label',
+             f'--engine={engine}'], 1,
+            "no feature 'image' (--image_key) in the first record of "
+            "{data}/png/train.tfrecord; its features: 'image/class/label', "
+            "'image/encoded'", setup=_png_tfrecords, marks=marks)
+      for engine, marks in [('estimator', pytest.mark.estimator),
+                            ('ctl', ()), ('keras', ())]],
+    _case('tfrecords-eval-files-without-label',
+          [*PNG, *SLIM_KEYS, '--eval_files={data}/png/unlabelled.tfrecord'],
+          1, "no feature 'image/class/label' (--label_key) in the first "
+          "record of {data}/png/unlabelled.tfrecord; its features: "
+          "'image/encoded', 'image/id'", setup=_png_tfrecords),
+    _case('tfrecords-other-image-shape',
+          [*PNG, PNG_EVAL, *SLIM_KEYS, '--image_shape=28,28,1'], 1,
+          'image/encoded: image not of shape [28, 28, 1] in the first record '
+          'of {data}/png/train.tfrecord: it is [32, 32, 3] (3 channels, not '
+          '1: images are not converted); give --image_shape=32,32,3',
+          setup=_png_tfrecords),
+    _case('tfrecords-rgb-read-as-grey',
+          [*PNG, PNG_EVAL, *SLIM_KEYS, '--image_shape=32,32,1',
+           '--engine=ctl'], 1,
+          'image/encoded: image not of shape [32, 32, 1] in the first record '
+          'of {data}/png/train.tfrecord: it is [32, 32, 3] (3 channels, not '
+          '1: images are not converted)', setup=_png_tfrecords),
+    # A TF2 engine on an Estimator's model_dir: the command that carries
+    # it over (tests/test_migrate.py runs it).
+    *[_case(f'{engine}-{mode}-on-estimator-model-dir',
+            [*MNIST, f'--engine={engine}', f'--mode={mode}'], 1,
+            '{model_dir} holds an Estimator checkpoint (model.ckpt-0), which '
+            f'--engine={engine} cannot read: carry it over to a new model_dir '
+            'with `python -m estimator_trainer.migrate --from={model_dir} '
+            '--to={model_dir}_tf2 --dataset=mnist --idx_dir={data}` and run '
+            'on --model_dir={model_dir}_tf2', setup=_our_model_checkpoint)
+      for engine, mode in [('ctl', 'train'), ('keras', 'train_and_evaluate'),
+                           ('ctl', 'evaluate')]],
     _case('evaluate-checkpoint-of-other-model', ['--mode=evaluate', *MNIST],
           1, '{model_dir} holds a checkpoint of a different model: '
           'model.ckpt-0 lacks conv1/bias', setup=_other_model_checkpoint,
@@ -264,6 +337,44 @@ def test_bad_input_fails_with_one_line_and_changes_nothing(
   assert 'Traceback' not in result.stderr
   assert result.returncode == code
   assert _snapshot(tmp_path) == before
+
+
+def _online(host='storage.googleapis.com'):
+  try:
+    socket.getaddrinfo(host, 443)
+  except OSError:
+    return False
+  return True
+
+
+def test_tfds_offline_fails_after_a_few_retries_per_file(tmp_path):
+  """Offline, TFDS's downloader tried each file 11 times, 204 s of urllib3's
+  backoff, before the error. (A refusing or unresolvable proxy would not
+  stand for offline: TensorFlow's GCS client, which TFDS asks first,
+  retries those for minutes, but fails at once on a name it cannot
+  resolve.)"""
+  if _online():
+    pytest.skip('this machine is online: TFDS would download MNIST')
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={tmp_path / "model"}', '--dataset=mnist',
+       '--data_source=tfds', f'--data_dir={tmp_path / "tfds"}'],
+      env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
+      capture_output=True, text=True, timeout=600, check=False)
+  lines = result.stderr.strip().splitlines()
+  errors = [line for line in lines if line.startswith('error: ')]
+  assert len(errors) == 1 and errors[0].startswith(
+      f'error: TFDS could not prepare mnist in {tmp_path / "tfds"}'), (
+          result.stderr[-3000:])
+  assert 'Traceback' not in result.stderr
+  assert result.returncode == 1
+  # urllib3 logs each retry of a file: "Retrying (Retry(total=4, ...)) after
+  # ...: /cvdf-datasets/mnist/train-images-idx3-ubyte.gz".
+  retries = collections.Counter(re.findall(
+      r'Retrying \(Retry\(total=.*: (/\S+)$', result.stderr, re.MULTILINE))
+  assert retries and max(retries.values()) <= sources._DOWNLOAD_RETRIES, (  # pylint: disable=protected-access
+      retries)
+  assert not (tmp_path / 'model').exists()
 
 
 # --- The checks the estimator engine is to call ----------------------------

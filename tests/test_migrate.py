@@ -2,6 +2,8 @@
 tf2/migration.py): training continues as if Estimator went on; the tool's
 errors. The SavedModel parity of a carried-over model is in test_export."""
 
+import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -97,3 +99,50 @@ def test_what_cannot_be_carried_over_is_one_line_naming_it(estimator, tmp_path,
   assert twice.stderr.strip().splitlines()[-1] == (
       f'error: --from {tmp_path / "ctl"}/ckpt-2 is a TF2 engine checkpoint '
       'already: train on its model_dir')
+
+
+def _run(*flags):
+  return subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *flags],
+      capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
+    estimator, tmp_path, mnist_small_dir):
+  """ctl on an Estimator model_dir said `Some objects had attributes which
+  were not restored:`; migrate of an SGD Estimator without --optimizer=sgd
+  `NotFoundError: Key beta1_power not found in checkpoint`. Now each says
+  what is wrong, and the command given carries the run over."""
+  source = tmp_path / 'estimator'
+  estimator.train(_config(source, mnist_small_dir, optimizer='sgd',
+                          train_steps=2))
+  flags = ['--dataset=mnist', f'--idx_dir={mnist_small_dir}',
+           '--optimizer=sgd', '--export=none']
+  refused = _run(f'--model_dir={source}', '--engine=ctl', '--train_steps=4',
+                 *flags)
+  assert refused.returncode == 1, refused.stderr[-3000:]
+  last = refused.stderr.strip().splitlines()[-1]
+  assert last.startswith(f'error: {source} holds an Estimator checkpoint '
+                         '(model.ckpt-2), which --engine=ctl cannot read'), last
+  command = shlex.split(last.split('`')[1])
+  assert command[:3] == ['python', '-m', 'estimator_trainer.migrate']
+  assert '--optimizer=sgd' in command
+  to = tmp_path / 'estimator_tf2'
+
+  without_sgd = _migrate(*(flag for flag in command[3:]
+                           if flag != '--optimizer=sgd'))
+  assert without_sgd.stderr.strip().splitlines()[-1] == (
+      f'error: {source}/model.ckpt-2 holds no Adam slots (no beta1_power): '
+      'its Estimator trained with --optimizer=sgd; give migrate '
+      '--optimizer=sgd')
+  assert without_sgd.returncode == 1
+  assert not to.exists()
+
+  carried = _migrate(*command[3:])
+  assert carried.returncode == 0, carried.stderr[-3000:]
+  assert carried.stdout.strip() == f'{to}/ckpt-2'
+  trained = _run(f'--model_dir={to}', '--engine=ctl', '--train_steps=4',
+                 *flags)
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  assert json.loads((to / 'metrics.json').read_text())['global_step'] == 4

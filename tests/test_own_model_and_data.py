@@ -212,6 +212,68 @@ def test_an_image_of_another_shape_is_a_data_error_naming_the_file(
   assert 'train-0000' in last
 
 
+_TRAIN_2_STEPS = ['--train_steps=2', '--batch_size_per_replica=16',
+                  '--export=none', '--model=builders:mlp']
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+@pytest.mark.parametrize('mistake, wrong', [
+    ('forgotten --image_key', ['--label_key=image/class/label']),
+    ('RGB read as grey', [*SLIM_KEYS, '--image_shape=16,16,1'])])
+def test_a_failed_run_leaves_nothing_that_blocks_its_rerun(
+    tmp_path, png_tfrecords, engine, mistake, wrong):
+  """A mistaken flag fails before anything is written to model_dir (under
+  Estimator a step-0 checkpoint of the wrong model blocked the corrected
+  rerun; ctl wrote events and model.json; RGB read as grey trained on
+  converted images); the rerun with the right flags trains."""
+  model_dir = tmp_path / 'model'
+  data = [f'--model_dir={model_dir}', f'--engine={engine}',
+          f'--train_files={png_tfrecords}/train-*',
+          f'--eval_files={png_tfrecords}/test-*', *_TRAIN_2_STEPS]
+  failed = _cli(*data, *wrong)
+  assert failed.returncode == 1, (mistake, failed.stderr[-3000:])
+  assert failed.stderr.strip().splitlines()[-1].startswith('error: ')
+  assert not model_dir.exists(), list(model_dir.iterdir())
+  rerun = _cli(*data, *SLIM_KEYS)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert _metrics(model_dir)['global_step'] == 2
+
+
+def _grey_then_rgb(directory):
+  """A TFRecord file of 16x16 PNGs: 4 grey ones, then 28 RGB ones."""
+  example_format = examples.ExampleFormat((16, 16, 1), 4)
+  images = np.random.default_rng(0).integers(0, 256, (32, 16, 16, 3))
+  path = directory / 'grey_then_rgb.tfrecord'
+  with tf.io.TFRecordWriter(str(path)) as f:
+    for index, image in enumerate(images):
+      f.write(example_format.encode(image[..., :1] if index < 4 else image,
+                                    index % 4, 'png'))
+  return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+def test_a_run_that_fails_before_its_first_step_leaves_no_checkpoint(
+    tmp_path, engine):
+  """An RGB image after grey ones (the first record passed the check)
+  stops the first step, naming the file and the shape found, instead of
+  being turned grey; Estimator had saved step 0 already."""
+  path = _grey_then_rgb(tmp_path)
+  model_dir = tmp_path / 'model'
+  result = _cli(f'--model_dir={model_dir}', f'--engine={engine}',
+                f'--train_files={path}', f'--eval_files={path}',
+                '--image_shape=16,16,1', '--num_classes=4', *_TRAIN_2_STEPS)
+  assert result.returncode == 1, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert ('image: image not of shape [16, 16, 1] in] '
+          f'[{path}] [shape] [16 16 3]') in last, last
+  assert not tf.train.latest_checkpoint(str(model_dir))
+  assert not list(model_dir.glob('*ckpt*'))
+
+
 def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
   return TrainConfig(**{'model_dir': str(model_dir), 'dataset': 'mnist',
                         'idx_dir': str(mnist_small_dir), 'model': 'resnet20',

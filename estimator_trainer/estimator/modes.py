@@ -48,7 +48,9 @@ def _train_and_evaluate_alone(config):
   if training_progress.training_ended(config, job.max_steps):  # A rerun.
     return training_progress.finish_ended(config,
                                           lambda: job_lib.final_evaluation(job))
-  result = faults.train_and_evaluate(job.estimator, *_specs(job, config, []))
+  with checkpoints.none_untrained(config.model_dir):
+    result = faults.train_and_evaluate(job.estimator,
+                                       *_specs(job, config, []))
   return None if result is None else job.write_metrics(result[0])
 
 
@@ -89,8 +91,9 @@ def train(config):
   if training_progress.training_ended(config, job.max_steps):  # A rerun.
     training_progress.finish_ended(config)
   else:
-    faults.train(job.estimator, job.input_fn, job.max_steps,
-                 job.train_hooks())
+    with checkpoints.none_untrained(config.model_dir):
+      faults.train(job.estimator, job.input_fn, job.max_steps,
+                   job.train_hooks())
   return checkpoints.latest_step(config.model_dir)
 
 

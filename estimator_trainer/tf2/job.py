@@ -164,6 +164,7 @@ class Job:
     path = tf.train.latest_checkpoint(self.config.model_dir)
     if not path:
       return 0
+    checkpoints.require_object_based(path, self.config)
     _logger.info('Restoring %s', path)
     try:
       status = (checkpoint or self.checkpoint).restore(path)

@@ -40,6 +40,10 @@ def convert(config, source):
   if tf.train.latest_checkpoint(config.model_dir):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
+  if config.optimizer == 'adam' and 'beta1_power' not in stored:
+    raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
+                       'its Estimator trained with --optimizer=sgd; give '
+                       'migrate --optimizer=sgd')
   job = job_lib.Job(config)
   names = job.weight_names
   weights.assign(job.model, names,
