@@ -107,6 +107,12 @@ class TrainConfig:
   sync_batch_norm: bool = _option(
       False, 'Batch norm statistics over all replicas (resnet20, or a builder '
       'taking sync_batch_norm): 1 and N replicas then train alike.')
+  bn_recompute_batches: int = _option(
+      0, 'Before each checkpoint save in training, recompute every batch-norm '
+      'layer\'s moving mean and variance as the population statistics of '
+      'this many training batches (precise BN), so that evaluation and '
+      'export use statistics that are right whatever the momentum; 0: off.',
+      at_least=0)
   data_source: str = _option(
       'auto',
       'tfds, idx, or auto: IDX files when --idx_dir is given (or Debian\'s '

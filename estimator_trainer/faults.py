@@ -216,10 +216,10 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
   return _run_guarded(estimator.model_dir, run)
 
 
-def train(estimator, input_fn, max_steps, hooks):
+def train(estimator, input_fn, max_steps, hooks, saving_listeners=()):
   """`Estimator.train` in a single process, guarded; stops early when
   preempted."""
   _run_guarded(estimator.model_dir,
                lambda more_hooks, listeners: estimator.train(
                    input_fn, max_steps=max_steps, hooks=hooks + more_hooks,
-                   saving_listeners=listeners))
+                   saving_listeners=[*saving_listeners, *listeners]))

@@ -71,3 +71,34 @@ def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False):
     x = layers.ReLU()(layers.BatchNormalization(synchronized=sync_batch_norm)(x))
   x = layers.GlobalAveragePooling2D()(x)
   return tf.keras.Model(images, layers.Dense(num_classes, dtype='float32')(x))
+
+
+def bn_momentum_999(input_shape, num_classes, seed=None):
+  """Two convolutions with batch norm of momentum 0.999, as Keras
+  Applications build it: after a few hundred steps its moving statistics
+  are still mostly their initial values."""
+  def init(index):
+    return tf.keras.initializers.GlorotUniform(
+        seed=None if seed is None else seed + index)
+
+  return tf.keras.Sequential([
+      tf.keras.layers.Input(input_shape),
+      tf.keras.layers.Conv2D(8, 3, strides=2, kernel_initializer=init(0),
+                             name='conv1'),
+      tf.keras.layers.BatchNormalization(momentum=0.999, name='bn1'),
+      tf.keras.layers.ReLU(),
+      tf.keras.layers.Conv2D(16, 3, strides=2, kernel_initializer=init(1),
+                             name='conv2'),
+      tf.keras.layers.BatchNormalization(momentum=0.999, name='bn2'),
+      tf.keras.layers.ReLU(),
+      tf.keras.layers.GlobalAveragePooling2D(),
+      tf.keras.layers.Dense(num_classes, kernel_initializer=init(2),
+                            name='logits', dtype='float32'),
+  ])
+
+
+def mobilenet_v2(input_shape, num_classes):
+  """Keras Applications' MobileNetV2, untrained, at its smallest width."""
+  return tf.keras.applications.MobileNetV2(
+      weights=None, input_shape=input_shape, classes=num_classes, alpha=0.35,
+      classifier_activation=None)

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from estimator_trainer import losses
 from estimator_trainer import models
+from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.metrics import EvalMetrics
@@ -76,6 +77,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
                          sync_batch_norm=params.sync_batch_norm,
                          weight_decay=params.weight_decay)
     if mode == ModeKeys.TRAIN:
+      batch_norm_hooks.note_training_model(model)
       return _train_spec(model, images, labels, params)
     logits = model(images, training=False)
     predictions = models.predictions(logits)

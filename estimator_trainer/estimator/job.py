@@ -18,6 +18,7 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
+from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import early_stopping_hook
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
@@ -139,10 +140,25 @@ class Job:
           self.num_replicas, self.steps_per_run))
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
+      if not self.config.bn_recompute_batches:
+        hooks.append(batch_norm_hooks.StaleStatisticsHook(self.max_steps))
     if self.config.early_stopping_evals:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))
     return hooks
+
+  def saving_listeners(self):
+    """Before each checkpoint save (on the chief, which saves): the
+    batch-norm statistics recomputed, with --bn_recompute_batches."""
+    if not self.config.bn_recompute_batches:
+      return []
+    # Its own pipeline: one global batch per element, not the train op's
+    # windows of --steps_per_loop batches.
+    input_fn = data.make_input_fn(self.config, self.global_batch_size,
+                                  self.source)
+    return [batch_norm_hooks.RecomputeListener(
+        lambda: input_fn(data.ModeKeys.TRAIN),
+        self.config.bn_recompute_batches)]
 
   def hparams(self):
     return summaries.run_hparams(self.config, self.source.spec,

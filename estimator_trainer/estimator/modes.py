@@ -57,7 +57,8 @@ def _train_and_evaluate_alone(config):
 def _specs(job, config, hooks):
   """TrainSpec and EvalSpec of a training job."""
   return (tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
-                                 hooks=[*hooks, *job.train_hooks()]),
+                                 hooks=[*hooks, *job.train_hooks()],
+                                 saving_listeners=job.saving_listeners()),
           tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
                                 throttle_secs=config.throttle_secs,
                                 exporters=job_lib.exporters(job)))
@@ -93,7 +94,7 @@ def train(config):
   else:
     with checkpoints.none_untrained(config.model_dir):
       faults.train(job.estimator, job.input_fn, job.max_steps,
-                   job.train_hooks())
+                   job.train_hooks(), job.saving_listeners())
   return checkpoints.latest_step(config.model_dir)
 
 

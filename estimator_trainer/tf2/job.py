@@ -6,6 +6,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
 from estimator_trainer import config as config_lib
 from estimator_trainer import data
@@ -87,6 +88,9 @@ class Job:
       self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
                                       config.lr_decay, self.max_steps).keras()
                         if training else None)
+    self._precise_batch_norm = None
+    if training:
+      self._precise_batch_norm = self._batch_norm_statistics()
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
@@ -97,6 +101,23 @@ class Job:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, self.checkpoint_dir,
         max_to_keep=config.keep_checkpoint_max, checkpoint_name='ckpt')
+
+  def _batch_norm_statistics(self):
+    """The precise-BN recompute of --bn_recompute_batches (None when 0);
+    without it, the warning when the momentum leaves the moving statistics
+    stale."""
+    config = self.config
+    if not config.bn_recompute_batches:
+      if self.is_chief:
+        batch_norm.warn_if_stale(self.model, self.max_steps)
+      return None
+    # Its own pipeline, seeded (parameter-server workers' are not): the
+    # first global batches of the training data, whatever the replicas.
+    input_fn = data.make_input_fn(config, self.global_batch_size,
+                                  self.source)
+    return batch_norm.Recompute(self.model,
+                                lambda: input_fn(data.ModeKeys.TRAIN),
+                                config.bn_recompute_batches)
 
   @property
   def step(self):
@@ -180,7 +201,10 @@ class Job:
     return layout.checkpoint_step(path)
 
   def save(self, step):
-    """Checkpoints `step`; never NaN or Inf weights (faults.py)."""
+    """Checkpoints `step`, with the batch-norm statistics recomputed when
+    asked (--bn_recompute_batches); never NaN or Inf weights (faults.py)."""
+    if self._precise_batch_norm:
+      self._precise_batch_norm()
     if not all(np.isfinite(w.numpy()).all() for w in self.model.weights):
       raise faults.diverged('weights are NaN or Inf', step,
                             self.config.model_dir)
