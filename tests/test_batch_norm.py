@@ -1,0 +1,205 @@
+"""Batch norm's population statistics (--bn_recompute_batches,
+batch_norm.py): a model whose batch norm has Keras Applications' momentum
+0.999 evaluates at chance after a short run unless they are recomputed, in
+every engine; the recomputed statistics are those of the global training
+batches (numpy computes the same; 1 and 2 replicas agree) and are in the
+checkpoint; the warning without them."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import batch_norm
+from estimator_trainer import engines
+from estimator_trainer import examples
+from estimator_trainer import make_input_fn
+from estimator_trainer import sources
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.data import ModeKeys
+from estimator_trainer.errors import UsageError
+import builders
+import engine_params
+import scripts_dir
+
+pytestmark = pytest.mark.xdist_group('batch_norm')
+
+write_tfrecords = scripts_dir.load('write_tfrecords')
+BATCH = 32
+STALE = 'leaves the moving statistics'
+
+
+class _Colors:
+  """3 classes of reddish, greenish and bluish grey images: the colour is
+  a small shift of a large common value, which only normalized
+  activations show."""
+
+  COLORS = np.array([[150, 110, 110], [110, 150, 110], [110, 110, 150]])
+
+  def __init__(self, side, num_examples=192):
+    self.spec = sources.DatasetSpec('colors', (side, side, 3), 3,
+                                    ('red', 'green', 'blue'))
+    self._num_examples = num_examples
+
+  def dataset(self, split):
+    rng = np.random.default_rng(0 if split == sources.TRAIN else 1)
+    labels = rng.integers(0, 3, self._num_examples)
+    noise = rng.integers(-20, 20, (self._num_examples, *self.spec.image_shape))
+    images = np.clip(self.COLORS[labels][:, None, None, :] + noise, 0,
+                     255).astype(np.uint8)
+    return tf.data.Dataset.from_tensor_slices((images, labels))
+
+
+def _write(directory, side):
+  source = _Colors(side)
+  write_tfrecords.write(source, str(directory), 2, examples.ExampleFormat(
+      source.spec.image_shape, 3, 'image', 'label'), encoding='png')
+  return directory
+
+
+@pytest.fixture(scope='module')
+def colors16(tmp_path_factory):
+  return _write(tmp_path_factory.mktemp('colors16'), 16)
+
+
+def _config(model_dir, data_dir, **overrides):
+  return TrainConfig(**{
+      'model_dir': str(model_dir), 'train_files': f'{data_dir}/train-*',
+      'eval_files': f'{data_dir}/test-*', 'model': builders.bn_momentum_999,
+      'global_batch_size': BATCH, 'learning_rate': 0.005,
+      'save_checkpoints_steps': 1000, 'throttle_secs': 0, 'export': 'none',
+      **overrides})
+
+
+def _train(config):
+  """Runs `config`; returns metrics.json."""
+  engines.ENGINES[config.engine].run(config)
+  with open(f'{config.model_dir}/metrics.json') as f:
+    return json.load(f)
+
+
+def _restored(config):
+  """The builder's model with the latest checkpoint's weights."""
+  model = builders.bn_momentum_999((16, 16, 3), 3, seed=config.seed)
+  path = tf.train.latest_checkpoint(config.model_dir)
+  if config.engine == 'estimator':
+    reader = tf.train.load_checkpoint(path)
+    for weight in model.weights:
+      weight.assign(reader.get_tensor(weight.name.split(':')[0]))
+  else:
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  return model
+
+
+def _saved_statistics(model):
+  return [(layer.moving_mean.numpy(), layer.moving_variance.numpy())
+          for layer in (model.get_layer('bn1'), model.get_layer('bn2'))]
+
+
+def _numpy_statistics(model, config, num_batches):
+  """Each batch-norm layer's population mean and variance over the first
+  `num_batches` training batches, in numpy from the inputs that Keras's own
+  training-mode forward pass gives the layers."""
+  layers = (model.get_layer('bn1'), model.get_layer('bn2'))
+  inputs_of = tf.keras.Model(model.inputs, [layer.input for layer in layers])
+  # Estimator's graphs have the graph-level seed of RunConfig(tf_random_seed)
+  # (the order of the shuffled batches), the TF2 engines' none.
+  tf.random.set_seed(config.seed if config.engine == 'estimator' else None)
+  batches = make_input_fn(config, BATCH)(ModeKeys.TRAIN).take(num_batches)
+  pooled = [[] for _ in layers]
+  for features, _ in batches:
+    for found, x in zip(pooled, inputs_of(features['image'], training=True)):
+      found.append(np.asarray(x, np.float64).reshape(-1, x.shape[-1]))
+  assert len(pooled[0]) == num_batches
+  return [(np.mean(np.concatenate(x), 0), np.var(np.concatenate(x), 0))
+          for x in pooled]
+
+
+def _stale_warnings(caplog):
+  return [record.getMessage() for record in caplog.records
+          if record.levelno == logging.WARNING and STALE in record.message]
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_recomputed_statistics_make_the_evaluation_right(
+    tmp_path, colors16, engine, caplog):
+  """Momentum 0.999 over 60 steps keeps 94 % of the initial statistics:
+  chance without the recompute, the class colours with it."""
+  caplog.set_level(logging.WARNING)
+  stale = _train(_config(tmp_path / 'stale', colors16, engine=engine,
+                         train_steps=60))
+  warnings = _stale_warnings(caplog)
+  assert len(warnings) == 1, warnings
+  assert 'momentum 0.999' in warnings[0] and '94 %' in warnings[0]
+  assert 'after 60 training steps' in warnings[0]
+  assert '--bn_recompute_batches' in warnings[0]
+  assert stale['accuracy'] < 0.5  # Chance: 1/3.
+
+  caplog.clear()
+  config = _config(tmp_path / 'precise', colors16, engine=engine,
+                   train_steps=60, bn_recompute_batches=4)
+  precise = _train(config)
+  assert not _stale_warnings(caplog)
+  assert precise['accuracy'] > 0.9
+  model = _restored(config)
+  for (mean, variance), (want_mean, want_variance) in zip(
+      _saved_statistics(model), _numpy_statistics(model, config, 4)):
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize('engine', ['ctl', pytest.param(
+    'estimator', marks=pytest.mark.estimator)])
+def test_the_statistics_are_the_global_batches_on_1_and_2_replicas(
+    tmp_path, colors16, engine):
+  """The same weights (one SGD step of rate 1e-30) on 1 and 2 replicas: the
+  statistics saved are the same, those of the global batches."""
+  statistics = []
+  for strategy, replicas in [('default', 0), ('mirrored', 2)]:
+    config = _config(tmp_path / strategy, colors16, engine=engine,
+                     strategy=strategy, cpu_replicas=replicas,
+                     optimizer='sgd', learning_rate=1e-30, lr_decay='none',
+                     train_steps=1, bn_recompute_batches=3)
+    _train(config)
+    statistics.append(_saved_statistics(_restored(config)))
+  one, two = statistics
+  for (mean1, variance1), (mean2, variance2) in zip(one, two):
+    np.testing.assert_allclose(mean2, mean1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(variance2, variance1, rtol=1e-5, atol=1e-6)
+  for (mean, variance), (want_mean, want_variance) in zip(
+      two, _numpy_statistics(_restored(config), config, 3)):
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_keras_applications_mobilenet_v2(tmp_path_factory, tmp_path, caplog):
+  """Keras Applications' MobileNetV2 (momentum 0.999) evaluates at chance
+  after 40 steps, and on the recomputed statistics well."""
+  data_dir = _write(tmp_path_factory.mktemp('colors32'), 32)
+  caplog.set_level(logging.WARNING)
+  results = {}
+  for num_batches in (0, 4):
+    results[num_batches] = _train(_config(
+        tmp_path / str(num_batches), data_dir, engine='ctl',
+        model=builders.mobilenet_v2, global_batch_size=16, train_steps=40,
+        bn_recompute_batches=num_batches))
+  assert len(_stale_warnings(caplog)) == 1
+  assert results[0]['accuracy'] < 0.5
+  assert results[4]['accuracy'] > 0.9
+
+
+def test_the_flag_is_a_count_of_batches():
+  with pytest.raises(UsageError, match='--bn_recompute_batches must be >= 0'):
+    TrainConfig(model_dir='/tmp/x', bn_recompute_batches=-1)
+  assert TrainConfig(model_dir='/tmp/x').bn_recompute_batches == 0
+
+
+def test_a_layer_it_cannot_recompute_is_a_usage_error():
+  model = tf.keras.Sequential([
+      tf.keras.layers.Input((4,)),
+      tf.keras.layers.BatchNormalization(renorm=True, name='renormed')])
+  with pytest.raises(UsageError, match='renormed uses renorm'):
+    batch_norm.check(model)
