@@ -16,7 +16,8 @@ plus the variance of the batch means; detectron2 keeps only the former).
 A batch here is a global batch, computed whole on this process's own
 device: its statistics are the global batch's whatever the strategy and
 replica count (1 and 2 replicas give the same), and every training task of
-a cluster computes the same numbers from the same batches and weights.
+a TF2 cluster computes the same numbers from the same batches and weights
+(the estimator engine recomputes on the chief, which saves).
 """
 
 import contextlib

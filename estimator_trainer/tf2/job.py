@@ -88,9 +88,8 @@ class Job:
       self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
                                       config.lr_decay, self.max_steps).keras()
                         if training else None)
-    self._precise_batch_norm = None
-    if training:
-      self._precise_batch_norm = self._batch_norm_statistics()
+    self._precise_batch_norm = (self._batch_norm_statistics() if training
+                                else None)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
