@@ -104,17 +104,29 @@ def _numpy_statistics(model, config, num_batches):
   training-mode forward pass gives the layers."""
   layers = (model.get_layer('bn1'), model.get_layer('bn2'))
   inputs_of = tf.keras.Model(model.inputs, [layer.input for layer in layers])
-  # Estimator's graphs have the graph-level seed of RunConfig(tf_random_seed)
-  # (the order of the shuffled batches), the TF2 engines' none.
-  tf.random.set_seed(config.seed if config.engine == 'estimator' else None)
-  batches = make_input_fn(config, BATCH)(ModeKeys.TRAIN).take(num_batches)
   pooled = [[] for _ in layers]
-  for features, _ in batches:
-    for found, x in zip(pooled, inputs_of(features['image'], training=True)):
+  for images in _training_batches(config, num_batches):
+    for found, x in zip(pooled, inputs_of(images, training=True)):
       found.append(np.asarray(x, np.float64).reshape(-1, x.shape[-1]))
   assert len(pooled[0]) == num_batches
   return [(np.mean(np.concatenate(x), 0), np.var(np.concatenate(x), 0))
           for x in pooled]
+
+
+def _training_batches(config, num_batches):
+  """The first training batches' images, in the order the engine's
+  recompute reads them: Estimator's graph has RunConfig(tf_random_seed)'s
+  graph-level seed (which orders the shuffle), the TF2 engines' eager
+  context none."""
+  input_fn = make_input_fn(config, BATCH)  # Reads the files eagerly.
+  dataset = lambda: input_fn(ModeKeys.TRAIN).take(num_batches)
+  if config.engine != 'estimator':
+    return [features['image'] for features, _ in dataset()]
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(config.seed)
+    batch = tf.compat.v1.data.make_one_shot_iterator(dataset()).get_next()
+    with tf.compat.v1.Session() as session:
+      return [session.run(batch)[0]['image'] for _ in range(num_batches)]
 
 
 def _stale_warnings(caplog):
