@@ -21,11 +21,13 @@ a TF2 cluster computes the same numbers from the same batches and weights
 """
 
 import contextlib
+import logging
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer.errors import UsageError
+
+_logger = logging.getLogger(__name__)
 
 # momentum**steps above this: the moving statistics are still mostly their
 # initial values at the end of the run.
@@ -59,7 +61,7 @@ def warn_if_stale(model, train_steps):
     return
   left = momenta[-1]**train_steps
   if left > STALE_FRACTION:
-    logging.warning(
+    _logger.warning(
         'Batch norm momentum %s leaves the moving statistics %.0f %% at '
         'their initial values after %d training steps (momentum**steps): '
         'evaluation and export would normalize with them; '
@@ -164,6 +166,6 @@ class Recompute:
 
   def __call__(self):
     assign(self._layers, self._statistics())
-    logging.info('Recomputed the moving statistics of %d batch-norm layers '
+    _logger.info('Recomputed the moving statistics of %d batch-norm layers '
                  'over %d training batches', len(self._layers),
                  self._num_batches)

@@ -10,12 +10,14 @@ them. Training goes on from them; it never normalizes with the moving
 statistics.
 """
 
+import logging
 import weakref
 
-from absl import logging
 import tensorflow as tf
 
 from estimator_trainer import batch_norm
+
+_logger = logging.getLogger(__name__)
 
 # Each training graph's model (with MirroredStrategy, model_fn builds one
 # per replica on the same variables: the first).
@@ -61,6 +63,6 @@ class RecomputeListener(tf.compat.v1.train.CheckpointSaverListener):
 
   def before_save(self, session, global_step_value):
     session.run(self._recompute)
-    logging.info('Recomputed the moving statistics of %d batch-norm layers '
+    _logger.info('Recomputed the moving statistics of %d batch-norm layers '
                  'over %d training batches for step %d', len(self._layers),
                  self._num_batches, global_step_value)
