@@ -157,30 +157,47 @@ def test_local_cluster_ports_are_free_distinct_and_not_ephemeral():
       s.bind(('127.0.0.1', port))  # Free: nothing holds it.
 
 
+class _FakeCluster:
+  """scripts/local_cluster.py running two workers that are `script`s (each
+  stands in for the Python of a trainer), and what it printed so far."""
+
+  def __init__(self, tmp_path, script):
+    task = tmp_path / 'task'
+    task.write_text(script)
+    task.chmod(0o755)
+    driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
+              'import local_cluster as l; '
+              'cluster, tasks = l.make_cluster(False, 2, 0, False); '
+              'sys.exit(l.run_cluster(cluster, tasks, [], '
+              'python=sys.argv[2]))')
+    self.launcher = subprocess.Popen(
+        [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
+        stdout=subprocess.PIPE, text=True)
+    self.output = ''
+
+  def read_until(self, text, count):
+    while self.output.count(text) < count:
+      line = self.launcher.stdout.readline()
+      assert line, self.output  # Not ended before.
+      self.output += line
+
+  def end(self):
+    """The launcher's exit code, once it has ended (all read)."""
+    self.output += self.launcher.stdout.read()
+    return self.launcher.wait(timeout=60)
+
+
 def test_local_cluster_passes_sigterm_on_to_every_task(tmp_path):
   """A scheduler stopping the launcher stops its tasks, as Ctrl-C does: each
   gets SIGTERM (and saves, as preempted), none is left running."""
-  task = tmp_path / 'task'  # Stands in for the Python of a trainer.
-  task.write_text("#!/bin/sh\ntrap 'echo stopped; exit 0' TERM\n"
-                  'echo started\nwhile :; do sleep 0.1; done\n')
-  task.chmod(0o755)
-  driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
-            'import local_cluster as l; '
-            'cluster, tasks = l.make_cluster(False, 2, 0, False); '
-            'sys.exit(l.run_cluster(cluster, tasks, [], python=sys.argv[2]))')
-  launcher = subprocess.Popen(
-      [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
-      stdout=subprocess.PIPE, text=True)
-  output = ''
-  while output.count('started') < 2:  # Both tasks run.
-    line = launcher.stdout.readline()
-    assert line, output  # Not ended before.
-    output += line
-  launcher.send_signal(signal.SIGTERM)
-  output += launcher.stdout.read()
-  assert launcher.wait(timeout=60) == 128 + signal.SIGTERM, output
-  assert '[worker:0] stopped' in output and '[worker:1] stopped' in output
-  assert '[launcher] exit codes: worker:0=0, worker:1=0' in output
+  cluster = _FakeCluster(tmp_path, "#!/bin/sh\ntrap 'echo stopped; exit 0' "
+                         'TERM\necho started\nwhile :; do sleep 0.1; done\n')
+  cluster.read_until('started', 2)  # Both tasks run.
+  cluster.launcher.send_signal(signal.SIGTERM)
+  assert cluster.end() == 128 + signal.SIGTERM, cluster.output
+  assert ('[worker:0] stopped' in cluster.output and
+          '[worker:1] stopped' in cluster.output)
+  assert '[launcher] exit codes: worker:0=0, worker:1=0' in cluster.output
 
 
 def test_local_cluster_passes_ctrl_c_on_to_every_task_and_a_second_too(
@@ -189,34 +206,17 @@ def test_local_cluster_passes_ctrl_c_on_to_every_task_and_a_second_too(
   tasks run in sessions of their own): it passes it on to every task, which
   saves and stops as interrupted; a second one too, which stops them at
   once. (The tasks here stop at the second.)"""
-  task = tmp_path / 'task'  # Stands in for the Python of a trainer.
-  task.write_text("#!/bin/sh\nn=0\n"
-                  "trap 'n=$((n+1)); echo \"got INT $n\"; "
-                  "[ $n = 2 ] && exit 130' INT\n"
-                  'echo started\nwhile :; do sleep 0.1; done\n')
-  task.chmod(0o755)
-  driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
-            'import local_cluster as l; '
-            'cluster, tasks = l.make_cluster(False, 2, 0, False); '
-            'sys.exit(l.run_cluster(cluster, tasks, [], python=sys.argv[2]))')
-  launcher = subprocess.Popen(
-      [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
-      stdout=subprocess.PIPE, text=True)
-  output = ''
-
-  def read_until(text, count):
-    nonlocal output
-    while output.count(text) < count:
-      line = launcher.stdout.readline()
-      assert line, output  # Not ended before.
-      output += line
-
-  read_until('started', 2)  # Both tasks run.
-  launcher.send_signal(signal.SIGINT)
-  read_until('got INT 1', 2)
-  launcher.send_signal(signal.SIGINT)
-  output += launcher.stdout.read()
-  assert launcher.wait(timeout=60) == 130, output
-  assert '[worker:0] got INT 2' in output and '[worker:1] got INT 2' in output
-  assert '[launcher] exit codes: worker:0=130, worker:1=130' in output
-  assert 'Traceback' not in output
+  cluster = _FakeCluster(tmp_path, "#!/bin/sh\nn=0\n"
+                         "trap 'n=$((n+1)); echo \"got INT $n\"; "
+                         "[ $n = 2 ] && exit 130' INT\n"
+                         'echo started\nwhile :; do sleep 0.1; done\n')
+  cluster.read_until('started', 2)  # Both tasks run.
+  cluster.launcher.send_signal(signal.SIGINT)
+  cluster.read_until('got INT 1', 2)
+  cluster.launcher.send_signal(signal.SIGINT)
+  assert cluster.end() == 130, cluster.output
+  assert ('[worker:0] got INT 2' in cluster.output and
+          '[worker:1] got INT 2' in cluster.output)
+  assert ('[launcher] exit codes: worker:0=130, worker:1=130' in
+          cluster.output)
+  assert 'Traceback' not in cluster.output
