@@ -60,6 +60,23 @@ def replica_devices(cpu_replicas):
   return [f'/cpu:{i}' for i in range(max(cpu_replicas, 1))]
 
 
+# Group keys per strategy: more than one strategy takes (one per device set).
+_GROUPS_PER_STRATEGY = 1000
+
+
+def _own_collective_groups(strategy_class):
+  """Gives the next `strategy_class` collective group keys no strategy of
+  the process used before.
+
+  Every MirroredStrategy numbers its all-reduces' group and instance keys
+  from the same start, and the process's collective executor keeps each
+  key's tensor shape: a second strategy in the process (a pipeline training
+  a second model, a notebook) whose first all-reduce is of another shape
+  failed with 'Shape mismatch in the collective instance 100'.
+  """
+  strategy_class._collective_key_base += _GROUPS_PER_STRATEGY  # pylint: disable=protected-access
+
+
 def make_strategy(name, cpu_replicas=0, communication='auto',
                   coordinated=False):
   """The strategy named `name`, or None for `default` (no strategy).
@@ -75,6 +92,7 @@ def make_strategy(name, cpu_replicas=0, communication='auto',
     strategy = tf.distribute.OneDeviceStrategy(device)
   elif name == 'mirrored':
     configure_cpu_replicas(cpu_replicas)
+    _own_collective_groups(tf.distribute.MirroredStrategy)
     strategy = tf.distribute.MirroredStrategy(replica_devices(cpu_replicas))
   elif name == 'multi_worker_mirrored':
     # The `experimental` class is the one Estimator supports (graph mode).
