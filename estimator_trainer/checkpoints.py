@@ -35,13 +35,16 @@ def require_checkpoint(model_dir):
 def record_model(model_dir, config, spec):
   """Notes in model_dir which model and data shape its checkpoints are of,
   and the settings of the run (which the CLI takes for a later run there:
-  run_record.read), when training starts or resumes there."""
+  run_record.read), when training starts or resumes there; left as it is
+  when the run is the same (a rerun changes nothing)."""
   model = models.name_of(config.model)
-  outputs.write_atomic(layout.model_file(model_dir), json.dumps(
-      {'model': model, 'model_kwargs': config.model_kwargs,
-       'dataset': spec.name, 'image_shape': list(spec.image_shape),
-       'num_classes': spec.num_classes,
-       'run': dict(run_record.of(config), model=model)}, indent=1))
+  record = {'model': model, 'model_kwargs': config.model_kwargs,
+            'dataset': spec.name, 'image_shape': list(spec.image_shape),
+            'num_classes': spec.num_classes,
+            'run': dict(run_record.of(config), model=model)}
+  if layout.read_model_file(model_dir) != json.loads(json.dumps(record)):
+    outputs.write_atomic(layout.model_file(model_dir),
+                         json.dumps(record, indent=1))
 
 
 # The flags `migrate` builds the run's model and optimizer from.

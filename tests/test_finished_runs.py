@@ -48,7 +48,8 @@ def _rerun(model_dir, idx_dir, engine, caplog, mode='train_and_evaluate',
   objects it left collected (a checkpoint's restore warns as it is
   deleted)."""
   caplog.clear()
-  with caplog.at_level(logging.INFO, logger='absl'):
+  with caplog.at_level(logging.INFO, logger='estimator_trainer'), \
+      caplog.at_level(logging.INFO, logger='absl'):
     result = run() if run else _run(model_dir, idx_dir, engine, mode)
     gc.collect()
   return result, [record.getMessage() for record in caplog.records]
