@@ -23,6 +23,7 @@ a TF2 cluster computes the same numbers from the same batches and weights
 import contextlib
 import logging
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import UsageError
@@ -32,6 +33,10 @@ _logger = logging.getLogger(__name__)
 # momentum**steps above this: the moving statistics are still mostly their
 # initial values at the end of the run.
 STALE_FRACTION = 0.5
+# A `staleness` above this at the end of training: the warning.
+FAR = 0.5
+# Training batches the end-of-training check measures.
+CHECK_BATCHES = 4
 
 
 def layers(model):
@@ -107,6 +112,44 @@ def _recording(bn_layers, moments):
       object.__delattr__(layer, 'call')
 
 
+def staleness(bn_layers, moving, statistics):
+  """How far evaluation's normalization is from training's, per layer.
+
+  `moving` and `statistics`: [(mean, variance)] numpy, the layers' moving
+  statistics and their inputs' population statistics over training batches.
+  Normalized with the moving ones, a channel of the training data comes out
+  with mean d = (mean - moving_mean) / moving_std and standard deviation
+  s = std / moving_std instead of 0 and 1; the distance between the two
+  normals (2-Wasserstein, in training's standard deviations) is
+  sqrt(d**2 + (s - 1)**2). Returns {layer name: its root mean square over
+  the layer's channels}.
+  """
+  result = {}
+  for layer, (moving_mean, moving_variance), (mean, variance) in zip(
+      bn_layers, moving, statistics):
+    moving_std = np.sqrt(moving_variance + layer.epsilon)
+    shift = (mean - moving_mean) / moving_std
+    scale = np.sqrt(variance + layer.epsilon) / moving_std
+    result[layer.name] = float(np.sqrt(np.mean(shift**2 + (scale - 1)**2)))
+  return result
+
+
+def warn_if_far(distances, step):
+  """The measured warning: the moving statistics at the end of training
+  (`staleness`) against the training data's."""
+  name, worst = max(distances.items(), key=lambda item: item[1])
+  _logger.info('Batch norm at step %d: moving statistics %.2f standard '
+               'deviations from the training data\'s at most (%s)', step,
+               worst, name)
+  if worst > FAR:
+    _logger.warning(
+        'Batch norm moving statistics at step %d are %.2f standard '
+        'deviations from the training data\'s (layer %s): evaluation and '
+        'export normalize with them and may be far worse than training; '
+        '--bn_recompute_batches=N recomputes them over N training batches '
+        'before each checkpoint', step, worst, name)
+
+
 def population_statistics(model, bn_layers, dataset, num_batches):
   """[(mean, variance)] float64 of each of `bn_layers`' inputs over the
   first `num_batches` batches of `dataset` ((features, labels) of a global
@@ -155,10 +198,12 @@ class Recompute:
   """Precise BN of an eagerly built model (the TF2 engines): calling it
   writes the population statistics of the first `num_batches` batches of
   `make_dataset()` (global batches of training data, in their seeded
-  order: the same batches at every call) into the moving statistics."""
+  order: the same batches at every call) into the moving statistics;
+  `check(step)` only compares them with the moving ones (`warn_if_far`)."""
 
-  def __init__(self, model, make_dataset, num_batches):
-    check(model)
+  def __init__(self, model, make_dataset, num_batches, recompute=True):
+    if recompute:
+      check(model)
     self._layers = layers(model)
     self._statistics = tf.function(lambda: population_statistics(
         model, self._layers, make_dataset(), num_batches))
@@ -169,3 +214,16 @@ class Recompute:
     _logger.info('Recomputed the moving statistics of %d batch-norm layers '
                  'over %d training batches', len(self._layers),
                  self._num_batches)
+
+  def check(self, step):
+    """The measured warning (`warn_if_far`); nothing for a model whose
+    batch norm it cannot measure."""
+    try:
+      statistics = self._statistics()
+    except UsageError:
+      return
+    moving = [(layer.moving_mean.numpy(), layer.moving_variance.numpy())
+              for layer in self._layers]
+    warn_if_far(staleness(self._layers, moving, [
+        (mean.numpy(), variance.numpy()) for mean, variance in statistics]),
+                step)

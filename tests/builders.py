@@ -73,8 +73,8 @@ def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False):
   return tf.keras.Model(images, layers.Dense(num_classes, dtype='float32')(x))
 
 
-def bn_momentum_999(input_shape, num_classes, seed=None):
-  """Two convolutions with batch norm of momentum 0.999, as Keras
+def bn_cnn(input_shape, num_classes, seed=None, momentum=0.999):
+  """Two convolutions with batch norm, of momentum 0.999 as Keras
   Applications build it: after a few hundred steps its moving statistics
   are still mostly their initial values."""
   def init(index):
@@ -85,11 +85,11 @@ def bn_momentum_999(input_shape, num_classes, seed=None):
       tf.keras.layers.Input(input_shape),
       tf.keras.layers.Conv2D(8, 3, strides=2, kernel_initializer=init(0),
                              name='conv1'),
-      tf.keras.layers.BatchNormalization(momentum=0.999, name='bn1'),
+      tf.keras.layers.BatchNormalization(momentum=momentum, name='bn1'),
       tf.keras.layers.ReLU(),
       tf.keras.layers.Conv2D(16, 3, strides=2, kernel_initializer=init(1),
                              name='conv2'),
-      tf.keras.layers.BatchNormalization(momentum=0.999, name='bn2'),
+      tf.keras.layers.BatchNormalization(momentum=momentum, name='bn2'),
       tf.keras.layers.ReLU(),
       tf.keras.layers.GlobalAveragePooling2D(),
       tf.keras.layers.Dense(num_classes, kernel_initializer=init(2),

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.xdist_group('batch_norm')
 
 write_tfrecords = scripts_dir.load('write_tfrecords')
 BATCH = 32
-STALE = 'leaves the moving statistics'
+STALE = 'leaves the moving statistics'  # Momentum**steps, at the start.
+FAR = 'standard deviations from the training data'  # Measured at the end.
 
 
 class _Colors:
@@ -67,7 +68,7 @@ def colors16(tmp_path_factory):
 def _config(model_dir, data_dir, **overrides):
   return TrainConfig(**{
       'model_dir': str(model_dir), 'train_files': f'{data_dir}/train-*',
-      'eval_files': f'{data_dir}/test-*', 'model': builders.bn_momentum_999,
+      'eval_files': f'{data_dir}/test-*', 'model': builders.bn_cnn,
       'global_batch_size': BATCH, 'learning_rate': 0.005,
       'save_checkpoints_steps': 1000, 'throttle_secs': 0, 'export': 'none',
       **overrides})
@@ -82,7 +83,7 @@ def _train(config):
 
 def _restored(config):
   """The builder's model with the latest checkpoint's weights."""
-  model = builders.bn_momentum_999((16, 16, 3), 3, seed=config.seed)
+  model = builders.bn_cnn((16, 16, 3), 3, seed=config.seed)
   path = tf.train.latest_checkpoint(config.model_dir)
   if config.engine == 'estimator':
     reader = tf.train.load_checkpoint(path)
@@ -129,9 +130,9 @@ def _training_batches(config, num_batches):
       return [session.run(batch)[0]['image'] for _ in range(num_batches)]
 
 
-def _stale_warnings(caplog):
+def _warnings(caplog, kind):
   return [record.getMessage() for record in caplog.records
-          if record.levelno == logging.WARNING and STALE in record.message]
+          if record.levelno == logging.WARNING and kind in record.message]
 
 
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
@@ -142,24 +143,51 @@ def test_recomputed_statistics_make_the_evaluation_right(
   caplog.set_level(logging.WARNING)
   stale = _train(_config(tmp_path / 'stale', colors16, engine=engine,
                          train_steps=60))
-  warnings = _stale_warnings(caplog)
+  warnings = _warnings(caplog, STALE)
   assert len(warnings) == 1, warnings
   assert 'momentum 0.999' in warnings[0] and '94 %' in warnings[0]
   assert 'after 60 training steps' in warnings[0]
   assert '--bn_recompute_batches' in warnings[0]
+  assert len(_warnings(caplog, FAR)) == 1
   assert stale['accuracy'] < 0.5  # Chance: 1/3.
 
   caplog.clear()
   config = _config(tmp_path / 'precise', colors16, engine=engine,
                    train_steps=60, bn_recompute_batches=4)
   precise = _train(config)
-  assert not _stale_warnings(caplog)
+  assert not _warnings(caplog, STALE) and not _warnings(caplog, FAR)
   assert precise['accuracy'] > 0.9
   model = _restored(config)
   for (mean, variance), (want_mean, want_variance) in zip(
       _saved_statistics(model), _numpy_statistics(model, config, 4)):
     np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_stale_statistics_are_measured_at_the_end(
+    tmp_path, colors16, engine, caplog):
+  """Momentum 0.99 over 200 steps keeps only 13 % of the initial
+  statistics, too little for the warning at the start, yet the moving
+  statistics lag the weights and the evaluation is far below training's:
+  the check at the last step measures it. Momentum 0.9 keeps up: no
+  warning."""
+  caplog.set_level(logging.WARNING)
+  results = {}
+  for momentum in (0.99, 0.9):
+    caplog.clear()
+    results[momentum] = _train(_config(
+        tmp_path / str(momentum), colors16, engine=engine, train_steps=200,
+        model_kwargs={'momentum': momentum}))
+    results[momentum]['warnings'] = _warnings(caplog, FAR)
+    assert not _warnings(caplog, STALE)
+  print(results)
+  lagging, keeping_up = results[0.99], results[0.9]
+  assert len(lagging['warnings']) == 1
+  assert 'at step 200' in lagging['warnings'][0]
+  assert '--bn_recompute_batches' in lagging['warnings'][0]
+  assert not keeping_up['warnings']
+  assert lagging['average_loss'] > 5 * keeping_up['average_loss']
 
 
 @pytest.mark.parametrize('engine', ['ctl', pytest.param(
@@ -199,7 +227,7 @@ def test_keras_applications_mobilenet_v2(tmp_path_factory, tmp_path, caplog):
              for steps, batches in [(100, 0), (101, 8)]]
   print(f'MobileNetV2 eval accuracy: {results[0]["accuracy"]:.4f} at step '
         f'100, {results[1]["accuracy"]:.4f} recomputed at step 101')
-  assert len(_stale_warnings(caplog)) == 1
+  assert len(_warnings(caplog, STALE)) == 2  # Each run's, at its start.
   assert results[0]['accuracy'] < 0.5  # Chance: 1/3.
   assert results[1]['global_step'] == 101
   assert results[1]['accuracy'] > 0.9

@@ -1,7 +1,7 @@
 """The estimator engine's batch-norm statistics (batch_norm.py): model_fn
-notes its training model; on the chief, a hook warns when the momentum
-leaves the moving statistics stale, and a CheckpointSaverListener
-recomputes them (precise BN) before every checkpoint save.
+notes its training model; on the chief, a CheckpointSaverListener
+recomputes them (precise BN) before every checkpoint save, or else warns
+when they are stale.
 
 Before the save, in the training session: the checkpoint then holds the
 statistics of its own weights, so every evaluation and export of it (in a
@@ -16,6 +16,7 @@ import weakref
 import tensorflow as tf
 
 from estimator_trainer import batch_norm
+from estimator_trainer.errors import UsageError
 
 _logger = logging.getLogger(__name__)
 
@@ -33,36 +34,53 @@ def _training_model():
   return _MODELS[tf.compat.v1.get_default_graph()]
 
 
-class StaleStatisticsHook(tf.compat.v1.train.SessionRunHook):
-  """Warns when the momentum leaves the moving statistics stale after
-  `train_steps` steps (without --bn_recompute_batches)."""
+class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
+  """Before each checkpoint save, with `recompute` (--bn_recompute_batches):
+  writes the population statistics of the first `num_batches` batches of
+  `make_dataset()` (global batches of training data, in their seeded order)
+  into the moving statistics. Without: the warnings when the moving
+  statistics are stale (at the start, and measured at `final_step`)."""
 
-  def __init__(self, train_steps):
-    self._train_steps = train_steps
-
-  def begin(self):
-    batch_norm.warn_if_stale(_training_model(), self._train_steps)
-
-
-class RecomputeListener(tf.compat.v1.train.CheckpointSaverListener):
-  """Writes the population statistics of the first `num_batches` batches
-  of `make_dataset()` (global batches of training data, in their seeded
-  order) into the moving statistics before each checkpoint save."""
-
-  def __init__(self, make_dataset, num_batches):
+  def __init__(self, make_dataset, num_batches, recompute, final_step):
     self._make_dataset = make_dataset
     self._num_batches = num_batches
+    self._recompute = recompute
+    self._final_step = final_step
+    self._layers = []
 
   def begin(self):
     model = _training_model()
-    batch_norm.check(model)
+    if self._recompute:
+      batch_norm.check(model)
+    else:
+      batch_norm.warn_if_stale(model, self._final_step)
     self._layers = batch_norm.layers(model)
-    statistics = tf.function(lambda: batch_norm.population_statistics(
-        model, self._layers, self._make_dataset(), self._num_batches))()
-    self._recompute = tf.group(batch_norm.assign(self._layers, statistics))
+    if not self._layers:
+      return
+    try:
+      self._statistics = tf.function(
+          lambda: batch_norm.population_statistics(
+              model, self._layers, self._make_dataset(),
+              self._num_batches))()
+    except UsageError:
+      if self._recompute:
+        raise
+      self._layers = []  # A model it cannot measure: no check.
+    if self._recompute:
+      self._assign = tf.group(batch_norm.assign(self._layers,
+                                                self._statistics))
 
   def before_save(self, session, global_step_value):
-    session.run(self._recompute)
-    _logger.info('Recomputed the moving statistics of %d batch-norm layers '
-                 'over %d training batches for step %d', len(self._layers),
-                 self._num_batches, global_step_value)
+    if not self._layers:
+      return
+    if self._recompute:
+      session.run(self._assign)
+      _logger.info('Recomputed the moving statistics of %d batch-norm '
+                   'layers over %d training batches for step %d',
+                   len(self._layers), self._num_batches, global_step_value)
+    elif global_step_value == self._final_step:
+      moving, statistics = session.run((
+          [(layer.moving_mean, layer.moving_variance)
+           for layer in self._layers], self._statistics))
+      batch_norm.warn_if_far(batch_norm.staleness(
+          self._layers, moving, statistics), global_step_value)

@@ -6,6 +6,7 @@ import logging
 
 import tensorflow as tf
 
+from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config as config_lib
@@ -140,8 +141,6 @@ class Job:
           self.num_replicas, self.steps_per_run))
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
-      if not self.config.bn_recompute_batches:
-        hooks.append(batch_norm_hooks.StaleStatisticsHook(self.max_steps))
     if self.config.early_stopping_evals:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))
@@ -149,16 +148,16 @@ class Job:
 
   def saving_listeners(self):
     """Before each checkpoint save (on the chief, which saves): the
-    batch-norm statistics recomputed, with --bn_recompute_batches."""
-    if not self.config.bn_recompute_batches:
-      return []
+    batch-norm statistics recomputed with --bn_recompute_batches, or else
+    checked at the last step."""
     # Its own pipeline: one global batch per element, not the train op's
     # windows of --steps_per_loop batches.
     input_fn = data.make_input_fn(self.config, self.global_batch_size,
                                   self.source)
-    return [batch_norm_hooks.RecomputeListener(
+    return [batch_norm_hooks.StatisticsListener(
         lambda: input_fn(data.ModeKeys.TRAIN),
-        self.config.bn_recompute_batches)]
+        self.config.bn_recompute_batches or batch_norm.CHECK_BATCHES,
+        bool(self.config.bn_recompute_batches), self.max_steps)]
 
   def hparams(self):
     return summaries.run_hparams(self.config, self.source.spec,

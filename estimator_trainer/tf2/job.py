@@ -88,7 +88,7 @@ class Job:
       self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
                                       config.lr_decay, self.max_steps).keras()
                         if training else None)
-    self._precise_batch_norm = (self._batch_norm_statistics() if training
+    self._batch_norm = (self._batch_norm_statistics() if training
                                 else None)
     objects = {'model': self.model}
     if training:
@@ -102,21 +102,22 @@ class Job:
         max_to_keep=config.keep_checkpoint_max, checkpoint_name='ckpt')
 
   def _batch_norm_statistics(self):
-    """The precise-BN recompute of --bn_recompute_batches (None when 0);
-    without it, the warning when the momentum leaves the moving statistics
-    stale."""
+    """The precise-BN recompute of --bn_recompute_batches; without it, on
+    the chief of a model with batch norm, the warnings when the moving
+    statistics are stale (its check at the last step). None otherwise."""
     config = self.config
-    if not config.bn_recompute_batches:
-      if self.is_chief:
-        batch_norm.warn_if_stale(self.model, self.max_steps)
-      return None
+    recompute = bool(config.bn_recompute_batches)
+    if not recompute:
+      if not self.is_chief or not batch_norm.layers(self.model):
+        return None
+      batch_norm.warn_if_stale(self.model, self.max_steps)
     # Its own pipeline, seeded (parameter-server workers' are not): the
     # first global batches of the training data, whatever the replicas.
     input_fn = data.make_input_fn(config, self.global_batch_size,
                                   self.source)
-    return batch_norm.Recompute(self.model,
-                                lambda: input_fn(data.ModeKeys.TRAIN),
-                                config.bn_recompute_batches)
+    return batch_norm.Recompute(
+        self.model, lambda: input_fn(data.ModeKeys.TRAIN),
+        config.bn_recompute_batches or batch_norm.CHECK_BATCHES, recompute)
 
   @property
   def step(self):
@@ -202,8 +203,10 @@ class Job:
   def save(self, step):
     """Checkpoints `step`, with the batch-norm statistics recomputed when
     asked (--bn_recompute_batches); never NaN or Inf weights (faults.py)."""
-    if self._precise_batch_norm:
-      self._precise_batch_norm()
+    if self._batch_norm and self.config.bn_recompute_batches:
+      self._batch_norm()
+    elif self._batch_norm and step == self.max_steps:
+      self._batch_norm.check(step)
     if not all(np.isfinite(w.numpy()).all() for w in self.model.weights):
       raise faults.diverged('weights are NaN or Inf', step,
                             self.config.model_dir)
