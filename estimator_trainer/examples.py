@@ -8,6 +8,7 @@ tf.Examples (export) and scripts/write_tfrecords.py share one format.
 import dataclasses
 from typing import Tuple
 
+from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 
@@ -87,7 +88,11 @@ class ExampleFormat:
     there, of their kind, the image of `image_shape` in its own channels,
     the label in range. Says in words, before anything is written, what
     decode() would stop a run with inside a graph."""
-    features = tf.train.Example.FromString(serialized).features.feature
+    try:
+      features = tf.train.Example.FromString(serialized).features.feature
+    except message.DecodeError as e:
+      raise DataError(f'{origin} is not a tf.Example ({e}): the files must '
+                      'be TFRecords of serialized tf.train.Example') from None
     for key, flag, kind in ((self.image_key, 'image_key', 'bytes_list'),
                             (self.label_key, 'label_key', 'int64_list')):
       if key not in features:

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from estimator_trainer import data
+from estimator_trainer import examples
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
@@ -353,3 +354,13 @@ def test_mode_keys_are_estimators():
   assert (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) == (
       tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.EVAL,
       tf.estimator.ModeKeys.PREDICT)
+
+
+def test_a_record_that_is_no_tf_example_is_a_data_error():
+  """A TFRecord of other protos (or of text) fails on its first record
+  with the file named, not with protobuf's bare DecodeError."""
+  example_format = examples.ExampleFormat((2, 2, 1), 3, 'image', 'label')
+  with pytest.raises(DataError, match=r'^the first record of x.tfrecord is '
+                     r'not a tf.Example \(.*\): the files must be TFRecords '
+                     r'of serialized tf.train.Example$'):
+    example_format.check_record(b'\xff\xff\xff', 'the first record of x.tfrecord')
