@@ -60,11 +60,10 @@ def check(model):
 
 def warn_if_stale(model, train_steps):
   """Warns (one line) when the layers' momentum leaves their moving
-  statistics mostly at their initial values after `train_steps` steps."""
+  statistics mostly at their initial values after `train_steps` steps;
+  returns whether it did."""
   momenta = sorted({layer.momentum for layer in layers(model)})
-  if not momenta:
-    return
-  left = momenta[-1]**train_steps
+  left = momenta[-1]**train_steps if momenta else 0
   if left > STALE_FRACTION:
     _logger.warning(
         'Batch norm momentum %s leaves the moving statistics %.0f %% at '
@@ -73,6 +72,7 @@ def warn_if_stale(model, train_steps):
         '--bn_recompute_batches=N recomputes them over N training batches '
         'before each checkpoint', ', '.join(f'{m:g}' for m in momenta),
         100 * left, train_steps)
+  return left > STALE_FRACTION
 
 
 @contextlib.contextmanager

@@ -51,12 +51,20 @@ _INTERNAL_WARNINGS = (
 )
 
 
+# AutoGraph meeting Python's own import machinery, which Keras's
+# synchronized batch norm calls inside the estimator engine's graph: it runs
+# it as-is, as it should.
+_AUTOGRAPH_ON_IMPORTLIB = 'AutoGraph could not transform <function _gcd_import'
+
+
 class _TensorflowFilter(logging.Filter):
-  """Drops deprecation notices and TensorFlow's INFO chatter."""
+  """Drops deprecation notices, TensorFlow's INFO chatter and AutoGraph's
+  notes on Python's import machinery."""
 
   def filter(self, record):
     message = str(record.msg)
-    if _DEPRECATION_MARK in message:
+    if (_DEPRECATION_MARK in message or
+        record.getMessage().startswith(_AUTOGRAPH_ON_IMPORTLIB)):
       return False
     return (record.levelno >= logging.WARNING or
             message.startswith(_TENSORFLOW_INFO_SHOWN))

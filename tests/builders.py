@@ -61,14 +61,16 @@ def resnet20_float64(input_shape, num_classes, seed=None,
   return tf.keras.Model(model.input, logits)
 
 
-def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False):
+def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False,
+                momentum=0.99):
   """Three convolutions with batch norm and not one layer named, as most
   users' code is: Keras names them from its counters."""
   layers = tf.keras.layers
   x = images = layers.Input(input_shape)
   for filters in (8, 16, 16):
     x = layers.Conv2D(filters, 3, padding='same')(x)
-    x = layers.ReLU()(layers.BatchNormalization(synchronized=sync_batch_norm)(x))
+    x = layers.ReLU()(layers.BatchNormalization(
+        momentum=momentum, synchronized=sync_batch_norm)(x))
   x = layers.GlobalAveragePooling2D()(x)
   return tf.keras.Model(images, layers.Dense(num_classes, dtype='float32')(x))
 

@@ -52,8 +52,8 @@ class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
     model = _training_model()
     if self._recompute:
       batch_norm.check(model)
-    else:
-      batch_norm.warn_if_stale(model, self._final_step)
+    elif batch_norm.warn_if_stale(model, self._final_step):
+      return  # Said already: nothing to measure at the end.
     self._layers = batch_norm.layers(model)
     if not self._layers:
       return
@@ -69,6 +69,10 @@ class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
     if self._recompute:
       self._assign = tf.group(batch_norm.assign(self._layers,
                                                 self._statistics))
+    else:  # Read ops now: the session's graph is finalized at the save.
+      self._moving = [(tf.identity(layer.moving_mean),
+                       tf.identity(layer.moving_variance))
+                      for layer in self._layers]
 
   def before_save(self, session, global_step_value):
     if not self._layers:
@@ -79,8 +83,6 @@ class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
                    'layers over %d training batches for step %d',
                    len(self._layers), self._num_batches, global_step_value)
     elif global_step_value == self._final_step:
-      moving, statistics = session.run((
-          [(layer.moving_mean, layer.moving_variance)
-           for layer in self._layers], self._statistics))
+      moving, statistics = session.run((self._moving, self._statistics))
       batch_norm.warn_if_far(batch_norm.staleness(
           self._layers, moving, statistics), global_step_value)

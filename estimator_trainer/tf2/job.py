@@ -103,14 +103,15 @@ class Job:
 
   def _batch_norm_statistics(self):
     """The precise-BN recompute of --bn_recompute_batches; without it, on
-    the chief of a model with batch norm, the warnings when the moving
-    statistics are stale (its check at the last step). None otherwise."""
+    the chief of a model with batch norm, the warning when the momentum
+    leaves the moving statistics stale, or else their check at the last
+    step. None otherwise."""
     config = self.config
     recompute = bool(config.bn_recompute_batches)
-    if not recompute:
-      if not self.is_chief or not batch_norm.layers(self.model):
-        return None
-      batch_norm.warn_if_stale(self.model, self.max_steps)
+    if not recompute and (
+        not self.is_chief or not batch_norm.layers(self.model) or
+        batch_norm.warn_if_stale(self.model, self.max_steps)):
+      return None  # Nothing to measure, or said already.
     # Its own pipeline, seeded (parameter-server workers' are not): the
     # first global batches of the training data, whatever the replicas.
     input_fn = data.make_input_fn(config, self.global_batch_size,
