@@ -255,6 +255,43 @@ def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
   assert not list(model_dir.glob('tmp_*'))
 
 
+def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
+                                                         mnist_small_dir):
+  """--bn_recompute_batches across 2 workers: each worker recomputes before
+  its save, and the chief's checkpoint holds the statistics that one
+  process saves: those of the same first global batches, with the same
+  weights (the seeded initial ones: SGD at a rate of 1e-30; the workers'
+  shards make other training batches than one process's stream)."""
+  flags = ['--engine=ctl', '--model=builders:bn_cnn', '--global_batch_size=64',
+           '--optimizer=sgd', '--learning_rate=1e-30', '--lr_decay=none',
+           '--train_steps=2', '--save_checkpoints_steps=2',
+           '--bn_recompute_batches=2', '--export=none']
+  tests_dir = str(pathlib.Path(__file__).parent)
+  result = subprocess.run(
+      [sys.executable, str(LAUNCHER), '--workers=2', '--', *_flags(
+          tmp_path / 'cluster', mnist_small_dir,
+          '--strategy=multi_worker_mirrored', *flags)],
+      capture_output=True, text=True, timeout=600, check=False,
+      env={**os.environ, 'PYTHONPATH': tests_dir})
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert set(_task_lines(result.stdout, 'Recomputed the moving statistics')
+             ) == {'worker:0', 'worker:1'}
+  alone = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       *_flags(tmp_path / 'alone', mnist_small_dir, *flags)],
+      capture_output=True, text=True, timeout=600, check=False,
+      env={**os.environ, 'PYTHONPATH': tests_dir})
+  assert alone.returncode == 0, alone.stderr[-3000:]
+  cluster, one = (tf.train.load_checkpoint(str(tmp_path / run / 'ckpt-2'))
+                  for run in ('cluster', 'alone'))
+  names = [name for name in cluster.get_variable_to_shape_map()
+           if 'moving_' in name]
+  assert len(names) == 4  # bn1 and bn2, mean and variance.
+  for name in names:
+    np.testing.assert_allclose(cluster.get_tensor(name), one.get_tensor(name),
+                               rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize('engine, evaluator', [('ctl', True),
                                                ('keras', False)])
 def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
