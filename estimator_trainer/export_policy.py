@@ -23,15 +23,16 @@ from estimator_trainer import layout
 EXTRA_DIR = 'assets.extra'  # A SavedModel's directory for other files.
 RECORD_FILE = 'evaluation.json'
 RECORD = os.path.join(EXTRA_DIR, RECORD_FILE)
-# Where an export is written before its rename (Estimator's name for it).
-_TEMPORARY_PREFIX = 'temp-'
+# An export's name until it is whole and renamed (Estimator's naming).
+TEMPORARY_PREFIX = 'temp-'
 
 
 def record(eval_result):
-  """RECORD's text for an evaluation (its numbers)."""
-  return json.dumps({name: value.item() if hasattr(value, 'item') else value
-                     for name, value in sorted(eval_result.items())
-                     if not isinstance(value, bytes)}) + '\n'
+  """RECORD's text for an evaluation: its numbers (numpy's as Python's),
+  not its image summaries (bytes)."""
+  return json.dumps({name: value for name, value in eval_result.items()
+                     if not isinstance(value, bytes)}, sort_keys=True,
+                    default=lambda number: number.item()) + '\n'
 
 
 def _exports(base_dir):
@@ -108,5 +109,5 @@ class ExportPolicy:
     if not tf.io.gfile.isdir(self.base_dir):
       return
     for name in tf.io.gfile.listdir(self.base_dir):
-      if name.startswith(_TEMPORARY_PREFIX):
+      if name.startswith(TEMPORARY_PREFIX):
         tf.io.gfile.rmtree(os.path.join(self.base_dir, name.strip('/')))

@@ -57,7 +57,8 @@ def write(model, example_format, base_dir, record=None):
   while tf.io.gfile.exists(os.path.join(base_dir, str(timestamp))):
     timestamp += 1
   path = os.path.join(base_dir, str(timestamp))
-  temporary = os.path.join(base_dir, f'temp-{timestamp}')
+  temporary = os.path.join(base_dir,
+                           f'{export_policy.TEMPORARY_PREFIX}{timestamp}')
   serving = _Serving(model, example_format)
   tf.saved_model.save(serving, temporary, signatures=serving.signatures())
   if record is not None:
