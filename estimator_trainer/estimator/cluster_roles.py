@@ -34,7 +34,8 @@ def evaluate_until_trained(config):
 
   def start():
     job = job_lib.eval_job(config)
-    exporters = job_lib.exporters(job)  # Once: BestExporter keeps the best.
+    # Once: the best export so far is read back then, and kept up to date.
+    exporters = job_lib.exporters(job)
     return (lambda path, max_steps: evaluate_and_export(
         job, exporters, path, max_steps),
             lambda path: job.estimator.evaluate(job.input_fn, steps=None,
