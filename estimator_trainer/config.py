@@ -206,6 +206,9 @@ class TrainConfig:
       'the last evaluation), latest (after every evaluation), best (highest '
       'eval accuracy so far) or none.',
       choices=('final', 'latest', 'best', 'none'))
+  exports_to_keep: int = _option(
+      5, '--export=latest or best: how many of its SavedModels to keep (the '
+      'newest), in every engine.', above=0)
   early_stopping_evals: int = _option(
       0, 'Stop training when eval accuracy has not improved for this many '
       'evaluations (0: never).', at_least=0)

@@ -1,9 +1,12 @@
 """SavedModel export: serving inputs, exporters, and the export mode."""
 
 import logging
+import os
+import tempfile
 
 import tensorflow as tf
 
+from estimator_trainer import export_policy
 from estimator_trainer import layout
 from estimator_trainer.data import model_images
 
@@ -45,12 +48,6 @@ def eval_input_receiver_fn(example_format):
   return receiver_fn
 
 
-def _accuracy_at_least_best(best_eval_result, current_eval_result):
-  # >=, not >: BestExporter's first comparison is against the event files,
-  # which already hold the current evaluation, so > would never export it.
-  return current_eval_result['accuracy'] >= best_eval_result['accuracy']
-
-
 def _log_export(path):
   """Logs where a SavedModel landed (Estimator's own line names the
   temporary directory it writes first); returns the path as a string."""
@@ -59,40 +56,42 @@ def _log_export(path):
   return path
 
 
-class _Logged(tf.estimator.Exporter):
-  """An Estimator exporter that logs each SavedModel it writes."""
+class _Exporter(tf.estimator.Exporter):
+  """`--export` for the estimator engine (export_policy's rule, as the TF2
+  engines apply it): a SavedModel of the evaluated checkpoint, holding its
+  evaluation."""
 
-  def __init__(self, exporter):
-    self._exporter = exporter
+  def __init__(self, config, example_format):
+    self._policy = export_policy.ExportPolicy(config)
+    self._serving_input_fn = serving_input_receiver_fn(example_format)
 
   @property
   def name(self):
-    return self._exporter.name
+    return self._policy.kind
 
   def export(self, estimator, export_path, checkpoint_path, eval_result,
              is_the_final_export):
-    path = self._exporter.export(estimator, export_path, checkpoint_path,
-                                 eval_result, is_the_final_export)
-    if path:  # BestExporter writes only for a better evaluation.
-      _log_export(path)
-    return path
+    del export_path  # The policy's base_dir: the same directory.
+    if not self._policy.wants(eval_result, is_the_final_export):
+      return None
+    return self._policy.write(lambda record: self._write(
+        estimator, checkpoint_path, record), eval_result)
+
+  def _write(self, estimator, checkpoint_path, record):
+    with tempfile.TemporaryDirectory() as scratch:
+      source = os.path.join(scratch, export_policy.RECORD_FILE)
+      with open(source, 'w') as f:
+        f.write(record)
+      return _log_export(estimator.export_saved_model(
+          self._policy.base_dir, self._serving_input_fn,
+          assets_extra={export_policy.RECORD_FILE: source},
+          checkpoint_path=checkpoint_path))
 
 
-def make_exporters(kind, example_format, keep=5):
+def make_exporters(config, example_format):
   """The Estimator exporters of `--export` (an empty list for `none`)."""
-  serving_input_fn = serving_input_receiver_fn(example_format)
-  if kind == 'latest':
-    exporter = tf.estimator.LatestExporter(
-        'latest', serving_input_fn, exports_to_keep=keep)
-  elif kind == 'best':
-    exporter = tf.estimator.BestExporter(
-        'best', serving_input_fn, compare_fn=_accuracy_at_least_best,
-        exports_to_keep=keep)
-  elif kind == 'final':
-    exporter = tf.estimator.FinalExporter('final', serving_input_fn)
-  else:
-    return []
-  return [_Logged(exporter)]
+  return [] if config.export == 'none' else [_Exporter(config,
+                                                       example_format)]
 
 
 def export_latest_checkpoint(estimator, model_dir, example_format):

@@ -56,6 +56,7 @@ def test_epochs_round_up_to_whole_steps():
     (dict(shuffle_buffer=-1), '--shuffle_buffer must be >= 0'),
     (dict(intra_op_threads=-1), '--intra_op_threads must be >= 0'),
     (dict(inter_op_threads=-2), '--inter_op_threads must be >= 0'),
+    (dict(exports_to_keep=0), '--exports_to_keep must be > 0'),
     (dict(idx_dir='/nonexistent'), 'is not a directory'),
     (dict(data_source='idx'), 'needs --idx_dir'),
     (dict(model_dir=''), '--model_dir must be given'),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import export_policy
 from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError
@@ -245,6 +246,40 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
   assert result['global_step'] == 60 and (
       result['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
+
+
+def test_evaluator_keeps_the_best_export_it_could_write(
+    trained_mnist_dir, mnist_small_dir, tmp_path, monkeypatch):
+  """Training deletes a checkpoint after the evaluator evaluated it, before
+  its export: that export fails, leaves no temp-*, and does not raise the
+  bar of --export=best, so a worse checkpoint that can be exported is."""
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained_mnist_dir, model_dir)
+  job = job_lib.eval_job(_mnist_config(model_dir, mnist_small_dir,
+                                       export='best'))
+  exporters = job_lib.exporters(job)
+  evaluate = job.estimator.evaluate
+
+  def evaluate_then_train_on(*args, checkpoint_path, **kwargs):
+    result = evaluate(*args, checkpoint_path=checkpoint_path, **kwargs)
+    if checkpoint_path.endswith('-60'):
+      for path in model_dir.glob('model.ckpt-60.*'):
+        path.unlink()
+    return result
+
+  monkeypatch.setattr(job.estimator, 'evaluate', evaluate_then_train_on)
+  better = cluster_roles.evaluate_and_export(
+      job, exporters, str(model_dir / 'model.ckpt-60'), 60)
+  best = model_dir / 'export' / 'best'
+  assert better['global_step'] == 60  # Evaluated, not exported:
+  assert not best.exists() or not os.listdir(best)  # no temp-* either.
+  worse = cluster_roles.evaluate_and_export(
+      job, exporters, str(model_dir / 'model.ckpt-0'), 60)
+  assert worse['accuracy'] < better['accuracy']
+  exported, = os.listdir(best)
+  record = json.loads((best / exported / export_policy.RECORD).read_text())
+  assert record['global_step'] == 0
+  assert record['accuracy'] == pytest.approx(float(worse['accuracy']))
 
 
 def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):

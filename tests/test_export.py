@@ -2,10 +2,13 @@
 the TF2 engines' exports match the estimator engine's."""
 
 import functools
+import gzip
+import itertools
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -16,10 +19,12 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from estimator_trainer import engines
 from estimator_trainer import examples
+from estimator_trainer import export_policy
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.examples import EXAMPLES_SIGNATURE
 from estimator_trainer.tf2 import migration
+from conftest import write_idx
 
 NUM_IMAGES = 1000
 
@@ -198,19 +203,145 @@ def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
       r['class'] for r in exported[1][:5]]
 
 
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
-def test_tf2_engines_export_as_they_evaluate(tmp_path, mnist_small_dir,
-                                             engine):
-  """--export=latest after each evaluation, the newest 5 kept; `best` only
-  after an evaluation at least as accurate as the earlier ones."""
-  config = _config(tmp_path, mnist_small_dir, engine=engine, train_steps=60,
+# --- --export: the same rule in every engine ---------------------------------
+
+
+ENGINES = [pytest.param('estimator', marks=pytest.mark.estimator), 'ctl',
+           'keras']
+
+
+def _records(base_dir):
+  """The evaluation each export in `base_dir` holds, oldest first."""
+  return [json.loads((base_dir / name / export_policy.RECORD).read_text())
+          for name in sorted(os.listdir(base_dir), key=int)]
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_every_engine_exports_as_it_evaluates(tmp_path, mnist_small_dir,
+                                              engine):
+  """--export=latest after each evaluation; the --exports_to_keep newest
+  kept in every engine, whatever --keep_checkpoint_max."""
+  config = _config(tmp_path, mnist_small_dir, engine=engine, train_steps=40,
                    save_checkpoints_steps=10, throttle_secs=0,
-                   export='latest')
+                   keep_checkpoint_max=2, export='latest', exports_to_keep=3)
   engines.ENGINES[engine].run(config)
-  latest = sorted(os.listdir(tmp_path / 'export' / 'latest'), key=int)
-  assert len(latest) == 5  # Of 6 evaluations.
-  served = tf.saved_model.load(str(tmp_path / 'export' / 'latest' /
-                                   latest[-1]))
+  latest = tmp_path / 'export' / 'latest'
+  assert all(name.isdigit() for name in os.listdir(latest))  # No temp-*.
+  assert [r['global_step'] for r in _records(latest)] == [20, 30, 40]
+  served = tf.saved_model.load(str(latest / max(os.listdir(latest),
+                                                key=int)))
   assert set(served.signatures) == {'serving_default', EXAMPLES_SIGNATURE}
   assert json.loads((tmp_path / 'metrics.json').read_text())[
-      'global_step'] == 60
+      'global_step'] == 40
+
+
+@pytest.fixture(scope='module')
+def mislabelled_dir(tmp_path_factory, mnist_small_dir):
+  """mnist_small_dir with every test label moved to the next class: a model
+  evaluated on it scores far below its accuracy on the real labels."""
+  directory = tmp_path_factory.mktemp('mislabelled')
+  for name in os.listdir(mnist_small_dir):
+    shutil.copy(mnist_small_dir / name, directory / name)
+  labels_file = sources.IDX_FILES[sources.TEST][1]
+  labels = np.frombuffer(gzip.decompress(
+      (mnist_small_dir / labels_file).read_bytes())[8:], np.uint8)
+  write_idx(directory / labels_file, 2049, (), (labels + 1) % 10)
+  return directory
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_a_resumed_run_keeps_the_best_export(tmp_path, mnist_small_dir,
+                                             mislabelled_dir, engine):
+  """--export=best compares a resumed run's evaluations with the best export
+  written before it: a worse one is not exported (TF 2.15's BestExporter
+  exported the first evaluation of every process; the TF2 engines forgot
+  the best on restart)."""
+  common = dict(engine=engine, export='best', throttle_secs=0,
+                save_checkpoints_steps=20)
+  engines.ENGINES[engine].run(_config(tmp_path, mnist_small_dir,
+                                      train_steps=40, **common))
+  exported = sorted(os.listdir(tmp_path / 'export' / 'best'))
+  accuracy = json.loads((tmp_path / 'metrics.json').read_text())['accuracy']
+  assert exported and accuracy > 0.5
+  # Resumed, and evaluated on wrong labels: every evaluation is worse.
+  engines.ENGINES[engine].run(_config(tmp_path, mislabelled_dir,
+                                      train_steps=60, **common))
+  worse = json.loads((tmp_path / 'metrics.json').read_text())
+  assert worse['global_step'] == 60 and worse['accuracy'] < accuracy
+  assert sorted(os.listdir(tmp_path / 'export' / 'best')) == exported
+
+
+# --- export_policy: which exports count and stay ---------------------------
+
+_timestamps = itertools.count(1_700_000_000)
+
+
+def _policy(model_dir, kind, keep=5):
+  return export_policy.ExportPolicy(TrainConfig(
+      model_dir=str(model_dir), export=kind, exports_to_keep=keep))
+
+
+def _export(policy, accuracy, fail=False):
+  """An export after an evaluation at `accuracy`, when `policy` wants one,
+  written as the engines write theirs (a temporary directory with the
+  record, renamed when whole); `fail`: failing halfway, as one whose
+  checkpoint training deleted. Returns its path, or None."""
+  result = {'accuracy': np.float32(accuracy), 'global_step': np.int64(0)}
+  if not policy.wants(result, final=False):
+    return None
+
+  def write(record):
+    name = str(next(_timestamps))
+    temporary = os.path.join(policy.base_dir, f'temp-{name}')
+    os.makedirs(os.path.join(temporary, export_policy.EXTRA_DIR))
+    with open(os.path.join(temporary, export_policy.RECORD), 'w') as f:
+      f.write(record)
+    if fail:
+      raise tf.errors.NotFoundError(None, None, 'model.ckpt-1 was deleted')
+    os.rename(temporary, os.path.join(policy.base_dir, name))
+    return os.path.join(policy.base_dir, name)
+
+  return policy.write(write, result)
+
+
+def test_a_best_export_counts_once_written(tmp_path):
+  best = tmp_path / 'export' / 'best'
+  policy = _policy(tmp_path, 'best', keep=2)
+  assert _export(policy, 0.5)
+  with pytest.raises(tf.errors.NotFoundError):
+    _export(policy, 0.8, fail=True)
+  assert len(os.listdir(best)) == 1  # Its temp-* is gone.
+  assert _export(policy, 0.7)  # Below the failed one: the best written.
+  assert _export(policy, 0.6) is None
+  assert _export(policy, 0.7)  # As accurate, and trained longer.
+  assert _export(policy, 0.9)
+  assert [r['accuracy'] for r in _records(best)] == pytest.approx([0.7, 0.9])
+  restarted = _policy(tmp_path, 'best')  # Reads the bar back.
+  assert not restarted.wants({'accuracy': 0.85}, final=True)
+  assert restarted.wants({'accuracy': 0.9}, final=False)
+
+
+def test_best_exports_without_a_record_compare_with_the_evaluations(
+    tmp_path):
+  """Exports written before they held their evaluation: the bar is the best
+  evaluation in model_dir."""
+  (tmp_path / 'export' / 'best' / '1700000000').mkdir(parents=True)
+  writer = tf.summary.create_file_writer(str(tmp_path / 'eval'))
+  with writer.as_default():
+    for step, accuracy in [(10, 0.6), (20, 0.75), (30, 0.7)]:
+      tf.summary.scalar('accuracy', accuracy, step=step)
+  writer.close()
+  policy = _policy(tmp_path, 'best')
+  assert not policy.wants({'accuracy': 0.74}, final=False)
+  assert policy.wants({'accuracy': 0.75}, final=False)
+
+
+def test_latest_and_final_exports(tmp_path):
+  latest = _policy(tmp_path, 'latest', keep=2)
+  for accuracy in (0.9, 0.5, 0.7):
+    assert _export(latest, accuracy)
+  assert [r['accuracy'] for r in _records(tmp_path / 'export' / 'latest')] == (
+      pytest.approx([0.5, 0.7]))
+  final = _policy(tmp_path, 'final')
+  assert not final.wants({'accuracy': 0.9}, final=False)
+  assert final.wants({'accuracy': 0.1}, final=True)

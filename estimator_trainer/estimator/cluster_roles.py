@@ -34,7 +34,8 @@ def evaluate_until_trained(config):
 
   def start():
     job = job_lib.eval_job(config)
-    exporters = job_lib.exporters(job)  # Once: BestExporter keeps the best.
+    # Once: the best export so far is read back then, and kept up to date.
+    exporters = job_lib.exporters(job)
     return (lambda path, max_steps: evaluate_and_export(
         job, exporters, path, max_steps),
             lambda path: job.estimator.evaluate(job.input_fn, steps=None,
@@ -46,29 +47,44 @@ def evaluate_until_trained(config):
       config.model_dir, training_progress.follow_checkpoints(config, start))
 
 
+# Saver.restore's errors when a checkpoint's files are gone (ValueError),
+# or go while it reads them (NotFoundError).
+_RESTORE_ERRORS = (ValueError, tf.errors.NotFoundError)
+
+
+def _deleted(checkpoint):
+  return not tf.io.gfile.exists(f'{checkpoint}.index')
+
+
 def evaluate_and_export(job, exporters, checkpoint, max_steps):
   """Evaluates and exports a checkpoint of the running training; returns
   the evaluation, or None when training deleted the checkpoint first.
 
   Training keeps its latest --keep_checkpoint_max checkpoints: while the
-  evaluator builds its graph and evaluates, a fast trainer may delete the
-  one it started on. The evaluator then goes on to the newest.
+  evaluator builds its graphs, evaluates and exports, a fast trainer may
+  delete the one it started on. The evaluator then goes on to the newest;
+  an export that failed so counts for nothing (export_policy).
   """
   try:
     result = job.estimator.evaluate(job.input_fn, steps=None,
                                     checkpoint_path=checkpoint)
-    job_lib.export(job, exporters, checkpoint, result,
-                   result['global_step'] >= max_steps)
-    return result
-  # Saver.restore: ValueError when the files are gone, NotFoundError when
-  # they go while it reads them.
-  except (ValueError, tf.errors.NotFoundError):
-    if tf.io.gfile.exists(f'{checkpoint}.index'):
+  except _RESTORE_ERRORS:
+    if not _deleted(checkpoint):
       raise
     _logger.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
                     'evaluation ended: evaluating a newer one', checkpoint,
                     job.config.keep_checkpoint_max)
     return None
+  try:
+    job_lib.export(job, exporters, checkpoint, result,
+                   result['global_step'] >= max_steps)
+  except _RESTORE_ERRORS:
+    if not _deleted(checkpoint):
+      raise
+    _logger.warning('%s was deleted (--keep_checkpoint_max=%d) after its '
+                    'evaluation, before its export: not exported',
+                    checkpoint, job.config.keep_checkpoint_max)
+  return result
 
 
 def remove_scratch_dir(config):

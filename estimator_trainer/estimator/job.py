@@ -181,8 +181,7 @@ def eval_job(config):
 
 
 def exporters(job):
-  return export_lib.make_exporters(job.config.export, job.example_format,
-                                   job.config.keep_checkpoint_max)
+  return export_lib.make_exporters(job.config, job.example_format)
 
 
 def export(job, job_exporters, checkpoint, eval_result, is_final):

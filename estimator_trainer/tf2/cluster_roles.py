@@ -41,9 +41,8 @@ def evaluate_until_trained(config):
 
   def start():
     evaluator = evaluation.CheckpointEvaluator(config)
-    exporter = (export.Exporter(config.export, evaluator.model,
-                                evaluator.job.example_format,
-                                config.model_dir)
+    exporter = (export.Exporter(config, evaluator.model,
+                                evaluator.job.example_format)
                 if config.export != 'none' else None)
 
     def export_final(path, result):

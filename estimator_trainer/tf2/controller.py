@@ -99,7 +99,7 @@ class Controller:
     self._evaluator = evaluate and _evaluator(job)
     # Exports follow evaluations, as Estimator's exporters do.
     self._exporter = (export.Exporter(
-        job.config.export, self._evaluator.model, job.example_format,
+        job.config, self._evaluator.model, job.example_format,
         job.checkpoint_dir)
                       if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)

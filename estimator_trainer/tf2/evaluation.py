@@ -118,8 +118,8 @@ def final_evaluation(config):
   job = job_lib.Job(config, training=False)
   result = Evaluator(job).evaluate(job.restore())
   if config.export != 'none':
-    export.Exporter(config.export, job.model, job.example_format,
-                    config.model_dir).after_evaluation(result, final=True)
+    export.Exporter(config, job.model, job.example_format).after_evaluation(
+        result, final=True)
   return result
 
 

@@ -11,6 +11,7 @@ import time
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import export_policy
 from estimator_trainer import layout
 from estimator_trainer import models
 from estimator_trainer.data import model_images
@@ -46,56 +47,49 @@ class _Serving(tf.Module):
             EXAMPLES_SIGNATURE: self.serve_examples}
 
 
-def write(model, example_format, base_dir):
+def write(model, example_format, base_dir, record=None):
   """Writes a SavedModel to `base_dir/<timestamp>/`, as Estimator names
-  them: first to a temporary directory beside it, then renamed, so a
-  reader never sees half of one. Returns its path."""
+  them, with `record` (export_policy.RECORD's text) if given: first to a
+  temporary directory beside it, then renamed, so a reader never sees half
+  of one. Returns its path."""
   tf.io.gfile.makedirs(base_dir)
   timestamp = int(time.time())
   while tf.io.gfile.exists(os.path.join(base_dir, str(timestamp))):
     timestamp += 1
   path = os.path.join(base_dir, str(timestamp))
-  temporary = os.path.join(base_dir, f'temp-{timestamp}')
+  temporary = os.path.join(base_dir,
+                           f'{export_policy.TEMPORARY_PREFIX}{timestamp}')
   serving = _Serving(model, example_format)
   tf.saved_model.save(serving, temporary, signatures=serving.signatures())
+  if record is not None:
+    tf.io.gfile.makedirs(os.path.join(temporary, export_policy.EXTRA_DIR))
+    with tf.io.gfile.GFile(os.path.join(temporary, export_policy.RECORD),
+                           'w') as f:
+      f.write(record)
   tf.io.gfile.rename(temporary, path)
   _logger.info('Exported a SavedModel to %s', path)
   return path
 
 
 class Exporter:
-  """`--export` for the TF2 engines, as Estimator's exporters do it: `final`
-  after training, `latest` after every evaluation, `best` after an evaluation
-  at least as accurate as every earlier one; the `keep` newest of `latest`
-  and `best` are kept."""
+  """`--export` for the TF2 engines (export_policy's rule, as the estimator
+  engine applies it), from the weights of `model`; a task other than the
+  chief writes under `task_dir` (its scratch dir), not model_dir."""
 
-  def __init__(self, kind, model, example_format, model_dir, keep=5):
-    self.kind = kind
+  def __init__(self, config, model, example_format, task_dir=None):
     self._model = model
     self._example_format = example_format
-    self._base_dir = layout.export_dir(model_dir, kind)
-    self._keep = keep
-    self._best_accuracy = None
+    self._policy = export_policy.ExportPolicy(
+        config, task_dir and layout.export_dir(task_dir, config.export))
 
   def after_evaluation(self, result, final):
     """After an evaluation (`final`: of the last step); returns the path
     written, or None."""
-    if self.kind == 'final' and final or self.kind == 'latest':
-      return self._write()
-    if self.kind == 'best' and (self._best_accuracy is None or
-                                result['accuracy'] >= self._best_accuracy):
-      self._best_accuracy = result['accuracy']
-      return self._write()
-    return None
-
-  def _write(self):
-    path = write(self._model, self._example_format, self._base_dir)
-    exports = sorted((name for name in tf.io.gfile.listdir(self._base_dir)
-                      if name.strip('/').isdigit()), key=lambda n: int(
-                          n.strip('/')))
-    for old in exports[:-self._keep]:
-      tf.io.gfile.rmtree(os.path.join(self._base_dir, old))
-    return path
+    if not self._policy.wants(result, final):
+      return None
+    return self._policy.write(lambda record: write(
+        self._model, self._example_format, self._policy.base_dir, record),
+                              result)
 
 
 def export(config):

@@ -1,0 +1,113 @@
+"""Which SavedModels `--export` writes and keeps, the same in every engine:
+`final` after the last evaluation, `latest` after every evaluation, `best`
+after one at least as accurate as the best export written so far; of
+`latest` and `best`, the --exports_to_keep newest are kept.
+
+Each export holds the evaluation it follows (RECORD, written into it before
+it is renamed into place), so that a restarted run or evaluator compares
+with the best export that was written: not with nothing (TF 2.15's
+BestExporter exports its first evaluation in a process, whatever came
+before), nor with an evaluation whose export failed (a checkpoint that
+training deleted first).
+
+Both engine families use it (no tf.estimator here).
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from estimator_trainer import layout
+
+EXTRA_DIR = 'assets.extra'  # A SavedModel's directory for other files.
+RECORD_FILE = 'evaluation.json'
+RECORD = os.path.join(EXTRA_DIR, RECORD_FILE)
+# An export's name until it is whole and renamed (Estimator's naming).
+TEMPORARY_PREFIX = 'temp-'
+
+
+def record(eval_result):
+  """RECORD's text for an evaluation: its numbers (numpy's as Python's),
+  not its image summaries (bytes)."""
+  return json.dumps({name: value for name, value in eval_result.items()
+                     if not isinstance(value, bytes)}, sort_keys=True,
+                    default=lambda number: number.item()) + '\n'
+
+
+def _exports(base_dir):
+  """The names of the exports in `base_dir`, oldest first."""
+  if not tf.io.gfile.isdir(base_dir):
+    return []
+  names = (name.strip('/') for name in tf.io.gfile.listdir(base_dir))
+  return sorted((name for name in names if name.isdigit()), key=int)
+
+
+def best_exported_accuracy(model_dir):
+  """The eval accuracy of model_dir's best `best` export, None without one.
+
+  That is the newest: each was at least as accurate as those before. One
+  written before exports held their RECORD: the best of model_dir's
+  evaluations.
+  """
+  base_dir = layout.export_dir(model_dir, 'best')
+  exports = _exports(base_dir)
+  if not exports:
+    return None
+  path = os.path.join(base_dir, exports[-1], RECORD)
+  if tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path) as f:
+      return json.load(f)['accuracy']
+  return max((accuracy for _, accuracy in layout.read_scalars(
+      layout.eval_dir(model_dir)).get('accuracy', [])), default=None)
+
+
+class ExportPolicy:
+  """`--export` of one task, whose SavedModels go to `base_dir`
+  (model_dir's export/<kind>/ unless given: a TF2 non-chief worker writes
+  into its scratch dir)."""
+
+  def __init__(self, config, base_dir=None):
+    self.kind = config.export
+    self.base_dir = base_dir or layout.export_dir(config.model_dir, self.kind)
+    self._keep = config.exports_to_keep
+    # Read once, before this task's first evaluation: every worker of a
+    # collective strategy reads the chief's exports alike, and decides alike.
+    self._best = (best_exported_accuracy(config.model_dir)
+                  if self.kind == 'best' else None)
+
+  def wants(self, eval_result, final):
+    """Whether to export after `eval_result` (`final`: of the last step)."""
+    if self.kind == 'best':
+      # >=: of two models equally accurate, the newer (trained longer).
+      return self._best is None or eval_result['accuracy'] >= self._best
+    return self.kind == 'latest' or final
+
+  def write(self, write_fn, eval_result):
+    """Writes an export after `eval_result` with `write_fn(record_text)`,
+    which writes the SavedModel with RECORD under a temporary name, renames
+    it into base_dir, logs and returns its path; keeps the newest; returns
+    the path.
+
+    An export counts once written: one that fails (its error propagates)
+    neither raises the bar of `best` nor leaves its temporary directory.
+    """
+    try:
+      path = write_fn(record(eval_result))
+    finally:
+      self._remove_temporaries()
+    if self.kind == 'best':
+      self._best = eval_result['accuracy']
+    if self.kind != 'final':
+      for old in _exports(self.base_dir)[:-self._keep]:
+        tf.io.gfile.rmtree(os.path.join(self.base_dir, old))
+    return path
+
+  def _remove_temporaries(self):
+    """Removes what failed (or killed) exports left: only this task
+    writes into base_dir, so every temporary directory there is one."""
+    if not tf.io.gfile.isdir(self.base_dir):
+      return
+    for name in tf.io.gfile.listdir(self.base_dir):
+      if name.startswith(TEMPORARY_PREFIX):
+        tf.io.gfile.rmtree(os.path.join(self.base_dir, name.strip('/')))
