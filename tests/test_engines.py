@@ -2,6 +2,8 @@
 model_dir layout and metrics.json."""
 
 import json
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import engines
+from estimator_trainer import layout
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
@@ -16,6 +19,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.models import cnn
 from cnn_weights import cnn_weights
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import engine_params
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
 
@@ -182,6 +186,28 @@ def test_tf2_early_stopping_ends_training_without_improvement(
   assert metrics['global_step'] == 60
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith('ckpt-60')
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_step_rate_and_log_line_every_log_step_count_steps(
+    tmp_path, mnist_small_dir, engine, caplog):
+  """--log_step_count_steps means the same in every engine: global_step/sec
+  and the `loss = ...` line every 20 steps but the first run's (summaries
+  every 50, 100 steps per loop), loss and examples/s every 50 (the rates
+  from the second run on)."""
+  config = _config(tmp_path, mnist_small_dir, engine=engine, mode='train',
+                   train_steps=100, steps_per_loop=100,
+                   save_checkpoints_steps=100, save_summary_steps=50,
+                   log_step_count_steps=20)
+  with caplog.at_level(logging.DEBUG, logger='estimator_trainer'):
+    engines.ENGINES[engine].run(config)
+  scalars = layout.read_scalars(str(tmp_path))
+  assert [step for step, _ in scalars['global_step/sec']] == [40, 60, 80, 100]
+  assert [int(m.group(1)) for m in (
+      re.match(r'loss = \S+, step = (\d+) \(', r.getMessage())
+      for r in caplog.records) if m] == [40, 60, 80, 100]
+  assert [step for step, _ in scalars['loss']] == [50, 100]
+  assert [step for step, _ in scalars['examples_per_second']] == [50, 100]
 
 
 @pytest.mark.parametrize('source, engine', [
