@@ -110,7 +110,8 @@ def ctl_run(tmp_path_factory, mnist_small_dir):
   config = _config(model_dir, mnist_small_dir, engine='ctl',
                    strategy='mirrored', cpu_replicas=2, steps_per_loop=7,
                    train_steps=60, save_checkpoints_steps=30,
-                   save_summary_steps=10, throttle_secs=0)
+                   save_summary_steps=10, log_step_count_steps=10,
+                   throttle_secs=0)
   return model_dir, ctl.train_and_evaluate(config)
 
 
@@ -172,19 +173,23 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
   assert min(accuracy.values()) > 0.8, accuracy
 
 
-@pytest.mark.parametrize('engine', ENGINES)
-def test_tf2_early_stopping_ends_training_without_improvement(
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
     tmp_path, mnist_small_dir, engine):
   """A learning rate too small to change accuracy: the first evaluation
-  stays the best, so 2 more end training (at step 60 of 2000), with its
-  final evaluation and metrics.json."""
-  metrics = ENGINES[engine].train_and_evaluate(_config(
+  stays the best, so the third (step 60 of 2000) ends training in every
+  engine: no step past it, its metrics.json and its final export."""
+  metrics = engines.ENGINES[engine].run(_config(
       tmp_path, mnist_small_dir, engine=engine, optimizer='sgd',
       learning_rate=1e-12, lr_decay='none', train_steps=2000,
       save_checkpoints_steps=20, throttle_secs=0, early_stopping_evals=2,
       export='final'))
   assert metrics['global_step'] == 60
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('ckpt-60')
+  assert json.loads((tmp_path / 'metrics.json').read_text()) == metrics
+  assert sorted(layout.read_scalars(str(tmp_path / 'eval'))['accuracy'])[
+      -1][0] == 60
+  assert layout.checkpoint_step(tf.train.latest_checkpoint(
+      str(tmp_path))) == 60
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
 
 
