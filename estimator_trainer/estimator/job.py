@@ -130,7 +130,10 @@ class Job:
   def num_replicas(self):
     return num_replicas(self.run_config.train_distribute)
 
-  def train_hooks(self):
+  def train_hooks(self, evaluates=False):
+    """The training hooks; with early stopping, one that follows the
+    evaluations of other tasks unless this one `evaluates` (the exporter
+    of early_stopping_hook.after_evaluations stops it there)."""
     hooks = [faults.NonFiniteLossHook(self.config.model_dir)]
     if self.is_chief:  # Only the chief writes events and shows progress.
       # (Several steps per run need no strategy across processes, so they
@@ -142,7 +145,7 @@ class Job:
                                          self.hparams()))
       if not self.config.bn_recompute_batches:
         hooks.append(batch_norm_hooks.StaleStatisticsHook(self.max_steps))
-    if self.config.early_stopping_evals:
+    if self.config.early_stopping_evals and not evaluates:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))
     return hooks
