@@ -194,25 +194,29 @@ def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
 
 
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('strategy, replicas, steps_per_loop, log_steps', [
+    ('default', 0, 40, [20, 30, 40]), ('mirrored', 2, 1, [10, 20, 30, 40])])
 def test_step_rate_and_log_line_every_log_step_count_steps(
-    tmp_path, mnist_small_dir, engine, caplog):
+    tmp_path, mnist_small_dir, engine, strategy, replicas, steps_per_loop,
+    log_steps, caplog):
   """--log_step_count_steps means the same in every engine: global_step/sec
-  and the `loss = ...` line every 20 steps but the first run's (summaries
-  every 50, 100 steps per loop), loss and examples/s every 50 (the rates
-  from the second run on)."""
+  and the `loss = ...` line every 10 steps, after the first run (to step 10
+  with 40 steps per run, to step 1 with 1); loss every 25 steps
+  (--save_summary_steps) and at the last, examples/s with it."""
   config = _config(tmp_path, mnist_small_dir, engine=engine, mode='train',
-                   train_steps=100, steps_per_loop=100,
-                   save_checkpoints_steps=100, save_summary_steps=50,
-                   log_step_count_steps=20)
+                   strategy=strategy, cpu_replicas=replicas,
+                   train_steps=40, steps_per_loop=steps_per_loop,
+                   save_checkpoints_steps=40, save_summary_steps=25,
+                   log_step_count_steps=10)
   with caplog.at_level(logging.DEBUG, logger='estimator_trainer'):
     engines.ENGINES[engine].run(config)
   scalars = layout.read_scalars(str(tmp_path))
-  assert [step for step, _ in scalars['global_step/sec']] == [40, 60, 80, 100]
+  assert [step for step, _ in scalars['global_step/sec']] == log_steps
   assert [int(m.group(1)) for m in (
       re.match(r'loss = \S+, step = (\d+) \(', r.getMessage())
-      for r in caplog.records) if m] == [40, 60, 80, 100]
-  assert [step for step, _ in scalars['loss']] == [50, 100]
-  assert [step for step, _ in scalars['examples_per_second']] == [50, 100]
+      for r in caplog.records) if m] == log_steps
+  assert [step for step, _ in scalars['loss']] == [25, 40]
+  assert [step for step, _ in scalars['examples_per_second']] == [25, 40]
 
 
 @pytest.mark.parametrize('source, engine', [
