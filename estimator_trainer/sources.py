@@ -316,10 +316,9 @@ class TFRecordSource:
   @staticmethod
   def _records(files):
     """(serialized record, its file name), file by file in order."""
-    compression = 'GZIP' if files[0].endswith('.gz') else None
     return tf.data.Dataset.from_tensor_slices(files).flat_map(
         lambda f: tf.data.TFRecordDataset(
-            f, compression_type=compression).map(lambda r: (r, f)))
+            f, compression_type=_compression(files)).map(lambda r: (r, f)))
 
   @functools.lru_cache(maxsize=None)
   def file_sizes(self, split):
@@ -333,16 +332,14 @@ class TFRecordSource:
 
   def _count(self, split):
     files = self.files(split)
-    compression = 'GZIP' if files[0].endswith('.gz') else None
     try:
       for record, path in self._records(files).take(1):
         self.format.check_record(
             record.numpy(), f'the first record of {path.numpy().decode()}')
       sizes = tf.data.Dataset.from_tensor_slices(files).map(
           lambda f: tf.data.TFRecordDataset(
-              f, compression_type=compression).reduce(
-                  np.int64(0), lambda n, _: n + 1),
-          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+              f, compression_type=_compression(files)).reduce(
+                  np.int64(0), lambda n, _: n + 1))
       return tuple(int(n) for n in sizes.as_numpy_iterator())
     except tf.errors.OpError as e:
       raise DataError(f'{self.patterns[split]}: {e.message}') from None
@@ -370,6 +367,11 @@ class TFRecordSource:
     else:
       ds = self._records(files).shard(num_shards, index)
     return ds.map(self.format.decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _compression(files):
+  """TFRecordDataset's compression_type: gzipped files end in .gz."""
+  return 'GZIP' if files[0].endswith('.gz') else None
 
 
 def glob_files(patterns):
