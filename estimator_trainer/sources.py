@@ -6,6 +6,7 @@ spec's shape, sharded by pipeline on request, so everything after the source
 (`data.make_input_fn`: preprocessing, batching) is shared.
 """
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -315,33 +316,62 @@ class TFRecordSource:
   @staticmethod
   def _records(files):
     """(serialized record, its file name), file by file in order."""
-    compression = 'GZIP' if files[0].endswith('.gz') else None
     return tf.data.Dataset.from_tensor_slices(files).flat_map(
         lambda f: tf.data.TFRecordDataset(
-            f, compression_type=compression).map(lambda r: (r, f)))
+            f, compression_type=_compression(files)).map(lambda r: (r, f)))
 
   @functools.lru_cache(maxsize=None)
-  def num_examples(self, split):
-    """Checks the split's first record (every engine reads the size of the
-    splits it reads before it writes anything) and counts its records."""
+  def file_sizes(self, split):
+    """Records per file of the split, in files' order. Checks the split's
+    first record first (every engine reads the size of the splits it reads
+    before it writes anything)."""
+    # In a thread of its own: eager even when an input_fn asks inside
+    # Estimator's graph (the default graph is per thread).
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+      return thread.submit(self._count, split).result()
+
+  def _count(self, split):
+    files = self.files(split)
     try:
-      for record, path in self._records(self.files(split)).take(1):
+      for record, path in self._records(files).take(1):
         self.format.check_record(
             record.numpy(), f'the first record of {path.numpy().decode()}')
-      return int(self._records(self.files(split)).reduce(
-          np.int64(0), lambda n, _: n + 1))
+      sizes = tf.data.Dataset.from_tensor_slices(files).map(
+          lambda f: tf.data.TFRecordDataset(
+              f, compression_type=_compression(files)).reduce(
+                  np.int64(0), lambda n, _: n + 1))
+      return tuple(int(n) for n in sizes.as_numpy_iterator())
     except tf.errors.OpError as e:
       raise DataError(f'{self.patterns[split]}: {e.message}') from None
 
+  def num_examples(self, split):
+    return sum(self.file_sizes(split))
+
+  def _whole_files(self, split, num_shards):
+    """Whether pipeline i's files `files[i::num_shards]` give each training
+    pipeline the same number of records, within one (as sharding by record
+    does). Otherwise a pipeline of fewer records would start its next epoch
+    while the others are still in theirs: some examples would train twice
+    in an epoch, others not at all. Evaluation pads every shard to the same
+    step count: it shards by record."""
+    if split != TRAIN or num_shards == 1:
+      return False
+    sizes = self.file_sizes(split)
+    totals = [sum(sizes[i::num_shards]) for i in range(num_shards)]
+    return max(totals) - min(totals) <= 1
+
   def dataset(self, split, num_shards=1, index=0):
     files = self.files(split)
-    # Whole files per pipeline read less, but only training may have shards
-    # of unequal size: evaluation pads every shard to the same step count.
-    if split == TRAIN and len(files) >= num_shards:
+    if self._whole_files(split, num_shards):  # Each pipeline reads less.
       ds = self._records(files[index::num_shards])
     else:
       ds = self._records(files).shard(num_shards, index)
     return ds.map(self.format.decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _compression(files):
+  """TFRecordDataset's compression_type: gzipped files end in .gz."""
+  return 'GZIP' if files[0].endswith('.gz') else None
 
 
 def glob_files(patterns):

@@ -225,6 +225,84 @@ def test_train_shards_real_images(mnist_small_dir):
       mnist_small_dir / 'train-labels-idx1-ubyte.gz', 8).tolist())
 
 
+def _tfrecord_source(directory, file_sizes):
+  """TFRecord files of `file_sizes` records, 4x4 images whose first pixel
+  numbers the example: the source reads them as --train_files does."""
+  fmt = examples.ExampleFormat((4, 4, 1), 10)
+  number = 0
+  for i, size in enumerate(file_sizes):
+    with tf.io.TFRecordWriter(str(directory / f'train-{i}.tfrecord')) as w:
+      for _ in range(size):
+        image = np.zeros((4, 4, 1), np.uint8)
+        image[0, 0, 0] = number
+        w.write(fmt.encode(image, number % 10))
+        number += 1
+  pattern = str(directory / 'train-*')
+  return sources.TFRecordSource(
+      {sources.TRAIN: pattern, sources.TEST: pattern}, fmt,
+      sources.DatasetSpec('numbered', (4, 4, 1), 10))
+
+
+def _numbers(ds):
+  return [int(x[0, 0, 0]) for x, _ in ds]
+
+
+@pytest.mark.parametrize('file_sizes, num_pipelines', [
+    ((70, 50, 30), 2), ((30, 70, 50), 2), ((10, 10, 10), 2),
+    ((50, 40), 3)])
+def test_tfrecord_train_shards_are_even_whatever_the_file_sizes(
+    tmp_path, file_sizes, num_pipelines):
+  """Files the pipelines cannot share evenly: by record, each pipeline its
+  1/num_pipelines, every example once per epoch, as many steps apart."""
+  source = _tfrecord_source(tmp_path, file_sizes)
+  total = sum(file_sizes)
+  # One epoch of training steps, each pipeline its per-replica batch: no
+  # example twice (a short shard would start over, 10,016 of 60,000 seen
+  # twice, a long one never reach its end).
+  config = TrainConfig(model_dir='/tmp/x', shuffle_buffer=0)
+  batch = 5
+  input_fn = data.make_input_fn(config, batch * num_pipelines, source)
+  epoch = []
+  for i in range(num_pipelines):
+    for features, _ in input_fn(
+        TRAIN, _context(num_pipelines, i, num_pipelines)).take(
+            total // (batch * num_pipelines)):
+      epoch += [round(x * 255) for x in features['image'][:, 0, 0, 0].numpy()]
+  assert len(set(epoch)) == len(epoch) == (
+      total // (batch * num_pipelines) * batch * num_pipelines)
+  shards = [_numbers(source.dataset(sources.TRAIN, num_pipelines, i))
+            for i in range(num_pipelines)]
+  assert sorted(sum(shards, [])) == list(range(total))
+  assert max(map(len, shards)) - min(map(len, shards)) <= 1
+
+
+@pytest.mark.parametrize('file_sizes, num_pipelines', [
+    ((25, 25, 25, 25), 2), ((25, 25, 25, 25), 4), ((30, 40, 20, 10), 2),
+    ((50, 50, 49), 3)])
+def test_tfrecord_train_shards_are_whole_files_when_they_are_even(
+    tmp_path, file_sizes, num_pipelines):
+  """Pipeline i reads only files i, i + num_pipelines, ... when those give
+  every pipeline the same number of records, within one."""
+  source = _tfrecord_source(tmp_path, file_sizes)
+  starts = np.cumsum((0,) + file_sizes)
+  for i in range(num_pipelines):
+    own = [n for f in range(i, len(file_sizes), num_pipelines)
+           for n in range(starts[f], starts[f + 1])]
+    assert _numbers(source.dataset(sources.TRAIN, num_pipelines, i)) == own
+
+
+def test_tfrecord_shards_are_decided_inside_estimators_graph(tmp_path):
+  """Estimator calls input_fn in a graph of its own: the records are
+  counted there too."""
+  source = _tfrecord_source(tmp_path, (7, 5, 3))
+  with tf.Graph().as_default():
+    element = tf.compat.v1.data.make_one_shot_iterator(
+        source.dataset(sources.TRAIN, 2, 1)).get_next()
+    with tf.compat.v1.Session() as session:
+      numbers = [int(session.run(element)[0][0, 0, 0]) for _ in range(7)]
+  assert numbers == list(range(1, 15, 2))
+
+
 def test_train_batches_are_per_replica_and_normalized(mock_source):
   config = TrainConfig(model_dir='/tmp/x')
   input_fn = data.make_input_fn(config, 64, mock_source)

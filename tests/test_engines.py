@@ -2,6 +2,8 @@
 model_dir layout and metrics.json."""
 
 import json
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import engines
+from estimator_trainer import layout
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
@@ -16,6 +19,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.models import cnn
 from cnn_weights import cnn_weights
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import engine_params
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
 
@@ -106,7 +110,8 @@ def ctl_run(tmp_path_factory, mnist_small_dir):
   config = _config(model_dir, mnist_small_dir, engine='ctl',
                    strategy='mirrored', cpu_replicas=2, steps_per_loop=7,
                    train_steps=60, save_checkpoints_steps=30,
-                   save_summary_steps=10, throttle_secs=0)
+                   save_summary_steps=10, log_step_count_steps=10,
+                   throttle_secs=0)
   return model_dir, ctl.train_and_evaluate(config)
 
 
@@ -168,20 +173,50 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
   assert min(accuracy.values()) > 0.8, accuracy
 
 
-@pytest.mark.parametrize('engine', ENGINES)
-def test_tf2_early_stopping_ends_training_without_improvement(
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
     tmp_path, mnist_small_dir, engine):
   """A learning rate too small to change accuracy: the first evaluation
-  stays the best, so 2 more end training (at step 60 of 2000), with its
-  final evaluation and metrics.json."""
-  metrics = ENGINES[engine].train_and_evaluate(_config(
+  stays the best, so the third (step 60 of 2000) ends training in every
+  engine: no step past it, its metrics.json and its final export."""
+  metrics = engines.ENGINES[engine].run(_config(
       tmp_path, mnist_small_dir, engine=engine, optimizer='sgd',
       learning_rate=1e-12, lr_decay='none', train_steps=2000,
       save_checkpoints_steps=20, throttle_secs=0, early_stopping_evals=2,
       export='final'))
   assert metrics['global_step'] == 60
-  assert tf.train.latest_checkpoint(str(tmp_path)).endswith('ckpt-60')
+  assert json.loads((tmp_path / 'metrics.json').read_text()) == metrics
+  assert sorted(layout.read_scalars(str(tmp_path / 'eval'))['accuracy'])[
+      -1][0] == 60
+  assert layout.checkpoint_step(tf.train.latest_checkpoint(
+      str(tmp_path))) == 60
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('strategy, replicas, steps_per_loop, log_steps', [
+    ('default', 0, 40, [20, 30, 40]), ('mirrored', 2, 1, [10, 20, 30, 40])])
+def test_step_rate_and_log_line_every_log_step_count_steps(
+    tmp_path, mnist_small_dir, engine, strategy, replicas, steps_per_loop,
+    log_steps, caplog):
+  """--log_step_count_steps means the same in every engine: global_step/sec
+  and the `loss = ...` line every 10 steps, after the first run (to step 10
+  with 40 steps per run, to step 1 with 1); loss every 25 steps
+  (--save_summary_steps) and at the last, examples/s with it."""
+  config = _config(tmp_path, mnist_small_dir, engine=engine, mode='train',
+                   strategy=strategy, cpu_replicas=replicas,
+                   train_steps=40, steps_per_loop=steps_per_loop,
+                   save_checkpoints_steps=40, save_summary_steps=25,
+                   log_step_count_steps=10)
+  with caplog.at_level(logging.DEBUG, logger='estimator_trainer'):
+    engines.ENGINES[engine].run(config)
+  scalars = layout.read_scalars(str(tmp_path))
+  assert [step for step, _ in scalars['global_step/sec']] == log_steps
+  assert [int(m.group(1)) for m in (
+      re.match(r'loss = \S+, step = (\d+) \(', r.getMessage())
+      for r in caplog.records) if m] == log_steps
+  assert [step for step, _ in scalars['loss']] == [25, 40]
+  assert [step for step, _ in scalars['examples_per_second']] == [25, 40]
 
 
 @pytest.mark.parametrize('source, engine', [

@@ -339,10 +339,12 @@ def test_early_stopping_ends_training_without_improvement(
       optimizer='sgd', learning_rate=1e-12,
       lr_decay='none', train_steps=2000, save_checkpoints_steps=20,
       throttle_secs=0, early_stopping_evals=2, export='none'))
-  assert metrics['global_step'] < 2000
+  # At the evaluation that meets the rule: the third.
+  assert metrics['global_step'] == 60
   from estimator_trainer import early_stopping  # pylint: disable=g-import-not-at-top
   accuracies = early_stopping.eval_accuracies(str(tmp_path / 'eval'))
-  assert early_stopping.evaluations_since_best(accuracies) >= 2
+  assert sorted(accuracies) == [20, 40, 60]
+  assert early_stopping.evaluations_since_best(accuracies) == 2
 
 
 def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):

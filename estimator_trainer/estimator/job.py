@@ -131,7 +131,10 @@ class Job:
   def num_replicas(self):
     return num_replicas(self.run_config.train_distribute)
 
-  def train_hooks(self):
+  def train_hooks(self, evaluates=False):
+    """The training hooks; with early stopping, one that follows the
+    evaluations of other tasks unless this one `evaluates` (the exporter
+    of early_stopping_hook.after_evaluations stops it there)."""
     hooks = [faults.NonFiniteLossHook(self.config.model_dir)]
     if self.is_chief:  # Only the chief writes events and shows progress.
       # (Several steps per run need no strategy across processes, so they
@@ -141,7 +144,7 @@ class Job:
           self.num_replicas, self.steps_per_run))
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
-    if self.config.early_stopping_evals:
+    if self.config.early_stopping_evals and not evaluates:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))
     return hooks

@@ -29,16 +29,18 @@ _logger = logging.getLogger(__name__)
 
 
 class TrainSummaries:
-  """Training events and progress, as the estimator engine writes them: loss,
-  accuracy, learning_rate, global_step/sec, examples_per_second (global and
-  per replica) every `save_summary_steps`; on the chief only."""
+  """Training events and progress, as the estimator engine writes them
+  (estimator/train_loop.py): loss, accuracy, learning_rate and
+  examples_per_second (global and per replica) every `save_summary_steps`
+  and at the last step, global_step/sec and the `loss = ...` debug line
+  every `log_step_count_steps`; on the chief only. Rates leave out the
+  first run of steps (tracing)."""
 
   def __init__(self, job, start_step):
     self._job = job
-    self._every = job.config.save_summary_steps
     self._writer = job_lib.writer(job)
-    self._last = None  # (step, time); the first interval includes tracing.
-    self._last_written = start_step
+    self._step = start_step  # Of the previous update.
+    self._marks = None  # {'summary': (step, time), 'log': (step, time)}
     self._progress = (progress_lib.Progress(job.max_steps,
                                             job.global_batch_size)
                       if job.is_chief else None)
@@ -55,34 +57,50 @@ class TrainSummaries:
     (so the caller resets its metrics).
     """
     now = time.monotonic()
+    before, self._step = self._step, step
     if self._progress:
       self._progress.update(step, loss)
-    if self._last is None:
-      self._last = (step, now)
-    if step // self._every == self._last_written // self._every and (
-        step < self._job.max_steps):
-      return False
-    loss, accuracy = read_metrics()
+    config = self._job.config
+    summary_due = (_crossed(before, step, config.save_summary_steps) or
+                   step >= self._job.max_steps)
+    log_due = _crossed(before, step, config.log_step_count_steps)
+    timed = self._marks is not None
+    if not timed:
+      self._marks = {'summary': (step, now), 'log': (step, now)}
     with self._writer.as_default(step=step):
-      tf.summary.scalar('loss', loss)
-      tf.summary.scalar('accuracy', accuracy)
-      tf.summary.scalar('learning_rate',
-                        job_lib.current_learning_rate(self._job.optimizer))
-      if step > self._last[0]:
-        steps_per_second = (step - self._last[0]) / (now - self._last[1])
-        examples = steps_per_second * self._job.global_batch_size
-        tf.summary.scalar('global_step/sec', steps_per_second)
+      if summary_due:
+        mean_loss, accuracy = read_metrics()
+        tf.summary.scalar('loss', mean_loss)
+        tf.summary.scalar('accuracy', accuracy)
+        tf.summary.scalar('learning_rate',
+                          job_lib.current_learning_rate(self._job.optimizer))
+      if summary_due and timed:
+        steps, seconds = self._since('summary', step, now)
+        examples = steps * self._job.global_batch_size / seconds
         tf.summary.scalar('examples_per_second', examples)
         tf.summary.scalar('examples_per_second_per_replica',
                           examples / self._job.num_replicas)
-    self._last = (step, now)
-    self._last_written = step
-    return True
+      if log_due and timed:
+        steps, seconds = self._since('log', step, now)
+        tf.summary.scalar('global_step/sec', steps / seconds)
+        # Estimator's LoggingTensorHook line; shown with --verbosity=1.
+        _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
+    return summary_due
+
+  def _since(self, mark, step, now):
+    """(steps, seconds) since `mark` was last passed; passes it now."""
+    last_step, last_time = self._marks[mark]
+    self._marks[mark] = (step, now)
+    return step - last_step, max(now - last_time, 1e-9)
 
   def close(self):
     self._writer.flush()
     if self._progress:
       self._progress.close()
+
+
+def _crossed(before, after, every):
+  return after // every > before // every
 
 
 class Controller:
@@ -122,14 +140,16 @@ class Controller:
             self.early_stopped)
 
   def steps_to_next_stop(self, steps_per_loop):
-    """At most `steps_per_loop`, ending on checkpoint and summary steps (as
-    Estimator's loop does) and at the last step."""
+    """At most `steps_per_loop`, ending on checkpoint, summary and log steps
+    (as the estimator engine's runs do) and at the last step."""
     config = self.job.config
     return min(steps_per_loop, self.job.max_steps - self.step,
                config.save_checkpoints_steps -
                self.step % config.save_checkpoints_steps,
                config.save_summary_steps -
-               self.step % config.save_summary_steps)
+               self.step % config.save_summary_steps,
+               config.log_step_count_steps -
+               self.step % config.log_step_count_steps)
 
   def after_steps(self, step, loss, read_metrics):
     """After training to `step`, whose last loss is `loss`. Returns True
