@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import early_stopping
 from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import outputs
@@ -178,30 +179,34 @@ def serve(config, finished):
 
 def follow_checkpoints(config, start):
   """The evaluator task's loop, for any engine: evaluates each new
-  checkpoint until one at max_steps, or, when training stopped earlier
-  (early stopping), its last one; returns that final evaluation.
+  checkpoint until the last evaluation: one at max_steps, or the one that
+  meets early stopping's rule (the evaluator applies it: the workers, which
+  follow its evaluations, have trained on meanwhile, and stop), or, when
+  training stopped earlier, its last checkpoint's; returns it.
 
   `start()`, called once the chief has told how long training runs (the
   engine's evaluation job is built then, not while waiting), returns the
-  engine's (evaluate_and_export(path, max_steps): the result, or None when
-  training deleted the checkpoint first; evaluate(path);
-  export_final(path, result)). Bounded by the watchdog.
+  engine's (evaluate_and_export(path, is_final): the result, exported as
+  the final one when `is_final(result)`, or None when training deleted the
+  checkpoint first; evaluate(path); export_final(path, result)). Bounded by
+  the watchdog.
   """
   with cluster_watchdog(config.cluster_timeout_secs,
                         'new checkpoint') as watchdog:
     training = TrainingProgress(config)
     max_steps = training.read_max_steps(watchdog)
     evaluate_and_export, evaluate, export_final = start()
+    is_final = _last_evaluation(config, max_steps)
     result, final = None, False
     for path in tf.train.checkpoints_iterator(
         config.model_dir, min_interval_secs=1, timeout=5,
         timeout_fn=lambda: training.chief_finished(max_steps)):
       watchdog.kick()
-      evaluated = evaluate_and_export(path, max_steps)
+      evaluated = evaluate_and_export(path, is_final)
       watchdog.kick()
       if evaluated is not None:
         result = evaluated
-        final = result['global_step'] >= max_steps
+        final = is_final(result)
         if final:
           break
     if not final:  # Training stopped early: its last checkpoint is final.
@@ -213,3 +218,21 @@ def follow_checkpoints(config, start):
         result = evaluate(path)
       export_final(path, result)
   return result
+
+
+def _last_evaluation(config, max_steps):
+  """is_final(result) of the evaluator: an evaluation at max_steps, or the
+  one that meets --early_stopping_evals' rule (decided once per step: the
+  rule reads the evaluations in model_dir/eval, this one's included)."""
+  decided = {}
+
+  def is_final(result):
+    step = result['global_step']
+    if step not in decided:
+      decided[step] = step >= max_steps or bool(
+          config.early_stopping_evals and early_stopping.no_improvement(
+              early_stopping.eval_accuracies(
+                  layout.eval_dir(config.model_dir)),
+              config.early_stopping_evals))
+    return decided[step]
+  return is_final

@@ -15,6 +15,8 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import export_policy
+from estimator_trainer import early_stopping
+from estimator_trainer import export_policy
 from estimator_trainer import layout
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 import scripts_dir
@@ -231,20 +233,33 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
 
 @pytest.mark.estimator
 def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
-  """Both workers stop together; the evaluator finishes on their last step."""
+  """The evaluator ends on the evaluation that meets the rule (metrics.json
+  and the final export are of it); both workers, which follow its
+  evaluations, stop together soon after."""
   model_dir = tmp_path / 'model'
   result = _launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
       '--optimizer=sgd', '--learning_rate=1e-12', '--lr_decay=none',
       '--train_steps=2000', '--save_checkpoints_steps=20',
-      '--throttle_secs=0', '--early_stopping_evals=2', '--export=none'))
+      '--throttle_secs=0', '--early_stopping_evals=2', '--export=final'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert set(_task_lines(result.stdout, 'Early stopping requested')) == {
       'worker:0', 'worker:1'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] < 2000
-  assert metrics['global_step'] == layout.checkpoint_step(
-      tf.train.latest_checkpoint(str(model_dir)))
+  # The rule is met at metrics.json's evaluation, not before it.
+  accuracies = early_stopping.eval_accuracies(str(model_dir / 'eval'))
+  steps = sorted(step for step in accuracies
+                 if step <= metrics['global_step'])
+  met = [early_stopping.evaluations_since_best(
+      {step: accuracies[step] for step in steps[:n]}) >= 2
+         for n in range(1, len(steps) + 1)]
+  assert met[-1] and not any(met[:-1]), (steps, accuracies)
+  exported, = (model_dir / 'export' / 'final').iterdir()
+  record = json.loads((exported / export_policy.RECORD).read_text())
+  assert record['global_step'] == metrics['global_step']
+  assert layout.checkpoint_step(tf.train.latest_checkpoint(
+      str(model_dir))) >= metrics['global_step']
 
 
 def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,

@@ -228,6 +228,11 @@ def test_predict_writes_json_lines(trained_mnist_dir, mnist_small_dir):
     assert row['class'] == int(np.argmax(row['probabilities']))
 
 
+def _at_60(result):
+  """The evaluator's is_final for a run of 60 steps."""
+  return result['global_step'] >= 60
+
+
 def test_evaluator_skips_a_checkpoint_that_training_deleted(
     trained_mnist_dir, mnist_small_dir, tmp_path):
   """Training keeps --keep_checkpoint_max: the evaluator task's checkpoint
@@ -240,9 +245,9 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
   for path in model_dir.glob('model.ckpt-0.*'):
     path.unlink()
   assert cluster_roles.evaluate_and_export(
-      job, exporters, str(model_dir / 'model.ckpt-0'), 60) is None
+      job, exporters, str(model_dir / 'model.ckpt-0'), _at_60) is None
   result = cluster_roles.evaluate_and_export(
-      job, exporters, str(model_dir / 'model.ckpt-60'), 60)
+      job, exporters, str(model_dir / 'model.ckpt-60'), _at_60)
   assert result['global_step'] == 60 and (
       result['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
@@ -269,12 +274,12 @@ def test_evaluator_keeps_the_best_export_it_could_write(
 
   monkeypatch.setattr(job.estimator, 'evaluate', evaluate_then_train_on)
   better = cluster_roles.evaluate_and_export(
-      job, exporters, str(model_dir / 'model.ckpt-60'), 60)
+      job, exporters, str(model_dir / 'model.ckpt-60'), _at_60)
   best = model_dir / 'export' / 'best'
   assert better['global_step'] == 60  # Evaluated, not exported:
   assert not best.exists() or not os.listdir(best)  # no temp-* either.
   worse = cluster_roles.evaluate_and_export(
-      job, exporters, str(model_dir / 'model.ckpt-0'), 60)
+      job, exporters, str(model_dir / 'model.ckpt-0'), _at_60)
   assert worse['accuracy'] < better['accuracy']
   exported, = os.listdir(best)
   record = json.loads((best / exported / export_policy.RECORD).read_text())

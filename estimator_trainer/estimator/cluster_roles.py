@@ -36,8 +36,8 @@ def evaluate_until_trained(config):
     job = job_lib.eval_job(config)
     # Once: the best export so far is read back then, and kept up to date.
     exporters = job_lib.exporters(job)
-    return (lambda path, max_steps: evaluate_and_export(
-        job, exporters, path, max_steps),
+    return (lambda path, is_final: evaluate_and_export(
+        job, exporters, path, is_final),
             lambda path: job.estimator.evaluate(job.input_fn, steps=None,
                                                 checkpoint_path=path),
             lambda path, result: job_lib.export(job, exporters, path, result,
@@ -56,9 +56,10 @@ def _deleted(checkpoint):
   return not tf.io.gfile.exists(f'{checkpoint}.index')
 
 
-def evaluate_and_export(job, exporters, checkpoint, max_steps):
-  """Evaluates and exports a checkpoint of the running training; returns
-  the evaluation, or None when training deleted the checkpoint first.
+def evaluate_and_export(job, exporters, checkpoint, is_final):
+  """Evaluates and exports a checkpoint of the running training (as the
+  final one when `is_final(evaluation)`); returns the evaluation, or None
+  when training deleted the checkpoint first.
 
   Training keeps its latest --keep_checkpoint_max checkpoints: while the
   evaluator builds its graphs, evaluates and exports, a fast trainer may
@@ -76,8 +77,7 @@ def evaluate_and_export(job, exporters, checkpoint, max_steps):
                     job.config.keep_checkpoint_max)
     return None
   try:
-    job_lib.export(job, exporters, checkpoint, result,
-                   result['global_step'] >= max_steps)
+    job_lib.export(job, exporters, checkpoint, result, is_final(result))
   except _RESTORE_ERRORS:
     if not _deleted(checkpoint):
       raise

@@ -50,17 +50,18 @@ def evaluate_until_trained(config):
       if exporter:
         exporter.after_evaluation(result, final=True)
 
-    return (lambda path, max_steps: _evaluate_and_export(
-        evaluator, exporter, path, max_steps), evaluator.evaluate,
+    return (lambda path, is_final: _evaluate_and_export(
+        evaluator, exporter, path, is_final), evaluator.evaluate,
             export_final)
 
   return outputs.write_eval_metrics(
       config.model_dir, training_progress.follow_checkpoints(config, start))
 
 
-def _evaluate_and_export(evaluator, exporter, path, final_step):
-  """The evaluation of the checkpoint at `path`, exported; None when
-  training deleted it first (--keep_checkpoint_max)."""
+def _evaluate_and_export(evaluator, exporter, path, is_final):
+  """The evaluation of the checkpoint at `path`, exported (as the final one
+  when `is_final(evaluation)`); None when training deleted it first
+  (--keep_checkpoint_max)."""
   try:
     result = evaluator.evaluate(path)
   except (ValueError, tf.errors.NotFoundError):
@@ -70,5 +71,5 @@ def _evaluate_and_export(evaluator, exporter, path, final_step):
                     'a newer one', path)
     return None
   if exporter:
-    exporter.after_evaluation(result, result['global_step'] >= final_step)
+    exporter.after_evaluation(result, is_final(result))
   return result
