@@ -149,6 +149,28 @@ class Job:
           self.estimator, self.config.early_stopping_evals))
     return hooks
 
+  def specs(self, hooks, alone=False, eval_steps=None):
+    """TrainSpec and EvalSpec of a training job (with `hooks`); `alone`: of
+    one process, which evaluates while it trains (train_and_evaluate
+    without a cluster, TFX's Trainer); `eval_steps`: None, the whole
+    evaluation split."""
+    config = self.config
+    hooks = [*hooks, *self.train_hooks(evaluates=alone)]
+    job_exporters = exporters(self)
+    if alone and config.early_stopping_evals:
+      hook, stop = early_stopping_hook.after_evaluations(
+          config.early_stopping_evals,
+          job_exporters if config.export == 'final' else [])
+      hooks.append(hook)
+      job_exporters = [*job_exporters, stop]
+    return (tf.estimator.TrainSpec(self.input_fn, max_steps=self.max_steps,
+                                   hooks=hooks,
+                                   saving_listeners=self.saving_listeners()),
+            tf.estimator.EvalSpec(self.input_fn, steps=eval_steps,
+                                  start_delay_secs=0,
+                                  throttle_secs=config.throttle_secs,
+                                  exporters=job_exporters))
+
   def saving_listeners(self):
     """Before each checkpoint save (on the chief, which saves): the
     batch-norm statistics recomputed with --bn_recompute_batches, or else

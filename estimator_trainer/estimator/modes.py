@@ -13,7 +13,6 @@ from estimator_trainer import faults
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
-from estimator_trainer.estimator import early_stopping_hook
 from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.watchdog import WatchdogHook, cluster_watchdog
 
@@ -51,27 +50,8 @@ def _train_and_evaluate_alone(config):
                                           lambda: job_lib.final_evaluation(job))
   with checkpoints.none_untrained(config.model_dir):
     result = faults.train_and_evaluate(job.estimator,
-                                       *_specs(job, config, [], alone=True))
+                                       *job.specs([], alone=True))
   return None if result is None else job.write_metrics(result[0])
-
-
-def _specs(job, config, hooks, alone=False):
-  """TrainSpec and EvalSpec of a training job; `alone`: of one process,
-  which evaluates while it trains."""
-  hooks = [*hooks, *job.train_hooks(evaluates=alone)]
-  exporters = job_lib.exporters(job)
-  if alone and config.early_stopping_evals:
-    hook, stop = early_stopping_hook.after_evaluations(
-        config.early_stopping_evals,
-        exporters if config.export == 'final' else [])
-    hooks.append(hook)
-    exporters = [*exporters, stop]
-  return (tf.estimator.TrainSpec(job.input_fn, max_steps=job.max_steps,
-                                 hooks=hooks,
-                                 saving_listeners=job.saving_listeners()),
-          tf.estimator.EvalSpec(job.input_fn, steps=None, start_delay_secs=0,
-                                throttle_secs=config.throttle_secs,
-                                exporters=exporters))
 
 
 def _train_in_cluster(config):
@@ -86,7 +66,7 @@ def _train_in_cluster(config):
     if config.cluster.is_chief:
       progress.write_train_spec(job.max_steps, job.global_batch_size)
     tf.estimator.train_and_evaluate(
-        job.estimator, *_specs(job, config, [WatchdogHook(watchdog)]))
+        job.estimator, *job.specs([WatchdogHook(watchdog)]))
   cluster_roles.remove_scratch_dir(config)
   progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not config.cluster.has_evaluator:

@@ -1,7 +1,5 @@
 """TFX's Trainer entry point (Estimator flavour): `trainer_fn`."""
 
-import tensorflow as tf
-
 from estimator_trainer import export as export_lib
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.estimator import job as job_lib
@@ -26,15 +24,13 @@ def trainer_fn(trainer_fn_args, schema=None):
       train_steps=args.train_steps, export='final')
   # TFMA exports the eval graph; images rendered in Python cannot be in it.
   job = job_lib.Job(config, eval_images=False)
+  train_spec, eval_spec = job.specs(
+      [], alone=config.cluster is None,
+      eval_steps=getattr(args, 'eval_steps', None))
   return {
       'estimator': job.estimator,
-      'train_spec': tf.estimator.TrainSpec(job.input_fn,
-                                           max_steps=job.max_steps,
-                                           hooks=job.train_hooks()),
-      'eval_spec': tf.estimator.EvalSpec(
-          job.input_fn, steps=getattr(args, 'eval_steps', None),
-          exporters=job_lib.exporters(job), start_delay_secs=0,
-          throttle_secs=config.throttle_secs),
+      'train_spec': train_spec,
+      'eval_spec': eval_spec,
       'eval_input_receiver_fn': export_lib.eval_input_receiver_fn(
           job.example_format),
   }
