@@ -150,8 +150,9 @@ def _train_spec(model, images, labels, params):
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
       op = train_op(optimizer, loss, model.trainable_variables)
-    accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(logits, axis=1), labels), tf.float32))
+    right = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+    # This replica's share of the global batch's accuracy, as its loss is.
+    accuracy = tf.reduce_sum(right) / params.global_batch_size
     return op, (loss, accuracy, rate)
 
   if params.steps_per_run > 1:
@@ -159,10 +160,23 @@ def _train_spec(model, images, labels, params):
         step, images, labels, train_loop.steps_per_run_variable())
   else:
     op, (loss, accuracy, rate) = step(images, labels)
-  # v1 summaries: written for the first replica only, at save_summary_steps.
+  # v1 summaries, which Estimator writes for the first replica only: of the
+  # global batch, the same on every replica.
+  accuracy = _summed_over_replicas(accuracy)
   tf.compat.v1.summary.scalar('learning_rate', rate)
   tf.compat.v1.summary.scalar('accuracy', accuracy)
-  return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=op)
+  # The sum in the train op: under multi_worker_mirrored every worker must
+  # take part in it at every step, and only the chief fetches summaries.
+  return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss,
+                                    train_op=tf.group(op, accuracy))
+
+
+def _summed_over_replicas(share):
+  """The global batch's value of the replicas' shares of it."""
+  context = tf.distribute.get_replica_context()
+  if context.num_replicas_in_sync == 1:
+    return share
+  return context.all_reduce(tf.distribute.ReduceOp.SUM, share)
 
 
 # The seeds' CNN: what the CLI trains by default.
