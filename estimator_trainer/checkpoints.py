@@ -157,7 +157,7 @@ def check_compatible(model_dir, model_fn, params, training, image_shape,
   mode = (tf.estimator.ModeKeys.TRAIN if training else
           tf.estimator.ModeKeys.PREDICT)
   # One step per run: the same variables as a loop of them (whose count
-  # is a local variable), on a batch rather than a window of batches.
+  # is a local variable), without the input iterator a loop reads.
   expected = _graph_variables(model_fn, dict(params, steps_per_run=1), mode,
                               image_shape)
   missing = sorted(set(expected) - set(stored))

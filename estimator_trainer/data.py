@@ -73,15 +73,12 @@ def _pipeline_options():
 _PIPELINE_OPTIONS = _pipeline_options()
 
 
-def make_input_fn(config, global_batch_size, source=None, seeded=True,
-                  train_window=1):
+def make_input_fn(config, global_batch_size, source=None, seeded=True):
   """Returns `input_fn(mode, input_context=None)` for Estimator.
 
   TRAIN reads the pipeline's own shard of the train split (shard, cache,
-  shuffle, repeat, batch; with `train_window` > 1, windows of that many
-  consecutive batches, which the estimator engine trains on in one
-  session.run); EVAL reads each test example exactly once (padded with
-  weight-0 examples to whole steps); PREDICT the first
+  shuffle, repeat, batch); EVAL reads each test example exactly once
+  (padded with weight-0 examples to whole steps); PREDICT the first
   `config.num_predictions` test images.
 
   Unless `seeded`, each run of a TRAIN pipeline shuffles and augments in
@@ -131,8 +128,6 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
                                 num_parallel_calls=tf.data.AUTOTUNE)
       ds = ds.batch(batch_size, drop_remainder=True).map(
           _features, num_parallel_calls=tf.data.AUTOTUNE)
-      if train_window > 1:
-        ds = ds.batch(train_window, drop_remainder=True)
     else:
       padded = eval_padded_size(num_test, num_pipelines, local_replicas,
                                 batch_size)
@@ -148,8 +143,7 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
   return input_fn
 
 
-def prepare(config, global_batch_size, training, seeded=True,
-            train_window=1):
+def prepare(config, global_batch_size, training, seeded=True):
   """What every engine's job reads: (source, training steps, input_fn). Only
   training needs the train split's size (reading it is not free): None
   otherwise."""
@@ -157,4 +151,4 @@ def prepare(config, global_batch_size, training, seeded=True,
   max_steps = config.resolve_train_steps(
       source.num_examples(TRAIN), global_batch_size) if training else None
   return source, max_steps, make_input_fn(config, global_batch_size, source,
-                                          seeded, train_window)
+                                          seeded)

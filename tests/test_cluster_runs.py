@@ -152,13 +152,23 @@ def _weight_changes(model_dir, steps):
   return changes
 
 
+def _first_accuracy(model_dir):
+  """The training accuracy summary of step 1."""
+  for path in model_dir.glob('events.out.tfevents.*'):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        if value.tag == 'accuracy' and event.step == 1:
+          return value.simple_value
+  raise AssertionError(f'no accuracy summary of step 1 in {model_dir}')
+
+
 @pytest.mark.estimator
 def test_two_workers_step_like_one_at_the_same_global_batch(tmp_path,
                                                             mnist_small_dir):
   steps = 5
   common = ['--optimizer=sgd', '--learning_rate=0.05', '--lr_decay=none',
-            '--shuffle_buffer=0', '--global_batch_size=32',
-            f'--train_steps={steps}']
+            '--shuffle_buffer=0', '--global_batch_size=64',
+            f'--train_steps={steps}', '--save_summary_steps=1']
   one = subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.run',
        *_flags(tmp_path / 'one', mnist_small_dir, *common)],
@@ -176,6 +186,9 @@ def test_two_workers_step_like_one_at_the_same_global_batch(tmp_path,
     assert np.linalg.norm(delta) > 0, name
     relative = np.linalg.norm(changes[name] - delta) / np.linalg.norm(delta)
     assert relative < 1e-5, (name, relative)
+  # The chief's summary is of the global batch, not of its half (at 64, the
+  # first batch's halves are right more or less often than the whole).
+  assert _first_accuracy(tmp_path / 'two') == _first_accuracy(tmp_path / 'one')
 
 
 def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
+from estimator_trainer import data
 from estimator_trainer import engines
 from estimator_trainer import layout
 from estimator_trainer.tf2 import ctl
@@ -101,6 +102,44 @@ def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
   assert _iterations(tmp_path) == 50
   assert sorted(p.name for p in tmp_path.glob('ckpt-*.index')) == [
       'ckpt-30.index', 'ckpt-50.index']
+
+
+def _train_scalars(model_dir, tag):
+  """{step: value} of a training summary, v1 (scalar) or TF2 (tensor)."""
+  accumulator = event_accumulator.EventAccumulator(str(model_dir))
+  accumulator.Reload()
+  if tag in accumulator.Tags()['scalars']:
+    return {event.step: event.value for event in accumulator.Scalars(tag)}
+  return {event.step: float(tf.make_ndarray(event.tensor_proto))
+          for event in accumulator.Tensors(tag)}
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_training_summaries_are_of_the_global_batch(tmp_path,
+                                                    mnist_small_dir, engine):
+  """The same first step (the seeds' weights, a global batch of 64) on 1
+  and on 2 replicas: the summaries of step 1 are the whole batch's, not the
+  first replica's share."""
+  configs = {strategy: _config(
+      tmp_path / strategy, mnist_small_dir, engine=engine, mode='train',
+      strategy=strategy, cpu_replicas=replicas, global_batch_size=64,
+      shuffle_buffer=0, train_steps=1, save_summary_steps=1)
+             for strategy, replicas in [('default', 0), ('mirrored', 2)]}
+  features, labels = next(iter(data.make_input_fn(configs['default'], 64)(
+      data.ModeKeys.TRAIN)))
+  right = np.argmax(cnn(seed=42)(features['image']), axis=1) == labels.numpy()
+  # The test can tell the batch's accuracy from the first replica's.
+  assert right.mean() != right[:32].mean()
+  summaries = {}
+  for strategy, config in configs.items():
+    engines.ENGINES[engine].run(config)
+    summaries[strategy] = {tag: _train_scalars(config.model_dir, tag)[1]
+                           for tag in ('accuracy', 'loss', 'learning_rate')}
+  one, two = summaries['default'], summaries['mirrored']
+  assert one['accuracy'] == two['accuracy'] == pytest.approx(right.mean(),
+                                                             abs=1e-7)
+  assert two['loss'] == pytest.approx(one['loss'], rel=1e-5), summaries
+  assert two['learning_rate'] == one['learning_rate'], summaries
 
 
 @pytest.fixture(scope='module')

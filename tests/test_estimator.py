@@ -191,6 +191,31 @@ def test_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
     assert _relative_difference(deltas['mirrored'][k], delta) < 1e-5, k
 
 
+@pytest.mark.parametrize('strategy', ['default', 'one_device'])
+def test_every_step_trains_on_the_next_batch_whatever_steps_per_loop(
+    tmp_path, mnist_small_dir, strategy):
+  """4 steps per run against 1: runs that end before 4 steps (summary, log
+  and checkpoint steps 4 does not divide, 20 steps, a resume at step 7) take
+  every batch of the stream in turn, so SGD reaches the same weights."""
+  weights = {}
+  for name, strategy_name, per_loop in [('reference', 'default', 1),
+                                        ('looped', strategy, 4)]:
+    model_dir = tmp_path / name
+    for steps in (7, 20):  # Stopped at step 7, then resumed.
+      assert estimator.train(_mnist_config(
+          model_dir, mnist_small_dir, strategy=strategy_name,
+          steps_per_loop=per_loop, train_steps=steps, global_batch_size=16,
+          optimizer='sgd', learning_rate=0.05, lr_decay='none',
+          shuffle_buffer=0, save_summary_steps=3, log_step_count_steps=5,
+          save_checkpoints_steps=6, keep_checkpoint_max=10)) == steps
+    weights[name] = _weights(str(model_dir / 'model.ckpt-20'))
+  initial = _weights(str(tmp_path / 'reference' / 'model.ckpt-0'))
+  for k, reference in weights['reference'].items():
+    assert np.linalg.norm(reference - initial[k]) > 1e-3 * np.linalg.norm(
+        reference), f'{k} did not train'
+    assert _relative_difference(weights['looped'][k], reference) < 1e-5, k
+
+
 @pytest.fixture(scope='module')
 def trained_mnist_dir(tmp_path_factory, mnist_small_dir):
   model_dir = tmp_path_factory.mktemp('trained')

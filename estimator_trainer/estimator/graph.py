@@ -28,9 +28,34 @@ def train_op(optimizer, loss, variables):
       global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
+def _batch_reader(images, labels):
+  """A function that reads the next (images, labels) from the tf.data
+  iterator Estimator read `images` and `labels` from (its IteratorGetNext),
+  a batch per call: a loop of steps reads each step's own batch, as Keras's
+  steps_per_execution and TensorFlow's run_steps_on_iterator (TPUEstimator's
+  iterations_per_loop) do. A run of any length then takes the stream's next
+  batches; windows of K batches per run lost the rest of a window whenever
+  a run ended early on a checkpoint, summary, log or last step."""
+  get_next = images.op
+  if get_next.type != 'IteratorGetNext' or labels.op is not get_next:
+    raise ValueError('model_fn: steps_per_run > 1 needs the TRAIN features '
+                     'and labels of an input_fn that returns a tf.data '
+                     'Dataset')
+
+  def read():
+    with tf.compat.v1.colocate_with(get_next):
+      batch = tf.raw_ops.IteratorGetNext(
+          iterator=get_next.inputs[0],
+          output_types=get_next.get_attr('output_types'),
+          output_shapes=get_next.get_attr('output_shapes'))
+    return batch[images.value_index], batch[labels.value_index]
+  return read
+
+
 def train_steps(step, images, labels, num_steps):
-  """`num_steps` (a scalar tensor, 1 to K) training steps in one
-  session.run, on the first batches of a window of K ([K, batch, ...]).
+  """`num_steps` (a scalar tensor, 1 or more) training steps in one
+  session.run: the first on `images` and `labels`, each next on the next
+  batch of the iterator they came from.
 
   `step(images, labels)` -> (train op, (loss, *outputs)) builds one step;
   returns the train op of the whole run and the last step's (loss,
@@ -39,11 +64,15 @@ def train_steps(step, images, labels, num_steps):
   ends early after a step whose loss is not finite, so that the NaN check
   names that step.
   """
-  first_op, outputs = step(images[0], labels[0])
+  read = _batch_reader(images, labels)
+  first_op, outputs = step(images, labels)
 
   def body(i, *outputs):
-    del outputs  # The last step's are the loop's.
-    op, outputs = step(tf.gather(images, i), tf.gather(labels, i))
+    # The last step's outputs are the loop's; its batch is read after the
+    # step before (whose outputs wait for its update).
+    with tf.control_dependencies(outputs):
+      batch = read()
+    op, outputs = step(*batch)
     with tf.control_dependencies([op]):
       return (i + 1, *(tf.identity(output) for output in outputs))
 
@@ -63,15 +92,14 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
 
   The model_fn expects `features = {'image': float32 [batch, H, W, C]}`
   (EVAL may add a `'weight'` per example, 0 for padding; TRAIN with
-  `steps_per_run` K > 1 a window of K batches, [K, batch, H, W, C]) and
+  `steps_per_run` > 1 reads more batches from their iterator) and
   `params`, a dict of `config.ModelParams`' fields (`global_batch_size`
   required).
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
     images = features['image']
-    windows = mode == ModeKeys.TRAIN and params.steps_per_run > 1
-    model = models.build(build_model, images.shape[1 + windows:],
+    model = models.build(build_model, images.shape[1:],
                          len(params.class_names), model_kwargs,
                          seed=params.seed, precision=params.precision,
                          sync_batch_norm=params.sync_batch_norm,
@@ -104,8 +132,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
 
 
 def _train_spec(model, images, labels, params):
-  """The TRAIN spec: one step per session.run, or up to `steps_per_run` on
-  a window of batches (the steps train_loop's hook sets for the run)."""
+  """The TRAIN spec: one step per session.run, or up to `steps_per_run`, a
+  batch each (the steps train_loop's hook sets for the run)."""
   optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
 
   def step(images, labels):
@@ -122,8 +150,9 @@ def _train_spec(model, images, labels, params):
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
       op = train_op(optimizer, loss, model.trainable_variables)
-    accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(logits, axis=1), labels), tf.float32))
+    right = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+    # This replica's share of the global batch's accuracy, as its loss is.
+    accuracy = tf.reduce_sum(right) / params.global_batch_size
     return op, (loss, accuracy, rate)
 
   if params.steps_per_run > 1:
@@ -131,10 +160,23 @@ def _train_spec(model, images, labels, params):
         step, images, labels, train_loop.steps_per_run_variable())
   else:
     op, (loss, accuracy, rate) = step(images, labels)
-  # v1 summaries: written for the first replica only, at save_summary_steps.
+  # v1 summaries, which Estimator writes for the first replica only: of the
+  # global batch, the same on every replica.
+  accuracy = _summed_over_replicas(accuracy)
   tf.compat.v1.summary.scalar('learning_rate', rate)
   tf.compat.v1.summary.scalar('accuracy', accuracy)
-  return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=op)
+  # The sum in the train op: under multi_worker_mirrored every worker must
+  # take part in it at every step, and only the chief fetches summaries.
+  return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss,
+                                    train_op=tf.group(op, accuracy))
+
+
+def _summed_over_replicas(share):
+  """The global batch's value of the replicas' shares of it."""
+  context = tf.distribute.get_replica_context()
+  if context.num_replicas_in_sync == 1:
+    return share
+  return context.all_reduce(tf.distribute.ReduceOp.SUM, share)
 
 
 # The seeds' CNN: what the CLI trains by default.

@@ -96,8 +96,7 @@ class Job:
         num_replicas(self.run_config.train_distribute))
     self.steps_per_run = steps_per_run(config) if training else 1
     self.source, self.max_steps, self.input_fn = data.prepare(
-        config, self.global_batch_size, training,
-        train_window=self.steps_per_run)
+        config, self.global_batch_size, training)
     spec = self.source.spec
     if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
       _logger.info('Config: %s', config.describe(
@@ -175,12 +174,8 @@ class Job:
     """Before each checkpoint save (on the chief, which saves): the
     batch-norm statistics recomputed with --bn_recompute_batches, or else
     checked at the last step."""
-    # Its own pipeline: one global batch per element, not the train op's
-    # windows of --steps_per_loop batches.
-    input_fn = data.make_input_fn(self.config, self.global_batch_size,
-                                  self.source)
     return [batch_norm_hooks.StatisticsListener(
-        lambda: input_fn(data.ModeKeys.TRAIN),
+        lambda: self.input_fn(data.ModeKeys.TRAIN),
         self.config.bn_recompute_batches or batch_norm.CHECK_BATCHES,
         bool(self.config.bn_recompute_batches), self.max_steps)]
 

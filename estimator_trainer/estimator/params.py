@@ -18,9 +18,9 @@ class ModelParams:
   `lr_decay='cosine'` needs; `class_names` (one per class: the logits'
   width) default to the default dataset's (Fashion-MNIST's);
   `eval_images=False` leaves the eval images out (graphs exported for
-  another process); `steps_per_run` > 1 makes the train op loop over a
-  window of that many batches (the estimator engine's --steps_per_loop,
-  with its train_loop hook).
+  another process); `steps_per_run` > 1 makes the train op loop over up
+  to that many batches of its iterator (the estimator engine's
+  --steps_per_loop, with its train_loop hook).
   """
 
   global_batch_size: int

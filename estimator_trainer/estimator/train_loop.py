@@ -1,10 +1,10 @@
 """The estimator engine's training loop around session.run: several steps
 per run (TPUEstimator's iterations_per_loop), and what follows each run.
 
-model_fn's train op trains on the first `steps_per_run_variable()` batches
-of the window input_fn gives it (graph.py, data.py); TrainLoopHook sets that
-variable before every run so that runs end on checkpoint, summary and log
-steps and on the last step. Estimator's own summary and step-counter hooks
+model_fn's train op takes `steps_per_run_variable()` steps, each on the next
+batch of input_fn's iterator (graph.py); TrainLoopHook sets that variable
+before every run so that runs end on checkpoint, summary and log steps and
+on the last step. Estimator's own summary and step-counter hooks
 assume one step per run: the job turns them off and this hook writes what
 they wrote. Estimator's CheckpointSaverHook reads the global step after
 every run, so it saves on the right steps as it is.
