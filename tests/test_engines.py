@@ -180,6 +180,26 @@ def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
       'ckpt-30.index', 'ckpt-50.index']
 
 
+@pytest.mark.parametrize('engine', ENGINES)
+def test_a_run_resumed_between_checkpoints_keeps_their_cadence(
+    tmp_path, mnist_small_dir, engine):
+  """15 steps, then to 30 with checkpoints, summaries and loops of 10:
+  keras checkpointed 25 and 35 and trained to 35 (fit's epochs of 10 steps
+  began at 15)."""
+  def train(steps):
+    return ENGINES[engine].train(_config(
+        tmp_path, mnist_small_dir, engine=engine, train_steps=steps,
+        save_checkpoints_steps=10, steps_per_loop=10, save_summary_steps=10,
+        keep_checkpoint_max=10))
+
+  assert train(15) == 15
+  assert train(30) == 30
+  assert _iterations(tmp_path) == 30
+  assert sorted(int(p.name[len('ckpt-'):-len('.index')])
+                for p in tmp_path.glob('ckpt-*.index')) == [10, 15, 20, 30]
+  assert sorted(_summary_values(tmp_path, 'loss')) == [10, 15, 20, 30]
+
+
 @pytest.fixture(scope='module')
 def ctl_run(tmp_path_factory, mnist_small_dir):
   """A short ctl run under 2 mirrored replicas, K steps per tf.function."""
