@@ -14,7 +14,6 @@ from estimator_trainer.errors import TrainerError
 
 EVAL_DIR = 'eval'  # Evaluation events (TensorBoard's `eval` run).
 EXPORT_DIR = 'export'  # export/<exporter>/<timestamp>/: SavedModels.
-BACKUP_DIR = 'backup'  # The Keras engine's BackupAndRestore, while fit runs.
 METRICS_FILE = 'metrics.json'  # The final evaluation.
 PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
@@ -30,10 +29,6 @@ def eval_dir(model_dir):
 
 def export_dir(model_dir, exporter):
   return os.path.join(model_dir, EXPORT_DIR, exporter)
-
-
-def backup_dir(checkpoint_dir):
-  return os.path.join(checkpoint_dir, BACKUP_DIR)
 
 
 def metrics_file(model_dir):

@@ -51,12 +51,36 @@ class OptimizerSpec:
     return optimizer, learning_rate
 
   def keras(self):
-    """A Keras optimizer, its step counter in `iterations`."""
-    learning_rate = self.learning_rate
+    """A Keras optimizer, its step counter in `iterations`.
+
+    Its rate is always a schedule, constant under lr_decay='none': from a
+    float, Keras makes the rate a variable that checkpoints keep and restore
+    over a resumed run's --learning_rate. From a schedule it recomputes its
+    variable (`_current_learning_rate`) at every step, so the flags of the
+    run that trains decide, whatever a checkpoint holds.
+    """
     if self.lr_decay == 'cosine':
       learning_rate = tf.keras.optimizers.schedules.CosineDecay(
-          learning_rate, self.decay_steps)
+          self.learning_rate, self.decay_steps)
+    else:
+      learning_rate = ConstantLearningRate(self.learning_rate)
     if self.name == 'adam':
       return tf.keras.optimizers.Adam(learning_rate, beta_1=ADAM_BETA_1,
                                       epsilon=ADAM_EPSILON)
     return tf.keras.optimizers.SGD(learning_rate)
+
+
+@tf.keras.utils.register_keras_serializable('estimator_trainer')
+class ConstantLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+  """lr_decay='none' for Keras: the same rate at every step."""
+
+  def __init__(self, learning_rate):
+    super().__init__()
+    self.learning_rate = learning_rate
+
+  def __call__(self, step):
+    del step
+    return tf.constant(self.learning_rate, tf.keras.backend.floatx())
+
+  def get_config(self):
+    return {'learning_rate': self.learning_rate}

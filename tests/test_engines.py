@@ -1,9 +1,11 @@
 """The TF2 engines (ctl, keras) beside Estimator: same data, model, loss,
 model_dir layout and metrics.json."""
 
+import gc
 import json
 import logging
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -91,6 +93,83 @@ def test_resume_continues_the_step_and_optimizer_state(tmp_path,
     assert np.linalg.norm(after - before) < np.linalg.norm(after - start)
 
 
+def _summary_values(directory, tag):
+  """step -> value of the `tag` summaries in `directory`'s event files
+  (TF2 engines write tensors, Estimator scalars)."""
+  accumulator = event_accumulator.EventAccumulator(str(directory))
+  accumulator.Reload()
+  tags = accumulator.Tags()
+  if tag in tags['scalars']:
+    return {event.step: event.value for event in accumulator.Scalars(tag)}
+  return {event.step: float(tf.make_ndarray(event.tensor_proto))
+          for event in accumulator.Tensors(tag)}
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_a_resumed_run_trains_at_its_own_learning_rate(
+    tmp_path, mnist_small_dir, engine):
+  """10 SGD steps at rate 0.01, then one more from that checkpoint at 0.01
+  and at 0.04: the second step is 4 times the first (the checkpoint carries
+  no rate; ctl and keras kept 0.01 from it), and the summary says 0.04."""
+  def train(model_dir, steps, learning_rate):
+    engines.ENGINES[engine].run(_config(
+        model_dir, mnist_small_dir, engine=engine, mode='train',
+        optimizer='sgd', lr_decay='none', learning_rate=learning_rate,
+        shuffle_buffer=0, train_steps=steps, steps_per_loop=1,
+        save_checkpoints_steps=10, save_summary_steps=1))
+
+  train(tmp_path / 'same', 10, 0.01)
+  shutil.copytree(tmp_path / 'same', tmp_path / 'faster')
+  before = cnn_weights(tmp_path / 'same')
+  train(tmp_path / 'same', 11, 0.01)
+  train(tmp_path / 'faster', 11, 0.04)
+  same, faster = cnn_weights(tmp_path / 'same'), cnn_weights(
+      tmp_path / 'faster')
+  for name, start in before.items():
+    step = same[name] - start
+    assert np.linalg.norm(step) > 0
+    assert np.linalg.norm(faster[name] - start - 4 * step) < (
+        1e-3 * np.linalg.norm(4 * step)), name
+  assert _summary_values(tmp_path / 'faster', 'learning_rate')[11] == (
+      pytest.approx(0.04))
+
+
+def _as_written_before_schedules(model_dir):
+  """Rewrites model_dir's latest checkpoint as the TF2 engines wrote it
+  before their constant rates were schedules: of Keras's SGD from a float
+  rate, which it keeps as the variable `_learning_rate`."""
+  path = tf.train.latest_checkpoint(str(model_dir))
+  model, optimizer = cnn(), tf.keras.optimizers.SGD(0.01)
+  optimizer.build(model.trainable_variables)
+  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+  checkpoint.restore(path).expect_partial()
+  checkpoint.write(path)
+  assert 'optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE' in dict(
+      tf.train.list_variables(path))
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_a_checkpoint_of_an_earlier_version_resumes_at_the_flags_rate(
+    tmp_path, mnist_small_dir, engine, caplog):
+  """Its rate variable restores without a warning, and without pinning the
+  rate: the summary says the resumed run's."""
+  def train(steps, learning_rate):
+    return ENGINES[engine].train(_config(
+        tmp_path, mnist_small_dir, engine=engine, optimizer='sgd',
+        lr_decay='none', learning_rate=learning_rate, train_steps=steps,
+        save_checkpoints_steps=10, save_summary_steps=1))
+
+  assert train(10, 0.01) == 10
+  _as_written_before_schedules(tmp_path)
+  caplog.set_level(logging.WARNING)
+  assert train(11, 0.04) == 11
+  gc.collect()  # TensorFlow warns of values a restore left as it frees it.
+  assert not [record.getMessage() for record in caplog.records
+              if 'restored' in record.getMessage()]
+  assert _summary_values(tmp_path, 'learning_rate')[11] == pytest.approx(
+      0.04)
+
+
 @pytest.mark.parametrize('engine', ENGINES)
 def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
                                               engine):
@@ -102,16 +181,6 @@ def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
   assert _iterations(tmp_path) == 50
   assert sorted(p.name for p in tmp_path.glob('ckpt-*.index')) == [
       'ckpt-30.index', 'ckpt-50.index']
-
-
-def _train_scalars(model_dir, tag):
-  """{step: value} of a training summary, v1 (scalar) or TF2 (tensor)."""
-  accumulator = event_accumulator.EventAccumulator(str(model_dir))
-  accumulator.Reload()
-  if tag in accumulator.Tags()['scalars']:
-    return {event.step: event.value for event in accumulator.Scalars(tag)}
-  return {event.step: float(tf.make_ndarray(event.tensor_proto))
-          for event in accumulator.Tensors(tag)}
 
 
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
@@ -133,13 +202,31 @@ def test_training_summaries_are_of_the_global_batch(tmp_path,
   summaries = {}
   for strategy, config in configs.items():
     engines.ENGINES[engine].run(config)
-    summaries[strategy] = {tag: _train_scalars(config.model_dir, tag)[1]
+    summaries[strategy] = {tag: _summary_values(config.model_dir, tag)[1]
                            for tag in ('accuracy', 'loss', 'learning_rate')}
   one, two = summaries['default'], summaries['mirrored']
   assert one['accuracy'] == two['accuracy'] == pytest.approx(right.mean(),
                                                              abs=1e-7)
   assert two['loss'] == pytest.approx(one['loss'], rel=1e-5), summaries
   assert two['learning_rate'] == one['learning_rate'], summaries
+@pytest.mark.parametrize('engine', ENGINES)
+def test_a_run_resumed_between_checkpoints_keeps_their_cadence(
+    tmp_path, mnist_small_dir, engine):
+  """15 steps, then to 30 with checkpoints, summaries and loops of 10:
+  keras checkpointed 25 and 35 and trained to 35 (fit's epochs of 10 steps
+  began at 15)."""
+  def train(steps):
+    return ENGINES[engine].train(_config(
+        tmp_path, mnist_small_dir, engine=engine, train_steps=steps,
+        save_checkpoints_steps=10, steps_per_loop=10, save_summary_steps=10,
+        keep_checkpoint_max=10))
+
+  assert train(15) == 15
+  assert train(30) == 30
+  assert _iterations(tmp_path) == 30
+  assert sorted(int(p.name[len('ckpt-'):-len('.index')])
+                for p in tmp_path.glob('ckpt-*.index')) == [10, 15, 20, 30]
+  assert sorted(_summary_values(tmp_path, 'loss')) == [10, 15, 20, 30]
 
 
 @pytest.fixture(scope='module')

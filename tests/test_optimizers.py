@@ -72,3 +72,18 @@ def test_spec_from_model_fn_params(estimator):
 def test_cosine_decay_needs_the_training_steps(estimator):
   with pytest.raises(ValueError, match="lr_decay='cosine' needs decay_steps"):
     OptimizerSpec.from_params(estimator.params.ModelParams.from_dict({'global_batch_size': 8}))
+
+
+@pytest.mark.parametrize('name', ['adam', 'sgd'])
+def test_a_keras_checkpoint_keeps_no_rate_over_the_flags(tmp_path, name):
+  """The optimizer saves its step, its slots (not scalars here) and the rate
+  it last computed, which its schedule recomputes at every step: no rate,
+  beta or epsilon that a resumed run would take over its flags'. From a
+  float --learning_rate Keras saved `_learning_rate`, and restored it."""
+  optimizer = OptimizerSpec(name, 0.1).keras()
+  variable = tf.Variable([1.0, 2.0])
+  optimizer.apply_gradients([(tf.constant([0.5, 0.5]), variable)])
+  path = tf.train.Checkpoint(optimizer=optimizer).write(str(tmp_path / name))
+  scalars = {key.split('/')[1] for key, shape in tf.train.list_variables(path)
+             if key.startswith('optimizer/') and not shape}
+  assert scalars == {'_iterations', '_current_learning_rate'}

@@ -32,6 +32,21 @@ def current_learning_rate(optimizer):
   return float(tf.convert_to_tensor(optimizer.learning_rate))
 
 
+# Where checkpoints of earlier versions hold the rate Keras made of a float
+# --learning_rate (optimizers.py now gives it a schedule).
+_OLD_LEARNING_RATE = '_learning_rate'
+
+
+def _adopt_old_learning_rate(optimizer, path):
+  """Lets checkpoint `path` of an earlier version restore without a warning:
+  its rate variable is restored into the optimizer's, which Keras recomputes
+  from the schedule at every step (the flags decide, not the checkpoint)."""
+  key = f'optimizer/{_OLD_LEARNING_RATE}/.ATTRIBUTES/VARIABLE_VALUE'
+  if key in dict(tf.train.list_variables(path)):
+    optimizer._track_trackable(  # pylint: disable=protected-access
+        optimizer.learning_rate, name=_OLD_LEARNING_RATE)
+
+
 class Job:
   """A TF2 run: strategy, data, model and optimizer under its scope, and a
   CheckpointManager (step = the optimizer's `iterations`).
@@ -188,6 +203,8 @@ class Job:
       return 0
     checkpoints.require_object_based(path, self.config)
     _logger.info('Restoring %s', path)
+    if self.optimizer is not None and not checkpoint:
+      _adopt_old_learning_rate(self.optimizer, path)
     try:
       status = (checkpoint or self.checkpoint).restore(path)
       status.assert_existing_objects_matched()

@@ -2,16 +2,16 @@
 `strategy.scope()`, with the same data, evaluation and model_dir layout as the
 other engines.
 
-A fit "epoch" is `save_checkpoints_steps` steps of the repeated training
-dataset: the checkpoint and evaluation cadence, as under Estimator.
-`BackupAndRestore` makes an interrupted fit resume where it stopped.
+fit runs from the step restored to the last in one "epoch"; a callback ends
+each execution (of up to steps_per_loop steps) where the Controller stops
+next, and checkpoints and evaluates where it is due, as ctl's loop does:
+on multiples of save_checkpoints_steps whatever step a run resumes from.
+Under parameter servers, where Keras refuses batch-level callbacks, fit
+runs to each checkpoint step in turn.
 """
-
-import math
 
 import tensorflow as tf
 
-from estimator_trainer import layout
 from estimator_trainer import losses
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
@@ -20,45 +20,46 @@ from estimator_trainer.tf2 import preemption
 TRAIN = ModeKeys.TRAIN
 
 
-class _EpochCallback(tf.keras.callbacks.Callback):
-  """Hands fit's epochs (of save_checkpoints_steps steps) to the Controller;
-  stops fit at the configured step count, on SIGTERM or early stopping.
-
-  Alone under parameter servers, where Keras refuses batch-level callbacks:
-  summaries and the SIGTERM check then come once an epoch.
-  """
-
-  _PER_BATCH = False
+class _Callback(tf.keras.callbacks.Callback):
+  """Hands fit's progress to the Controller; stops fit at the configured
+  step count, on SIGTERM or early stopping."""
 
   def __init__(self, controller):
     super().__init__()
     self._controller = controller
 
   def _after_steps(self, logs):
-    loss = float(logs['loss'])  # Keras's: the mean since the epoch began.
-    self._controller.after_steps(self._controller.job.step, loss,
-                                 lambda: (loss, float(logs['accuracy'])))
-    if self._controller.done:
+    """Summaries, progress and SIGTERM after the steps fit ran, then the
+    checkpoint (and evaluation) if one is due."""
+    controller = self._controller
+    previous = controller.step
+    # Keras's means since its metrics were reset.
+    loss = float(logs['loss'])
+    if controller.after_steps(controller.job.step, loss,
+                              lambda: (loss, float(logs['accuracy']))):
+      self.model.reset_metrics()  # The next summary's: from this step on.
+    if controller.checkpoint_due(previous):
+      controller.checkpoint()
+    if controller.done:
       self.model.stop_training = True
+
+
+class _EpochCallback(_Callback):
+  """Under parameter servers: at the end of each fit, a checkpoint step."""
 
   def on_epoch_end(self, epoch, logs=None):
-    if not self._PER_BATCH:
-      self._after_steps(logs)
-    self._controller.checkpoint()
-    if self._controller.done:  # Early stopping, after its evaluation.
-      self.model.stop_training = True
+    self._after_steps(logs)
 
 
-class _BatchCallback(_EpochCallback):
-  """And after every batch (an execution of up to steps_per_loop steps).
+class _BatchCallback(_Callback):
+  """After every batch (an execution of up to steps_per_loop steps).
 
   Each execution ends where the controller stops next, as ctl's loops do:
-  on a summary or checkpoint step (fit's epoch end), or on the last step,
-  where fit would run a whole steps_per_execution past it. fit reads
-  `steps_per_execution` before each execution.
+  on a summary or checkpoint step, or on the last step. fit reads
+  `steps_per_execution` before each execution; no execution is cut short
+  by the epoch's end (which would restore the steps_per_execution it read
+  over the next one planned here).
   """
-
-  _PER_BATCH = True
 
   def __init__(self, controller):
     super().__init__(controller)
@@ -90,8 +91,6 @@ def _fit(job, evaluate):
         optimizer=job.optimizer,
         loss=losses.KerasLoss(config.label_smoothing),
         metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
-  every = config.save_checkpoints_steps
-  backup = layout.backup_dir(job.checkpoint_dir)
   with preemption.watch(job.strategy) as stop:
     controller = controller_lib.Controller(job, step, evaluate, stop)
     if step < job.max_steps:
@@ -99,17 +98,20 @@ def _fit(job, evaluate):
           lambda context: job.input_fn(TRAIN, context).map(
               lambda features, labels: (features['image'], labels)),
           job.input_options())
-      # Parameter servers: BackupAndRestore refuses them, and Keras
-      # batch-level callbacks; the chief's checkpoints resume there.
-      callbacks = ([_EpochCallback(controller)] if job.coordinator else
-                   [tf.keras.callbacks.BackupAndRestore(backup),
-                    _BatchCallback(controller)])
-      job.model.fit(
-          data, epochs=math.ceil(job.max_steps / every),
-          initial_epoch=step // every, steps_per_epoch=every, verbose=0,
-          callbacks=callbacks)
-    if tf.io.gfile.exists(backup) and not tf.io.gfile.listdir(backup):
-      tf.io.gfile.rmtree(backup)  # Emptied by BackupAndRestore after fit.
+      if job.coordinator:
+        # A fit to each checkpoint step (a multiple of
+        # save_checkpoints_steps, or the last): an epoch of its own, whose
+        # end is all a callback sees here.
+        callback = _EpochCallback(controller)
+        every = config.save_checkpoints_steps
+        while not controller.done:
+          steps = min(every - controller.step % every,
+                      job.max_steps - controller.step)
+          job.model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
+                        callbacks=[callback])
+      else:
+        job.model.fit(data, epochs=1, steps_per_epoch=job.max_steps - step,
+                      verbose=0, callbacks=[_BatchCallback(controller)])
     controller.finish()
   return controller
 
