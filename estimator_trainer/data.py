@@ -6,6 +6,7 @@ import math
 
 import tensorflow as tf
 
+from estimator_trainer import deprecation
 from estimator_trainer.sources import TEST, TRAIN, make_source
 
 _logger = logging.getLogger(__name__)
@@ -73,8 +74,13 @@ def _pipeline_options():
 _PIPELINE_OPTIONS = _pipeline_options()
 
 
-def make_input_fn(config, global_batch_size, source=None, seeded=True):
+def make_input_fn(config, global_batch_size, source=None, seeded=True,
+                  train_window=1):
   """Returns `input_fn(mode, input_context=None)` for Estimator.
+
+  `train_window` (deprecated: the estimator engine's loops read batches
+  from the iterator) > 1 gives TRAIN windows of that many batches, as
+  0.2.0 did.
 
   TRAIN reads the pipeline's own shard of the train split (shard, cache,
   shuffle, repeat, batch); EVAL reads each test example exactly once
@@ -86,6 +92,9 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True):
   same input context (the whole split), and would otherwise all read the
   same batches in the same order.
   """
+  if train_window != 1:
+    deprecation.warn('make_input_fn(train_window=...)',
+                     'make_input_fn without it (single batches)', '0.4.0')
   source = source or make_source(config)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
@@ -128,6 +137,8 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True):
                                 num_parallel_calls=tf.data.AUTOTUNE)
       ds = ds.batch(batch_size, drop_remainder=True).map(
           _features, num_parallel_calls=tf.data.AUTOTUNE)
+      if train_window > 1:
+        ds = ds.batch(train_window, drop_remainder=True)
     else:
       padded = eval_padded_size(num_test, num_pipelines, local_replicas,
                                 batch_size)

@@ -19,6 +19,7 @@ import pytest
 import estimator_trainer
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.data import ModeKeys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PINNED = REPO / 'tests' / 'public_api.json'
@@ -160,3 +161,15 @@ if __name__ == '__main__':
       {name: api_of(name) for name in sorted(estimator_trainer.__all__)},
       indent=1, sort_keys=True) + '\n')
   print(f'wrote {PINNED}')
+
+
+def test_make_input_fn_train_window_is_deprecated(mnist_small_dir):
+  config = TrainConfig(model_dir='/tmp/x', dataset='mnist',
+                       idx_dir=str(mnist_small_dir), shuffle_buffer=0)
+  with pytest.warns(DeprecationWarning,
+                    match=r'make_input_fn without it') as w:
+    input_fn = estimator_trainer.make_input_fn(config, 8, train_window=3)
+  assert w[0].filename == __file__
+  features, labels = next(iter(input_fn(ModeKeys.TRAIN)))
+  assert features['image'].shape == [3, 8, 28, 28, 1]  # Windows, as 0.2.0.
+  assert labels.shape == [3, 8]
