@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_trainer import export_policy
 from estimator_trainer import early_stopping
 from estimator_trainer import export_policy
 from estimator_trainer import layout
