@@ -173,7 +173,8 @@ def test_stale_statistics_are_measured_at_the_end(
     tmp_path, colors16, engine, caplog):
   """Momentum 0.99 over 200 steps keeps only 13 % of the initial
   statistics, too little for the warning at the start, yet the moving
-  statistics lag the weights and the evaluation is far below training's:
+  statistics lag the weights and its evaluation loss is far above
+  momentum 0.9's:
   the check at the last step measures it. Momentum 0.9 keeps up: no
   warning."""
   caplog.set_level(logging.WARNING)
