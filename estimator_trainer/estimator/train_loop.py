@@ -15,6 +15,7 @@ import time
 
 import tensorflow as tf
 
+from estimator_trainer import cadence
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
 
@@ -37,10 +38,6 @@ def steps_per_run_variable():
         'steps_per_run', shape=[], dtype=tf.int32, trainable=False,
         initializer=tf.compat.v1.ones_initializer(), use_resource=True,
         collections=[_COLLECTION, tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
-
-
-def _crossed(before, after, every):
-  return after // every > before // every
 
 
 class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
@@ -75,32 +72,24 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
     self._variable = (steps_per_run_variable() if self._steps_per_run > 1
                       else None)
     self._loaded = None  # The variable's value.
-    self._marks = None  # {'summary': (step, time), 'log': (step, time)}
+    self._timer = cadence.Timer()
 
   def after_create_session(self, session, coord):
     self._step = session.run(self._global_step)
     self._plan(session)
 
   def _plan(self, session):
-    """The next run's steps: up to steps_per_run, ending on the steps where
-    checkpoints, summaries or log lines are due and on the last step."""
-    config, step = self._config, self._step
-    self._steps = min([self._steps_per_run, self._max_steps - step] + [
-        every - step % every for every in (config.save_checkpoints_steps,
-                                           config.save_summary_steps,
-                                           config.log_step_count_steps)])
+    """The next run's steps (cadence.steps_to_next_stop)."""
+    self._steps = cadence.steps_to_next_stop(
+        self._config, self._step, self._max_steps, self._steps_per_run)
     if self._variable is not None and self._steps != self._loaded:
       self._variable.load(self._steps, session)
       self._loaded = self._steps
 
-  def _summary_due(self, before, after):
-    return (_crossed(before, after, self._config.save_summary_steps) or
-            after >= self._max_steps)
-
   def before_run(self, run_context):
     fetches = {'loss': self._loss}
-    if self._summary is not None and self._summary_due(
-        self._step, self._step + self._steps):
+    if self._summary is not None and cadence.summary_due(
+        self._config, self._step, self._step + self._steps, self._max_steps):
       fetches['summary'] = self._summary
     return tf.compat.v1.train.SessionRunArgs(fetches)
 
@@ -116,8 +105,8 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
     self._progress.update(step, loss)
     if 'summary' in run_values.results:
       self._writer.add_summary(run_values.results['summary'], step)
-    if self._marks is None:  # The first run: graph optimization, untimed.
-      self._marks = {'summary': (step, now), 'log': (step, now)}
+    if not self._timer.started:  # The first run: graph optimization.
+      self._timer.start(step, now)
     else:
       self._after_timed_run(before, step, now, loss)
     if step >= self._max_steps:
@@ -126,26 +115,20 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       self._plan(run_context.session)
 
   def _after_timed_run(self, before, step, now, loss):
-    if self._summary_due(before, step):
-      steps, seconds = self._since('summary', step, now)
+    if cadence.summary_due(self._config, before, step, self._max_steps):
+      steps, seconds = self._timer.since('summary', step, now)
       rate = steps * self._global_batch_size / seconds
       summaries.scalar_summary(self._writer, 'examples_per_second', rate,
                                step)
       summaries.scalar_summary(self._writer,
                                'examples_per_second_per_replica',
                                rate / self._num_replicas, step)
-    if _crossed(before, step, self._config.log_step_count_steps):
-      steps, seconds = self._since('log', step, now)
+    if cadence.log_due(self._config, before, step):
+      steps, seconds = self._timer.since('log', step, now)
       summaries.scalar_summary(self._writer, 'global_step/sec',
                                steps / seconds, step)
       # Estimator's LoggingTensorHook line; shown with --verbosity=1.
       _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
-
-  def _since(self, mark, step, now):
-    """(steps, seconds) since `mark` was last passed; passes it now."""
-    last_step, last_time = self._marks[mark]
-    self._marks[mark] = (step, now)
-    return step - last_step, max(now - last_time, 1e-9)
 
   def end(self, session):
     self._writer.flush()

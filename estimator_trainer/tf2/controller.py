@@ -12,6 +12,7 @@ import time
 
 import tensorflow as tf
 
+from estimator_trainer import cadence
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
@@ -40,7 +41,7 @@ class TrainSummaries:
     self._job = job
     self._writer = job_lib.writer(job)
     self._step = start_step  # Of the previous update.
-    self._marks = None  # {'summary': (step, time), 'log': (step, time)}
+    self._timer = cadence.Timer()
     self._progress = (progress_lib.Progress(job.max_steps,
                                             job.global_batch_size)
                       if job.is_chief else None)
@@ -61,12 +62,12 @@ class TrainSummaries:
     if self._progress:
       self._progress.update(step, loss)
     config = self._job.config
-    summary_due = (_crossed(before, step, config.save_summary_steps) or
-                   step >= self._job.max_steps)
-    log_due = _crossed(before, step, config.log_step_count_steps)
-    timed = self._marks is not None
+    summary_due = cadence.summary_due(config, before, step,
+                                      self._job.max_steps)
+    log_due = cadence.log_due(config, before, step)
+    timed = self._timer.started
     if not timed:
-      self._marks = {'summary': (step, now), 'log': (step, now)}
+      self._timer.start(step, now)
     with self._writer.as_default(step=step):
       if summary_due:
         mean_loss, accuracy = read_metrics()
@@ -75,32 +76,22 @@ class TrainSummaries:
         tf.summary.scalar('learning_rate',
                           job_lib.current_learning_rate(self._job.optimizer))
       if summary_due and timed:
-        steps, seconds = self._since('summary', step, now)
+        steps, seconds = self._timer.since('summary', step, now)
         examples = steps * self._job.global_batch_size / seconds
         tf.summary.scalar('examples_per_second', examples)
         tf.summary.scalar('examples_per_second_per_replica',
                           examples / self._job.num_replicas)
       if log_due and timed:
-        steps, seconds = self._since('log', step, now)
+        steps, seconds = self._timer.since('log', step, now)
         tf.summary.scalar('global_step/sec', steps / seconds)
         # Estimator's LoggingTensorHook line; shown with --verbosity=1.
         _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
     return summary_due
 
-  def _since(self, mark, step, now):
-    """(steps, seconds) since `mark` was last passed; passes it now."""
-    last_step, last_time = self._marks[mark]
-    self._marks[mark] = (step, now)
-    return step - last_step, max(now - last_time, 1e-9)
-
   def close(self):
     self._writer.flush()
     if self._progress:
       self._progress.close()
-
-
-def _crossed(before, after, every):
-  return after // every > before // every
 
 
 class Controller:
@@ -142,14 +133,8 @@ class Controller:
   def steps_to_next_stop(self, steps_per_loop):
     """At most `steps_per_loop`, ending on checkpoint, summary and log steps
     (as the estimator engine's runs do) and at the last step."""
-    config = self.job.config
-    return min(steps_per_loop, self.job.max_steps - self.step,
-               config.save_checkpoints_steps -
-               self.step % config.save_checkpoints_steps,
-               config.save_summary_steps -
-               self.step % config.save_summary_steps,
-               config.log_step_count_steps -
-               self.step % config.log_step_count_steps)
+    return cadence.steps_to_next_stop(self.job.config, self.step,
+                                      self.job.max_steps, steps_per_loop)
 
   def after_steps(self, step, loss, read_metrics):
     """After training to `step`, whose last loss is `loss`. Returns True
