@@ -26,6 +26,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import models
 from estimator_trainer.errors import UsageError
 
 _logger = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ def population_statistics(model, bn_layers, dataset, num_batches):
   for features, _ in dataset.take(num_batches):
     moments = [[] for _ in bn_layers]
     with _recording(bn_layers, moments):
-      model(features['image'], training=True)
+      model(models.model_inputs(features), training=True)
     for layer, found in zip(bn_layers, moments):
       if len(found) != 1:
         raise UsageError(f'--bn_recompute_batches: batch-norm layer '

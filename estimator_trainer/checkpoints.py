@@ -16,6 +16,7 @@ import shlex
 
 import tensorflow as tf
 
+from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import models
 from estimator_trainer import outputs
@@ -39,9 +40,7 @@ def record_model(model_dir, config, spec):
   when the run is the same (a rerun changes nothing)."""
   model = models.name_of(config.model)
   record = {'model': model, 'model_kwargs': config.model_kwargs,
-            'dataset': spec.name, 'image_shape': list(spec.image_shape),
-            'num_classes': spec.num_classes,
-            'run': dict(run_record.of(config), model=model)}
+            **spec.record(), 'run': dict(run_record.of(config), model=model)}
   if layout.read_model_file(model_dir) != json.loads(json.dumps(record)):
     outputs.write_atomic(layout.model_file(model_dir),
                          json.dumps(record, indent=1))
@@ -136,7 +135,7 @@ def latest_step(model_dir):
   return layout.checkpoint_step(path) if path else -1
 
 
-def check_compatible(model_dir, model_fn, params, training, image_shape,
+def check_compatible(model_dir, model_fn, params, training, model_input,
                      model='cnn'):
   """Fails unless model_dir's latest checkpoint can restore `model_fn`'s graph.
 
@@ -159,7 +158,7 @@ def check_compatible(model_dir, model_fn, params, training, image_shape,
   # One step per run: the same variables as a loop of them (whose count
   # is a local variable), without the input iterator a loop reads.
   expected = _graph_variables(model_fn, dict(params, steps_per_run=1), mode,
-                              image_shape)
+                              model_input)
   missing = sorted(set(expected) - set(stored))
   reshaped = sorted(name for name in set(expected) & set(stored)
                     if list(stored[name]) != expected[name])
@@ -177,13 +176,15 @@ def check_compatible(model_dir, model_fn, params, training, image_shape,
       f'{problem}')
 
 
-def _graph_variables(model_fn, params, mode, image_shape):
+def _graph_variables(model_fn, params, mode, model_input):
   """Name -> shape of the variables Estimator would restore in `mode`."""
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()  # Estimator adds it too.
-    features = {'image': tf.compat.v1.placeholder(tf.float32,
-                                                  [None, *image_shape])}
-    labels = tf.compat.v1.placeholder(tf.int64, [None])
+    features = {name: tf.compat.v1.placeholder(spec.dtype, spec.shape)
+                for name, spec in models.input_signature(model_input).items()}
+    label_spec = (heads.make(params['head'], params['class_names']).label_spec
+                  if params.get('head') else tf.TensorSpec([None], tf.int64))
+    labels = tf.compat.v1.placeholder(label_spec.dtype, label_spec.shape)
     model_fn(features, labels, mode, params)
     return {v.op.name: v.shape.as_list()
             for v in tf.compat.v1.global_variables()}

@@ -126,9 +126,24 @@ class TrainConfig:
   train_files: Optional[str] = _option(
       None,
       'Glob of TFRecord files of tf.Example (--image_key, --label_key) to '
-      'train on, instead of --dataset; needs --eval_files.')
+      'train on, instead of --dataset; needs --eval_files. With '
+      '--feature_spec: structured data, CSV files with a header row '
+      '(.csv, .csv.gz) or TFRecords of tf.Example keyed by column.')
   eval_files: Optional[str] = _option(
-      None, 'Glob of TFRecord files to evaluate and predict on.')
+      None, 'Glob of files to evaluate and predict on.')
+  feature_spec: Optional[str] = _option(
+      None, 'Structured data: the JSON (or YAML) file of its columns\' '
+      'kinds, crosses, label and weight column (`python -m '
+      'estimator_trainer.tabular.infer` writes one from the data).')
+  head: Optional[str] = _option(
+      None, 'Structured data: multiclass (softmax cross-entropy), binary '
+      '(sigmoid cross-entropy), multilabel (sigmoid cross-entropy per label) '
+      'or regression (squared error); default: the feature spec\'s. Images '
+      'are multiclass.', choices=('multiclass', 'binary', 'multilabel',
+                                  'regression'))
+  huber_delta: Optional[float] = _option(
+      None, '--head=regression: Huber loss with this delta instead of the '
+      'squared error.', above=0)
   image_key: str = _option('image', 'tf.Example key of the image in '
                            'TFRecords: raw uint8 bytes or PNG/JPEG '
                            '(TF-Slim: image/encoded).')
@@ -247,6 +262,11 @@ class TrainConfig:
                        f'builder function, got {self.model!r}')
     if bool(self.train_files) != bool(self.eval_files):
       raise UsageError('give both --train_files and --eval_files')
+    if self.feature_spec and not self.train_files:
+      raise UsageError('--feature_spec needs --train_files and --eval_files')
+    if self.head and self.head != 'multiclass' and not self.feature_spec:
+      raise UsageError(f'--head={self.head} needs structured data '
+                       '(--feature_spec); images are multiclass')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):
@@ -342,7 +362,8 @@ class TrainConfig:
                    f'epoch{"" if epochs == 1 else "s"} of '
                    f'{num_train_examples} training examples)')
     described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
-                 'dataset', 'train_files', 'eval_files', 'data_source',
+                 'dataset', 'train_files', 'eval_files', 'feature_spec',
+                 'data_source',
                  'idx_dir', 'batch_size_per_replica', 'global_batch_size',
                  'train_steps', 'train_epochs', 'cluster'}
     others = [f'{field.name}={getattr(self, field.name)!r}'

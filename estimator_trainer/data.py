@@ -7,6 +7,7 @@ import math
 import tensorflow as tf
 
 from estimator_trainer import deprecation
+from estimator_trainer import sources
 from estimator_trainer.sources import TEST, TRAIN, make_source
 
 _logger = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
     deprecation.warn('make_input_fn(train_window=...)',
                      'make_input_fn without it (single batches)', '0.4.0')
   source = source or make_source(config)
+  if hasattr(source, 'make_input_fn'):  # Structured data (tabular/).
+    return source.make_input_fn(config, global_batch_size, seeded)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
   def input_fn(mode, input_context=None):
@@ -154,10 +157,21 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
   return input_fn
 
 
+def example_format(config, source):
+  """How serving reads tf.Examples of `source`'s data: an
+  examples.ExampleFormat of images, or structured data's serving object
+  (tabular/dataset.py)."""
+  return getattr(source, 'serving', None) or sources.example_format(
+      config, source.spec)
+
+
 def prepare(config, global_batch_size, training, seeded=True):
   """What every engine's job reads: (source, training steps, input_fn). Only
   training needs the train split's size (reading it is not free): None
   otherwise."""
+  if config.feature_spec:
+    from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
+    return dataset.prepare(config, global_batch_size, training, seeded)
   source = make_source(config)
   max_steps = config.resolve_train_steps(
       source.num_examples(TRAIN), global_batch_size) if training else None

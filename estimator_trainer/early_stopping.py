@@ -1,6 +1,11 @@
-"""Early stopping on eval accuracy, counted in evaluations: the rule every
+"""Early stopping on the eval score, counted in evaluations: the rule every
 engine applies (the estimator engine's hook: estimator/early_stopping_hook.py;
-the TF2 engines: tf2/controller.py)."""
+the TF2 engines: tf2/controller.py).
+
+The score of an evaluation is its head's (heads.py `best_metric`), higher
+better: accuracy where the head has classes, else the mean AUC (multilabel),
+else minus the average loss (regression). `--export=best` ranks by it too.
+"""
 
 import logging
 
@@ -8,10 +13,26 @@ from estimator_trainer import layout
 
 _logger = logging.getLogger(__name__)
 
+# (metric, sign): the first an evaluation has is its score.
+_SCORES = (('accuracy', 1), ('auc', 1), ('average_loss', -1))
+
+
+def score(eval_result):
+  """The score of an evaluation's metrics (a dict)."""
+  for name, sign in _SCORES:
+    if name in eval_result:
+      return sign * float(eval_result[name])
+  raise KeyError(f'no {" or ".join(name for name, _ in _SCORES)} in '
+                 f'{sorted(eval_result)}')
+
 
 def eval_accuracies(eval_dir):
-  """{global_step: accuracy} of the evaluations logged in `eval_dir`."""
-  return dict(layout.read_scalars(eval_dir).get('accuracy', []))
+  """{global_step: score} of the evaluations logged in `eval_dir`."""
+  scalars = layout.read_scalars(eval_dir)
+  for name, sign in _SCORES:
+    if name in scalars:
+      return {step: sign * value for step, value in scalars[name]}
+  return {}
 
 
 def evaluations_since_best(accuracies):
@@ -25,7 +46,7 @@ def no_improvement(accuracies, patience):
   """True (and logged) once `patience` evaluations of `accuracies`
   ({step: accuracy}) came after the best one."""
   if accuracies and evaluations_since_best(accuracies) >= patience:
-    _logger.info('Early stopping: no better eval accuracy in %d evaluations',
+    _logger.info('Early stopping: no better eval score in %d evaluations',
                  patience)
     return True
   return False

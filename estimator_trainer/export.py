@@ -6,6 +6,7 @@ import tempfile
 
 import tensorflow as tf
 
+from estimator_trainer import examples as examples_lib
 from estimator_trainer import export_policy
 from estimator_trainer import layout
 from estimator_trainer.data import model_images
@@ -14,6 +15,36 @@ _logger = logging.getLogger(__name__)
 
 
 def serving_input_receiver_fn(example_format):
+  """The receiver fn of data whose tf.Examples `example_format` describes:
+  an examples.ExampleFormat of images, or structured data's serving object
+  (tabular/dataset.py)."""
+  if isinstance(example_format, examples_lib.ExampleFormat):
+    return _image_receiver_fn(example_format)
+  return _tabular_receiver_fn(example_format)
+
+
+def _tabular_receiver_fn(serving):
+  """Serialized tf.Examples under `examples`, as a canned Estimator's
+  parsing receiver takes them (its classification, regression and predict
+  signatures need one string input), or raw columns (signatures
+  `raw:...`); the preprocessing is in the graph, so clients send raw
+  values. The columns default to the parsed examples, as the images'
+  receiver does."""
+  def receiver_fn():
+    examples = tf.compat.v1.placeholder_with_default(
+        tf.constant([], tf.string), [None], name='input_example_tensor')
+    parsed = serving.parse_examples(examples)
+    raw = {name: tf.compat.v1.placeholder_with_default(
+        parsed[name], spec.shape, name=name)
+           for name, spec in serving.raw_signature.items()}
+    return tf.estimator.export.ServingInputReceiver(
+        features=serving.encode(raw),
+        receiver_tensors={'examples': examples},
+        receiver_tensors_alternatives={'raw': raw})
+  return receiver_fn
+
+
+def _image_receiver_fn(example_format):
   """A receiver fn with two ways in: a float32 image batch, or serialized
   tf.Example protos of `example_format` (examples.ExampleFormat).
 

@@ -18,6 +18,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainer import early_stopping
 from estimator_trainer import layout
 
 EXTRA_DIR = 'assets.extra'  # A SavedModel's directory for other files.
@@ -43,8 +44,9 @@ def _exports(base_dir):
   return sorted((name for name in names if name.isdigit()), key=int)
 
 
-def best_exported_accuracy(model_dir):
-  """The eval accuracy of model_dir's best `best` export, None without one.
+def best_exported_score(model_dir):
+  """The eval score (early_stopping.score) of model_dir's best `best`
+  export, None without one.
 
   That is the newest: each was at least as accurate as those before. One
   written before exports held their RECORD: the best of model_dir's
@@ -57,9 +59,9 @@ def best_exported_accuracy(model_dir):
   path = os.path.join(base_dir, exports[-1], RECORD)
   if tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
-      return json.load(f)['accuracy']
-  return max((accuracy for _, accuracy in layout.read_scalars(
-      layout.eval_dir(model_dir)).get('accuracy', [])), default=None)
+      return early_stopping.score(json.load(f))
+  return max(early_stopping.eval_accuracies(
+      layout.eval_dir(model_dir)).values(), default=None)
 
 
 class ExportPolicy:
@@ -73,14 +75,15 @@ class ExportPolicy:
     self._keep = config.exports_to_keep
     # Read once, before this task's first evaluation: every worker of a
     # collective strategy reads the chief's exports alike, and decides alike.
-    self._best = (best_exported_accuracy(config.model_dir)
+    self._best = (best_exported_score(config.model_dir)
                   if self.kind == 'best' else None)
 
   def wants(self, eval_result, final):
     """Whether to export after `eval_result` (`final`: of the last step)."""
     if self.kind == 'best':
       # >=: of two models equally accurate, the newer (trained longer).
-      return self._best is None or eval_result['accuracy'] >= self._best
+      return self._best is None or early_stopping.score(
+          eval_result) >= self._best
     return self.kind == 'latest' or final
 
   def write(self, write_fn, eval_result):
@@ -97,7 +100,7 @@ class ExportPolicy:
     finally:
       self._remove_temporaries()
     if self.kind == 'best':
-      self._best = eval_result['accuracy']
+      self._best = early_stopping.score(eval_result)
     if self.kind != 'final':
       for old in _exports(self.base_dir)[:-self._keep]:
         tf.io.gfile.rmtree(os.path.join(self.base_dir, old))

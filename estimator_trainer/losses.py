@@ -49,10 +49,12 @@ def num_replicas_in_sync():
   return tf.distribute.get_strategy().num_replicas_in_sync
 
 
-def replica_training_loss(labels, logits, global_batch_size,
-                          regularization_losses=(), label_smoothing=0.0):
-  """This replica's share of the global-batch mean loss (the training
-  objective: with `label_smoothing`).
+def scaled_to_global_batch(per_example, global_batch_size,
+                           regularization_losses=(), weights=None):
+  """This replica's share of the global batch's mean of `per_example`
+  losses (times `weights` per example, as canned Estimators'
+  SUM_OVER_BATCH_SIZE: a weight enters the sum, the divisor stays the
+  batch).
 
   Regularization is divided by the replica count so that it is counted once
   after the replicas' gradients are summed.
@@ -60,16 +62,30 @@ def replica_training_loss(labels, logits, global_batch_size,
   # What tf.nn.compute_average_loss computes; called directly it leaves
   # unused assert ops in Estimator's graph, which TensorFlow reports as an
   # error with a stack trace on every run.
-  loss = tf.reduce_sum(per_example_loss(labels, logits, label_smoothing)
-                       ) / global_batch_size
+  if weights is not None:
+    per_example = per_example * tf.cast(weights, per_example.dtype)
+  loss = tf.reduce_sum(per_example) / global_batch_size
   if regularization_losses:
     loss += tf.add_n(regularization_losses) / num_replicas_in_sync()
   return loss
 
 
+def replica_training_loss(labels, logits, global_batch_size,
+                          regularization_losses=(), label_smoothing=0.0):
+  """This replica's share of the global-batch mean softmax cross-entropy
+  (the training objective: with `label_smoothing`)."""
+  return scaled_to_global_batch(
+      per_example_loss(labels, logits, label_smoothing), global_batch_size,
+      regularization_losses)
+
+
+def weighted_mean(per_example, weights):
+  """The weighted mean of per-example values (0 for no weight)."""
+  return tf.math.divide_no_nan(tf.reduce_sum(per_example * weights),
+                               tf.reduce_sum(weights))
+
+
 def weighted_mean_loss(labels, logits, weights):
   """The mean per-example loss of a (possibly padded) evaluation batch:
   the plain cross-entropy, whatever the training's label smoothing."""
-  losses = per_example_loss(labels, logits)
-  return tf.math.divide_no_nan(tf.reduce_sum(losses * weights),
-                               tf.reduce_sum(weights))
+  return weighted_mean(per_example_loss(labels, logits), weights)

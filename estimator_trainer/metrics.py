@@ -45,3 +45,93 @@ class EvalMetrics:
   def reset(self):
     for metric in [*self.scalars.values(), *self.images.values()]:
       metric.reset_state()
+
+
+class HeadMetrics:
+  """What canned Estimator heads report for `head` (heads.py), weighted
+  (weight 0 marks padding): average_loss and num_examples, and per kind
+  multiclass: accuracy (and the confusion matrix image); binary: accuracy,
+  auc, auc_precision_recall, precision, recall, label/mean,
+  prediction/mean; regression: mean_absolute_error,
+  root_mean_squared_error, label/mean, prediction/mean; multilabel: auc
+  (the labels' mean) and auc/<label> per label."""
+
+  def __init__(self, head):
+    self._head = head
+    kind = head.kind
+    scalars = {'average_loss': tf.keras.metrics.Mean(name='average_loss'),
+               'num_examples': tf.keras.metrics.Sum(name='num_examples')}
+    if kind in ('multiclass', 'binary'):
+      scalars['accuracy'] = tf.keras.metrics.Accuracy(name='accuracy')
+    if kind == 'binary':
+      scalars.update({
+          'auc': tf.keras.metrics.AUC(name='auc'),
+          'auc_precision_recall': tf.keras.metrics.AUC(
+              curve='PR', name='auc_precision_recall'),
+          'precision': tf.keras.metrics.Precision(name='precision'),
+          'recall': tf.keras.metrics.Recall(name='recall')})
+    if kind == 'regression':
+      scalars.update({
+          'mean_absolute_error': tf.keras.metrics.MeanAbsoluteError(
+              name='mean_absolute_error'),
+          'root_mean_squared_error': tf.keras.metrics.RootMeanSquaredError(
+              name='root_mean_squared_error')})
+    if kind in ('binary', 'regression'):
+      # Keras names its variables' scope after the metric: no '/' there.
+      scalars['label/mean'] = tf.keras.metrics.Mean(name='label_mean')
+      scalars['prediction/mean'] = tf.keras.metrics.Mean(
+          name='prediction_mean')
+    if kind == 'multilabel':
+      scalars['auc'] = tf.keras.metrics.AUC(
+          multi_label=True, num_labels=head.logits_dimension, name='auc')
+      for index, label in enumerate(head.class_names):
+        scalars[f'auc/{label}'] = tf.keras.metrics.AUC(name=f'auc_{index}')
+    self.scalars = scalars
+    self.images = {}
+    if kind == 'multiclass':
+      self.images['confusion_matrix'] = summaries.ConfusionMatrixImage(
+          head.class_names)
+
+  def update(self, inputs, labels, logits, weights):
+    """Adds a batch (`inputs`: the model's, unused); returns every metric by
+    name."""
+    del inputs
+    head, scalars = self._head, self.scalars
+    scalars['average_loss'].update_state(head.eval_loss(labels, logits),
+                                         sample_weight=weights)
+    scalars['num_examples'].update_state(weights)
+    if head.kind in ('multiclass', 'binary'):
+      class_ids = head.class_ids(logits)
+      scalars['accuracy'].update_state(labels, class_ids,
+                                       sample_weight=weights)
+    if head.kind == 'multiclass':
+      self.images['confusion_matrix'].update_state(labels, class_ids,
+                                                   weights)
+    if head.kind == 'binary':
+      probability = tf.sigmoid(logits[:, 0])
+      for name in ('auc', 'auc_precision_recall', 'precision', 'recall'):
+        scalars[name].update_state(labels, probability,
+                                   sample_weight=weights)
+    if head.kind == 'regression':
+      probability = logits[:, 0]  # The prediction.
+      for name in ('mean_absolute_error', 'root_mean_squared_error'):
+        scalars[name].update_state(labels, probability,
+                                   sample_weight=weights)
+    if head.kind in ('binary', 'regression'):
+      scalars['label/mean'].update_state(tf.cast(labels, tf.float32),
+                                         sample_weight=weights)
+      scalars['prediction/mean'].update_state(probability,
+                                              sample_weight=weights)
+    if head.kind == 'multilabel':
+      probabilities = tf.sigmoid(logits)
+      # AUC(multi_label) takes per-example weights of shape [batch, 1].
+      scalars['auc'].update_state(labels, probabilities,
+                                  sample_weight=weights[:, None])
+      for index, label in enumerate(head.class_names):
+        scalars[f'auc/{label}'].update_state(
+            labels[:, index], probabilities[:, index], sample_weight=weights)
+    return {**scalars, **self.images}
+
+  def reset(self):
+    for metric in [*self.scalars.values(), *self.images.values()]:
+      metric.reset_state()

@@ -5,8 +5,17 @@ and returns an uncompiled `tf.keras.Model` mapping a float32 image batch in
 [0, 1] to float32 logits `[batch, num_classes]`. `--model` names one:
 `cnn`, `resnet20` or `MODULE:FUNCTION` (imported by path). The package also
 passes `seed` and `sync_batch_norm` to a builder whose signature names them.
+
+On structured data (tabular/) a builder is called as `builder(inputs,
+logits_dimension, **model_kwargs)`, `inputs` the encoded columns' mapping of
+name -> EncodedInput (kind 'dense' of `width` floats, or 'ids' below
+`cardinality`), and maps a dict of those tensors to float32 logits
+`[batch, logits_dimension]`: `linear`, `dnn` and `wide_deep` (tabular/
+models.py) or yours. Below, `model_input` is what the data gives a builder
+first: the image shape, or that mapping.
 """
 
+import collections.abc
 import contextlib
 import importlib
 import inspect
@@ -122,7 +131,39 @@ def predictions(logits):
           'logits': logits}
 
 
-BUILTINS = {'cnn': cnn, 'resnet20': resnet20}
+def _is_tabular(model_input):
+  return isinstance(model_input, collections.abc.Mapping)
+
+
+def _encoded(value, field):
+  """A field of an EncodedInput, or of its dict (model_fn's params)."""
+  return value[field] if isinstance(value, collections.abc.Mapping) else (
+      getattr(value, field))
+
+
+def input_signature(model_input):
+  """name -> tf.TensorSpec (batch first, unknown) of the features a model of
+  `model_input` takes: `image`, or each encoded column."""
+  if not _is_tabular(model_input):
+    return {'image': tf.TensorSpec([None, *model_input], tf.float32)}
+  return {name: (tf.TensorSpec([None, _encoded(value, 'width')], tf.float32)
+                 if _encoded(value, 'kind') == 'dense' else
+                 tf.TensorSpec([None], tf.int64))
+          for name, value in model_input.items()}
+
+
+def model_inputs(features):
+  """What the model is called with: the image batch, or the dict of encoded
+  columns (`features` without the per-example `weight`)."""
+  inputs = {name: value for name, value in features.items()
+            if name != 'weight'}
+  return inputs['image'] if set(inputs) == {'image'} else inputs
+
+
+IMAGE_BUILTINS = {'cnn': cnn, 'resnet20': resnet20}
+# The canned Estimators' counterparts, for structured data (tabular/models.py).
+TABULAR_BUILTINS = ('linear', 'dnn', 'wide_deep')
+BUILTIN_NAMES = (*IMAGE_BUILTINS, *TABULAR_BUILTINS)
 
 
 def name_of(builder):
@@ -136,10 +177,13 @@ def name_of(builder):
 
 def resolve(name):
   """The builder `name` names: a built-in, or MODULE:FUNCTION imported."""
-  if name in BUILTINS:
-    return BUILTINS[name]
+  if name in IMAGE_BUILTINS:
+    return IMAGE_BUILTINS[name]
+  if name in TABULAR_BUILTINS:
+    from estimator_trainer.tabular import models as tabular_models  # pylint: disable=g-import-not-at-top
+    return getattr(tabular_models, name)
   if ':' not in name:
-    raise UsageError(f'--model must be one of {", ".join(BUILTINS)} or '
+    raise UsageError(f'--model must be one of {", ".join(BUILTIN_NAMES)} or '
                      f'MODULE:FUNCTION; got {name!r}')
   module_name, function_name = name.split(':', 1)
   try:
@@ -229,9 +273,10 @@ def _precision(precision):
     tf.keras.mixed_precision.set_global_policy(saved)
 
 
-def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
+def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
           precision='float32', sync_batch_norm=False, weight_decay=0.0):
-  """The model of `builder` (a callable or a --model name), made under
+  """The model of `builder` (a callable or a --model name) for data of
+  `model_input` and `num_classes` logits, made under
   `precision` ('mixed_bfloat16': bfloat16 compute, float32 variables), with
   `weight_decay` x the sum of its kernels' squares (Keras's L2, not on
   biases or batch-norm scales) in `model.losses`."""
@@ -250,7 +295,9 @@ def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
   try:
     # The variables' names come from the builder alone (_NameCounters).
     with _precision(precision), _name_counters().fresh():
-      model = builder(tuple(input_shape), num_classes, **kwargs)
+      model = builder(
+          dict(model_input) if _is_tabular(model_input) else
+          tuple(model_input), num_classes, **kwargs)
   except UsageError:
     raise
   except Exception as e:  # pylint: disable=broad-except
@@ -267,7 +314,7 @@ def build(builder, input_shape, num_classes, model_kwargs=None, seed=None,
   return model
 
 
-def check(builder, input_shape, num_classes, model_kwargs=None,
+def check(builder, model_input, num_classes, model_kwargs=None,
           precision='float32', sync_batch_norm=False):
   """Builds the model in a scratch graph (no variables or layer names left
   behind) and checks its logits for a batch of 2: a bad builder fails here,
@@ -280,15 +327,20 @@ def check(builder, input_shape, num_classes, model_kwargs=None,
   """
   name = name_of(builder)
   with tf.Graph().as_default():
-    model = build(builder, input_shape, num_classes, model_kwargs,
+    model = build(builder, model_input, num_classes, model_kwargs,
                   precision=precision, sync_batch_norm=sync_batch_norm)
+    batch = model_inputs({
+        name: tf.zeros([2, *spec.shape[1:]], spec.dtype)
+        for name, spec in input_signature(model_input).items()})
     try:
-      logits = model(tf.zeros([2, *input_shape]), training=False)
+      logits = model(batch, training=False)
       names = [weight.name.split(':')[0] for weight in model.weights]
     except Exception as e:  # pylint: disable=broad-except
-      raise UsageError(f'--model {name}: the model fails on images of shape '
-                       f'{list(input_shape)} ({type(e).__name__}: '
-                       f'{first_line(e)})') from None
+      what = (f'the encoded columns {", ".join(model_input)}'
+              if _is_tabular(model_input) else
+              f'images of shape {list(model_input)}')
+      raise UsageError(f'--model {name}: the model fails on {what} '
+                       f'({type(e).__name__}: {first_line(e)})') from None
   if not isinstance(logits, tf.Tensor) or logits.shape != (2, num_classes):
     shape = getattr(logits, 'shape', type(logits).__name__)
     raise UsageError(f'--model {name}: logits must be [batch, {num_classes}]'

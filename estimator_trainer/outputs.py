@@ -88,13 +88,28 @@ def write_eval_metrics(model_dir, eval_result):
   return metrics
 
 
+def _prediction_line(index, prediction):
+  """An image classifier's `{"index", "class", "probabilities"}`; other
+  heads' every prediction under its canned name (`class_ids`, `classes`,
+  `probabilities`, `logistic`, `predictions`, `logits`), as lists."""
+  if 'class_ids' not in prediction and 'classes' in prediction:
+    return {'index': index, 'class': int(prediction['classes']),
+            'probabilities': [round(float(x), 6)
+                              for x in prediction['probabilities']]}
+  line = {'index': index}
+  for name, values in sorted(prediction.items()):
+    values = getattr(values, 'tolist', lambda v=values: v)()
+    if isinstance(values, list):
+      values = [value.decode() if isinstance(value, bytes) else (
+          round(value, 6) if isinstance(value, float) else value)
+                for value in values]
+    line[name] = values
+  return line
+
+
 def write_predictions(path, predictions):
-  """Writes JSON lines `{"index", "class", "probabilities"}` to `path`."""
-  lines = [
-      json.dumps({'index': i, 'class': int(p['classes']),
-                  'probabilities': [round(float(x), 6)
-                                    for x in p['probabilities']]})
-      for i, p in enumerate(predictions)
-  ]
+  """Writes JSON lines of `predictions` (_prediction_line) to `path`."""
+  lines = [json.dumps(_prediction_line(i, p))
+           for i, p in enumerate(predictions)]
   write_atomic(path, ''.join(line + '\n' for line in lines))
   return len(lines)

@@ -24,8 +24,9 @@ _NOT_RECORDED = ('model_dir', 'mode', 'strategy', 'eval_strategy',
 # The flags that name the data: given one, the record's data source is left
 # whole (its split, shape, keys... still apply, unless given).
 _DATA_SOURCE = ('dataset', 'data_source', 'data_dir', 'idx_dir',
-                'train_files', 'eval_files')
-_DATA_PATHS = ('data_dir', 'idx_dir', 'train_files', 'eval_files')
+                'train_files', 'eval_files', 'feature_spec')
+_DATA_PATHS = ('data_dir', 'idx_dir', 'train_files', 'eval_files',
+               'feature_spec')
 # Alternatives: given one, neither is taken from the record.
 _ALTERNATIVES = (('batch_size_per_replica', 'global_batch_size'),
                  ('train_steps', 'train_epochs'))

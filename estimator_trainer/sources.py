@@ -72,6 +72,19 @@ class DatasetSpec:
       raise UsageError(f'{self.name}: {len(self.class_names)} class names for '
                        f'{self.num_classes} classes')
 
+  # Images are classified: no head to choose (heads.ImageClassifierHead).
+  head = None
+
+  @property
+  def model_input(self):
+    """What a builder is given first (models.py): the image shape."""
+    return self.image_shape
+
+  def record(self):
+    """What model_dir's record of the run keeps of the data."""
+    return {'dataset': self.name, 'image_shape': list(self.image_shape),
+            'num_classes': self.num_classes}
+
   def to_json(self):
     return json.dumps({'name': self.name, 'image_shape': self.image_shape,
                        'num_classes': self.num_classes,

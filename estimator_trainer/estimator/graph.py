@@ -3,12 +3,12 @@ Estimator, with the package's loss scaling and eval metrics."""
 
 import tensorflow as tf
 
+from estimator_trainer import heads
 from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
-from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.optimizers import OptimizerSpec
 
 ModeKeys = tf.estimator.ModeKeys
@@ -28,16 +28,19 @@ def train_op(optimizer, loss, variables):
       global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
-def _batch_reader(images, labels):
-  """A function that reads the next (images, labels) from the tf.data
-  iterator Estimator read `images` and `labels` from (its IteratorGetNext),
+def _batch_reader(features, labels):
+  """A function that reads the next (features, labels) from the tf.data
+  iterator Estimator read `features` (a dict) and `labels` from (its
+  IteratorGetNext),
   a batch per call: a loop of steps reads each step's own batch, as Keras's
   steps_per_execution and TensorFlow's run_steps_on_iterator (TPUEstimator's
   iterations_per_loop) do. A run of any length then takes the stream's next
   batches; windows of K batches per run lost the rest of a window whenever
   a run ended early on a checkpoint, summary, log or last step."""
-  get_next = images.op
-  if get_next.type != 'IteratorGetNext' or labels.op is not get_next:
+  tensors = tf.nest.flatten((features, labels))
+  get_next = tensors[0].op
+  if get_next.type != 'IteratorGetNext' or any(
+      tensor.op is not get_next for tensor in tensors):
     raise ValueError('model_fn: steps_per_run > 1 needs the TRAIN features '
                      'and labels of an input_fn that returns a tf.data '
                      'Dataset')
@@ -48,24 +51,25 @@ def _batch_reader(images, labels):
           iterator=get_next.inputs[0],
           output_types=get_next.get_attr('output_types'),
           output_shapes=get_next.get_attr('output_shapes'))
-    return batch[images.value_index], batch[labels.value_index]
+    return tf.nest.pack_sequence_as(
+        (features, labels), [batch[tensor.value_index] for tensor in tensors])
   return read
 
 
-def train_steps(step, images, labels, num_steps):
+def train_steps(step, features, labels, num_steps):
   """`num_steps` (a scalar tensor, 1 or more) training steps in one
-  session.run: the first on `images` and `labels`, each next on the next
+  session.run: the first on `features` and `labels`, each next on the next
   batch of the iterator they came from.
 
-  `step(images, labels)` -> (train op, (loss, *outputs)) builds one step;
+  `step(features, labels)` -> (train op, (loss, *outputs)) builds one step;
   returns the train op of the whole run and the last step's (loss,
   *outputs). The first step is built outside the loop: it creates the
   model's and the optimizer's variables, which a loop body cannot. The run
   ends early after a step whose loss is not finite, so that the NaN check
   names that step.
   """
-  read = _batch_reader(images, labels)
-  first_op, outputs = step(images, labels)
+  read = _batch_reader(features, labels)
+  first_op, outputs = step(features, labels)
 
   def body(i, *outputs):
     # The last step's outputs are the loop's; its batch is read after the
@@ -90,81 +94,94 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   `build_model(input_shape, num_classes, **model_kwargs)` -> Keras model
   (models.py), or a --model name.
 
-  The model_fn expects `features = {'image': float32 [batch, H, W, C]}`
-  (EVAL may add a `'weight'` per example, 0 for padding; TRAIN with
-  `steps_per_run` > 1 reads more batches from their iterator) and
-  `params`, a dict of `config.ModelParams`' fields (`global_batch_size`
-  required).
+  The model_fn expects `features = {'image': float32 [batch, H, W, C]}`,
+  or on structured data the encoded columns (tabular/), and `params`, a
+  dict of `ModelParams`' fields (`global_batch_size` required; `head` and
+  `model_input` for structured data). A `'weight'` per example weighs its
+  loss and metrics (in EVAL, 0 marks padding); TRAIN with `steps_per_run`
+  > 1 reads more batches from their iterator.
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
-    images = features['image']
-    model = models.build(build_model, images.shape[1:],
-                         len(params.class_names), model_kwargs,
-                         seed=params.seed, precision=params.precision,
+    inputs = models.model_inputs(features)
+    if params.head is None:  # An image classifier.
+      model_input = inputs.shape[1:]
+      # Image summaries are rendered by tf.py_function, so they cannot be
+      # in graphs saved for another process (TFMA).
+      head = heads.ImageClassifierHead(
+          params.class_names, params.label_smoothing,
+          model_input if params.eval_images else None)
+    else:
+      model_input = params.model_input
+      head = heads.make(params.head, params.class_names,
+                        params.label_smoothing, params.huber_delta)
+    model = models.build(build_model, model_input, head.logits_dimension,
+                         model_kwargs, seed=params.seed,
+                         precision=params.precision,
                          sync_batch_norm=params.sync_batch_norm,
                          weight_decay=params.weight_decay)
     if mode == ModeKeys.TRAIN:
       batch_norm_hooks.note_training_model(model)
-      return _train_spec(model, images, labels, params)
-    logits = model(images, training=False)
-    predictions = models.predictions(logits)
+      return _train_spec(model, head, features, labels, params)
+    logits = model(inputs, training=False)
+    predictions = head.predictions(logits)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,
-          export_outputs={'serving_default':
-                          tf.estimator.export.PredictOutput(predictions)})
+          export_outputs=head.export_outputs(predictions))
 
     if mode == ModeKeys.EVAL:
-      weights = features.get('weight', tf.ones_like(labels, tf.float32))
-      # Image summaries are rendered by tf.py_function, so they cannot be in
-      # graphs saved for another process (TFMA).
-      metrics = EvalMetrics(params.class_names if params.eval_images
-                            else None, images.shape[1:])
+      weights = features.get('weight', tf.ones(tf.shape(logits)[:1]))
+      metrics = head.eval_metrics()
       # A per-replica mean, not a share of the global batch: Estimator
       # averages the replicas' `loss`. `average_loss` is exact over the whole
       # test set.
       return tf.estimator.EstimatorSpec(
-          mode, loss=losses.weighted_mean_loss(labels, logits, weights),
-          eval_metric_ops=metrics.update(images, labels, logits, weights))
+          mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
+                                          weights),
+          eval_metric_ops=metrics.update(inputs, labels, logits, weights))
 
   return model_fn
 
 
-def _train_spec(model, images, labels, params):
+def _train_spec(model, head, features, labels, params):
   """The TRAIN spec: one step per session.run, or up to `steps_per_run`, a
   batch each (the steps train_loop's hook sets for the run)."""
   optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
 
-  def step(images, labels):
-    logits = model(images, training=True)
-    loss = losses.replica_training_loss(labels, logits,
-                                        params.global_batch_size, model.losses,
-                                        params.label_smoothing)
+  def step(features, labels):
+    inputs = models.model_inputs(features)
+    logits = model(inputs, training=True)
+    loss = head.replica_training_loss(labels, logits,
+                                      params.global_batch_size, model.losses,
+                                      features.get('weight'))
     rate = learning_rate()  # This step's: read before the step counts.
     # Keras layers' own updates (batch norm's moving statistics) are not in
     # a v1 graph's train op unless put there: this call's, in this graph
     # (in a loop body, not the first step's).
     graph = tf.compat.v1.get_default_graph()
-    with tf.control_dependencies([rate, *model.get_updates_for(images), *(
+    with tf.control_dependencies([rate, *model.get_updates_for(inputs), *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
       op = train_op(optimizer, loss, model.trainable_variables)
-    right = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
     # This replica's share of the global batch's accuracy, as its loss is.
-    accuracy = tf.reduce_sum(right) / params.global_batch_size
+    accuracy = (tf.reduce_sum(head.correct(labels, logits)) /
+                params.global_batch_size if head.has_accuracy else
+                tf.constant(0.0))
     return op, (loss, accuracy, rate)
 
   if params.steps_per_run > 1:
     op, (loss, accuracy, rate) = train_steps(
-        step, images, labels, train_loop.steps_per_run_variable())
+        step, features, labels, train_loop.steps_per_run_variable())
   else:
-    op, (loss, accuracy, rate) = step(images, labels)
+    op, (loss, accuracy, rate) = step(features, labels)
   # v1 summaries, which Estimator writes for the first replica only: of the
   # global batch, the same on every replica.
-  accuracy = _summed_over_replicas(accuracy)
+  if head.has_accuracy:
+    accuracy = _summed_over_replicas(accuracy)
   tf.compat.v1.summary.scalar('learning_rate', rate)
-  tf.compat.v1.summary.scalar('accuracy', accuracy)
+  if head.has_accuracy:
+    tf.compat.v1.summary.scalar('accuracy', accuracy)
   # The sum in the train op: under multi_worker_mirrored every worker must
   # take part in it at every step, and only the chief fetches summaries.
   return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss,

@@ -13,6 +13,7 @@ from estimator_trainer import config as config_lib
 from estimator_trainer import data
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
+from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
@@ -103,9 +104,11 @@ class Job:
           models.name_of(config.model), str(self.source), self.num_replicas,
           self.global_batch_size, self.max_steps,
           self.source.num_examples(sources.TRAIN) if training else None))
-    models.check(config.model, spec.image_shape, spec.num_classes,
+    self.head = heads.of_data(spec, config.head, config.label_smoothing,
+                              config.huber_delta)
+    models.check(config.model, spec.model_input, self.head.logits_dimension,
                  config.model_kwargs, config.precision, config.sync_batch_norm)
-    self.example_format = sources.example_format(config, spec)
+    self.example_format = data.example_format(config, self.source)
     warm_start = None
     if config.warm_start_from:
       warm_start = tf.estimator.WarmStartSettings(
@@ -115,7 +118,7 @@ class Job:
                   steps_per_run=self.steps_per_run)
     model_fn = make_model_fn(config.model, **(config.model_kwargs or {}))
     checkpoints.check_compatible(config.model_dir, model_fn, params, training,
-                                 spec.image_shape, config.model)
+                                 spec.model_input, config.model)
     if training and self.is_chief:
       checkpoints.record_model(config.model_dir, config, spec)
     self.estimator = tf.estimator.Estimator(

@@ -2,7 +2,7 @@
 run's config."""
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from estimator_trainer import deprecation
 from estimator_trainer.config import TrainConfig
@@ -20,7 +20,9 @@ class ModelParams:
   `eval_images=False` leaves the eval images out (graphs exported for
   another process); `steps_per_run` > 1 makes the train op loop over up
   to that many batches of its iterator (the estimator engine's
-  --steps_per_loop, with its train_loop hook).
+  --steps_per_loop, with its train_loop hook). Structured data: `head`
+  (heads.KINDS; None: an image classifier), `model_input` (the encoded
+  columns: name -> EncodedInput's fields), `huber_delta` (regression).
   """
 
   global_batch_size: int
@@ -36,6 +38,9 @@ class ModelParams:
   class_names: Tuple[str, ...] = KNOWN_CLASS_NAMES['fashion_mnist']
   eval_images: bool = True
   steps_per_run: int = 1
+  head: Optional[str] = None
+  model_input: Optional[Dict[str, Dict[str, Any]]] = None
+  huber_delta: Optional[float] = None
 
   @classmethod
   def from_dict(cls, params):
@@ -72,4 +77,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       label_smoothing=config.label_smoothing,
       precision=config.precision, seed=config.seed,
       sync_batch_norm=config.sync_batch_norm,
-      **({'class_names': tuple(spec.class_names)} if spec else {})))
+      **({'class_names': tuple(spec.class_names)} if spec else {}),
+      **({'head': spec.head, 'huber_delta': config.huber_delta,
+          'model_input': {name: dataclasses.asdict(value)
+                          for name, value in spec.model_input.items()}}
+         if spec is not None and spec.head else {})))

@@ -41,7 +41,7 @@ def evaluate_until_trained(config):
 
   def start():
     evaluator = evaluation.CheckpointEvaluator(config)
-    exporter = (export.Exporter(config, evaluator.model,
+    exporter = (export.Exporter(config, evaluator.model, evaluator.job.head,
                                 evaluator.job.example_format)
                 if config.export != 'none' else None)
 

@@ -52,8 +52,8 @@ class TrainSummaries:
   def update(self, step, loss, read_metrics):
     """After training to `step` (`loss`: the latest, for the progress line).
 
-    `read_metrics()` returns the mean loss and accuracy per example since
-    the previous summary; it is called only when a summary is due (reading
+    `read_metrics()` returns the mean loss and accuracy (None for a head
+    without classes) per example since the previous summary; it is called only when a summary is due (reading
     metrics costs a few ops per call). Returns True when it wrote a summary
     (so the caller resets its metrics).
     """
@@ -72,7 +72,8 @@ class TrainSummaries:
       if summary_due:
         mean_loss, accuracy = read_metrics()
         tf.summary.scalar('loss', mean_loss)
-        tf.summary.scalar('accuracy', accuracy)
+        if accuracy is not None:  # A head with classes.
+          tf.summary.scalar('accuracy', accuracy)
         tf.summary.scalar('learning_rate',
                           job_lib.current_learning_rate(self._job.optimizer))
       if summary_due and timed:
@@ -108,7 +109,7 @@ class Controller:
     self._evaluator = evaluate and _evaluator(job)
     # Exports follow evaluations, as Estimator's exporters do.
     self._exporter = (export.Exporter(
-        job.config, self._evaluator.model, job.example_format,
+        job.config, self._evaluator.model, job.head, job.example_format,
         job.checkpoint_dir)
                       if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)
@@ -172,7 +173,7 @@ class Controller:
     self._last_eval = time.monotonic()
     patience = self.job.config.early_stopping_evals
     if patience:
-      self._accuracies[self.step] = self.result['accuracy']
+      self._accuracies[self.step] = early_stopping.score(self.result)
       if early_stopping.no_improvement(self._accuracies, patience):
         self.early_stopped = final = True
     if self._exporter:

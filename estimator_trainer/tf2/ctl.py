@@ -8,7 +8,7 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
-from estimator_trainer import losses
+from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
@@ -25,26 +25,30 @@ class _Trainer:
       # Means per example over all replicas (SUM-synced totals and counts),
       # not means of the replicas' already-scaled losses.
       self.loss = tf.keras.metrics.Mean()
-      self.accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+      self.accuracy = (tf.keras.metrics.Mean() if job.head.has_accuracy
+                       else None)
 
-  def _replica_step(self, images, labels):
-    model = self._job.model
+  def _replica_step(self, features, labels):
+    model, head = self._job.model, self._job.head
+    weights = features.get('weight')
     with tf.GradientTape() as tape:
-      logits = model(images, training=True)
-      loss = losses.replica_training_loss(
-          labels, logits, self._job.global_batch_size, model.losses,
-          self._job.config.label_smoothing)
+      logits = model(models.model_inputs(features), training=True)
+      loss = head.replica_training_loss(
+          labels, logits, self._job.global_batch_size, model.losses, weights)
     gradients = tape.gradient(loss, model.trainable_variables)
     # Sums the replicas' gradients: right for a loss per global batch.
     self._job.optimizer.apply_gradients(
         zip(gradients, model.trainable_variables))
-    self.loss.update_state(losses.per_example_loss(
-        labels, logits, self._job.config.label_smoothing))
-    self.accuracy.update_state(labels, logits)
+    self.loss.update_state(head.per_example_loss(labels, logits),
+                           sample_weight=weights)
+    if self.accuracy is not None:
+      self.accuracy.update_state(head.correct(labels, logits),
+                                 sample_weight=weights)
     return loss
 
   def read_metrics(self):
-    return float(self.loss.result()), float(self.accuracy.result())
+    return float(self.loss.result()), (
+        float(self.accuracy.result()) if self.accuracy is not None else None)
 
   @tf.function
   def train_steps(self, iterator, num_steps):
@@ -53,7 +57,7 @@ class _Trainer:
     for _ in tf.range(num_steps):
       features, labels = next(iterator)
       per_replica = self._job.strategy.run(self._replica_step,
-                                           (features['image'], labels))
+                                           (features, labels))
       loss = self._job.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                        per_replica, axis=None)
     return loss
@@ -81,7 +85,8 @@ class _Trainer:
 
   def reset_metrics(self):
     self.loss.reset_state()
-    self.accuracy.reset_state()
+    if self.accuracy is not None:
+      self.accuracy.reset_state()
 
 
 def _train(job, evaluate):

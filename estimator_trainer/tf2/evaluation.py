@@ -14,7 +14,6 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import summaries
 from estimator_trainer.data import ModeKeys
-from estimator_trainer.metrics import EvalMetrics
 from estimator_trainer.tf2 import export
 from estimator_trainer.tf2 import job as job_lib
 
@@ -32,19 +31,19 @@ class Evaluator:
     self._job = job
     self.model = job.model
     with job.strategy.scope():
-      self._metrics = EvalMetrics(job.source.spec.class_names,
-                                  job.source.spec.image_shape)
+      self._metrics = job.head.eval_metrics()
       # Of batch means, as Estimator reports `loss`.
       self._loss = tf.keras.metrics.Mean(name='loss')
     self._dataset = job.distribute(EVAL)
     self._writer = job_lib.writer(job, layout.EVAL_DIR)
 
   def _replica_step(self, features, labels):
-    logits = self._job.model(features['image'], training=False)
+    inputs = models.model_inputs(features)
+    logits = self._job.model(inputs, training=False)
     weights = features['weight']
-    self._metrics.update(features['image'], labels, logits, weights)
-    self._loss.update_state(
-        losses.weighted_mean_loss(labels, logits, weights))
+    self._metrics.update(inputs, labels, logits, weights)
+    self._loss.update_state(losses.weighted_mean(
+        self._job.head.eval_loss(labels, logits), weights))
 
   @tf.function
   def _run(self):
@@ -118,8 +117,8 @@ def final_evaluation(config):
   job = job_lib.Job(config, training=False)
   result = Evaluator(job).evaluate(job.restore())
   if config.export != 'none':
-    export.Exporter(config, job.model, job.example_format).after_evaluation(
-        result, final=True)
+    export.Exporter(config, job.model, job.head,
+                    job.example_format).after_evaluation(result, final=True)
   return result
 
 
@@ -129,12 +128,12 @@ def predict(config):
   checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.Job(config, training=False)
   job.restore()
-  batches = ({name: values.numpy() for name, values in models.predictions(
-      job.model(features['image'], training=False)).items()}
+  batches = ({name: values.numpy() for name, values in job.head.predictions(
+      job.model(models.model_inputs(features), training=False)).items()}
              for features in job.input_fn(PREDICT))
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, (
       {name: values[i] for name, values in batch.items()}
-      for batch in batches for i in range(len(batch['classes']))))
+      for batch in batches for i in range(len(batch['logits']))))
   _logger.info('Wrote %d predictions to %s', count, path)
   return path

@@ -2,7 +2,14 @@
 `serving_default` takes a float32 image batch (`image`),
 `examples:serving_default` serialized tf.Examples (`examples`); both return
 `classes` (int64), `probabilities` and `logits` (float32). Serving clients
-and `saved_model_cli` cannot tell which engine exported."""
+and `saved_model_cli` cannot tell which engine exported.
+
+Structured data: `serving_default` and `predict` take serialized tf.Examples
+(`examples`), `raw:predict` the raw columns; all return the head's
+predictions under canned names. (A canned Estimator's `classification` and
+`regression` signatures use TensorFlow 1's Classify and Regress methods,
+which tf.saved_model.save cannot write: the estimator engine's exports have
+them.)"""
 
 import logging
 import os
@@ -15,7 +22,7 @@ from estimator_trainer import export_policy
 from estimator_trainer import layout
 from estimator_trainer import models
 from estimator_trainer.data import model_images
-from estimator_trainer.examples import EXAMPLES_SIGNATURE
+from estimator_trainer.examples import EXAMPLES_SIGNATURE, ExampleFormat
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
@@ -47,7 +54,42 @@ class _Serving(tf.Module):
             EXAMPLES_SIGNATURE: self.serve_examples}
 
 
-def write(model, example_format, base_dir, record=None):
+class _TabularServing(tf.Module):
+  """The preprocessing (`serving`: tabular/dataset.py's), the model and the
+  head's predictions, on serialized tf.Examples or raw columns."""
+
+  def __init__(self, model, head, serving):
+    super().__init__()
+    self.model = model
+    self.encoder = serving.encoder()  # Its lookup tables are saved too.
+    self._head = head
+    self._serving = serving
+    self.serve_examples = tf.function(
+        self._serve_examples, input_signature=[tf.TensorSpec(
+            [None], tf.string, name='examples')])
+    self.serve_raw = tf.function(self._serve_raw, input_signature=[{
+        name: tf.TensorSpec(spec.shape, spec.dtype, name=name)
+        for name, spec in serving.raw_signature.items()}])
+
+  def _serve_raw(self, raw):
+    return self._head.predictions(self.model(self.encoder(raw),
+                                             training=False))
+
+  def _serve_examples(self, examples):
+    return self._serve_raw(self._serving.parse_examples(examples))
+
+  def signatures(self):
+    return {'serving_default': self.serve_examples,
+            'predict': self.serve_examples, 'raw:predict': self.serve_raw}
+
+
+def _serving_module(model, head, example_format):
+  if isinstance(example_format, ExampleFormat):
+    return _Serving(model, example_format)
+  return _TabularServing(model, head, example_format)
+
+
+def write(model, head, example_format, base_dir, record=None):
   """Writes a SavedModel to `base_dir/<timestamp>/`, as Estimator names
   them, with `record` (export_policy.RECORD's text) if given: first to a
   temporary directory beside it, then renamed, so a reader never sees half
@@ -59,7 +101,7 @@ def write(model, example_format, base_dir, record=None):
   path = os.path.join(base_dir, str(timestamp))
   temporary = os.path.join(base_dir,
                            f'{export_policy.TEMPORARY_PREFIX}{timestamp}')
-  serving = _Serving(model, example_format)
+  serving = _serving_module(model, head, example_format)
   tf.saved_model.save(serving, temporary, signatures=serving.signatures())
   if record is not None:
     tf.io.gfile.makedirs(os.path.join(temporary, export_policy.EXTRA_DIR))
@@ -76,8 +118,9 @@ class Exporter:
   engine applies it), from the weights of `model`; a task other than the
   chief writes under `task_dir` (its scratch dir), not model_dir."""
 
-  def __init__(self, config, model, example_format, task_dir=None):
+  def __init__(self, config, model, head, example_format, task_dir=None):
     self._model = model
+    self._head = head
     self._example_format = example_format
     self._policy = export_policy.ExportPolicy(
         config, task_dir and layout.export_dir(task_dir, config.export))
@@ -88,8 +131,8 @@ class Exporter:
     if not self._policy.wants(result, final):
       return None
     return self._policy.write(lambda record: write(
-        self._model, self._example_format, self._policy.base_dir, record),
-                              result)
+        self._model, self._head, self._example_format, self._policy.base_dir,
+        record), result)
 
 
 def export(config):
@@ -98,5 +141,5 @@ def export(config):
   checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.Job(config, training=False)
   job.restore()
-  return write(job.model, job.example_format,
+  return write(job.model, job.head, job.example_format,
                layout.export_dir(config.model_dir, 'manual'))

@@ -11,6 +11,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import config as config_lib
 from estimator_trainer import data
 from estimator_trainer import faults
+from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import weights
@@ -90,13 +91,15 @@ class Job:
           models.name_of(config.model), str(self.source), self.num_replicas,
           self.global_batch_size, self.max_steps,
           self.source.num_examples(sources.TRAIN) if training else None))
-    self.example_format = sources.example_format(config, spec)
+    self.example_format = data.example_format(config, self.source)
+    self.head = heads.of_data(spec, config.head, config.label_smoothing,
+                              config.huber_delta, image_summaries=True)
     self.weight_names = models.check(
-        config.model, spec.image_shape, spec.num_classes, config.model_kwargs,
-        config.precision, config.sync_batch_norm)
+        config.model, spec.model_input, self.head.logits_dimension,
+        config.model_kwargs, config.precision, config.sync_batch_norm)
     with self.strategy.scope():
       self.model = models.build(
-          config.model, spec.image_shape, spec.num_classes,
+          config.model, spec.model_input, self.head.logits_dimension,
           config.model_kwargs, seed=config.seed, precision=config.precision,
           sync_batch_norm=config.sync_batch_norm,
           weight_decay=config.weight_decay)
@@ -187,7 +190,7 @@ class Job:
     weights.warm_start(
         self.model, config.warm_start_from, config.warm_start_vars,
         self.weight_names, lambda: models.build(
-            config.model, spec.image_shape, spec.num_classes,
+            config.model, spec.model_input, self.head.logits_dimension,
             config.model_kwargs, precision=config.precision,
             sync_batch_norm=config.sync_batch_norm))
 

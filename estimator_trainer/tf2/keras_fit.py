@@ -12,7 +12,7 @@ runs to each checkpoint step in turn.
 
 import tensorflow as tf
 
-from estimator_trainer import losses
+from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
@@ -35,8 +35,9 @@ class _Callback(tf.keras.callbacks.Callback):
     previous = controller.step
     # Keras's means since its metrics were reset.
     loss = float(logs['loss'])
-    if controller.after_steps(controller.job.step, loss,
-                              lambda: (loss, float(logs['accuracy']))):
+    accuracy = logs.get('accuracy')
+    if controller.after_steps(controller.job.step, loss, lambda: (
+        loss, None if accuracy is None else float(accuracy))):
       self.model.reset_metrics()  # The next summary's: from this step on.
     if controller.checkpoint_due(previous):
       controller.checkpoint()
@@ -81,6 +82,14 @@ class _BatchCallback(_Callback):
       self._planned = steps
 
 
+def _fit_element(features, labels):
+  """fit's (inputs, labels[, sample weights]) of an input_fn element."""
+  inputs = models.model_inputs(features)
+  if 'weight' in features:
+    return inputs, labels, features['weight']
+  return inputs, labels
+
+
 def _fit(job, evaluate):
   """Fits `job` (and evaluates, if `evaluate`); returns the finished
   Controller."""
@@ -88,15 +97,14 @@ def _fit(job, evaluate):
   step = job.restore()
   with job.strategy.scope():
     job.model.compile(
-        optimizer=job.optimizer,
-        loss=losses.KerasLoss(config.label_smoothing),
-        metrics=['accuracy'], steps_per_execution=config.steps_per_loop)
+        optimizer=job.optimizer, loss=job.head.keras_loss(),
+        metrics=job.head.keras_metrics(),
+        steps_per_execution=config.steps_per_loop)
   with preemption.watch(job.strategy) as stop:
     controller = controller_lib.Controller(job, step, evaluate, stop)
     if step < job.max_steps:
       data = tf.keras.utils.experimental.DatasetCreator(
-          lambda context: job.input_fn(TRAIN, context).map(
-              lambda features, labels: (features['image'], labels)),
+          lambda context: job.input_fn(TRAIN, context).map(_fit_element),
           job.input_options())
       if job.coordinator:
         # A fit to each checkpoint step (a multiple of

@@ -1,0 +1,121 @@
+"""Structured data as every engine's job reads it (data.prepare's twin): the
+source, the model_dir's statistics, the head, the model's encoded inputs,
+the input_fn and what serving needs."""
+
+import dataclasses
+from typing import Any, Dict, Tuple
+
+import tensorflow as tf
+
+from estimator_trainer.errors import UsageError
+from estimator_trainer.sources import TEST, TRAIN
+from estimator_trainer.tabular import input as input_lib
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import statistics as statistics_lib
+from estimator_trainer.tabular.encoder import Encoder
+from estimator_trainer.tabular.source import TabularSource
+
+
+@dataclasses.dataclass(frozen=True)
+class TabularDataSpec:
+  """What the engines need of structured data: the `head` (heads.KINDS),
+  its `class_names` (classes, or multilabel's labels; () for regression)
+  and the encoded columns the model takes (`model_input`: name ->
+  EncodedInput)."""
+
+  name: str
+  head: str
+  class_names: Tuple[str, ...]
+  model_input: Dict[str, Any]
+
+  def record(self):
+    """What model_dir's record of the run keeps of the data."""
+    return {'dataset': self.name, 'head': self.head,
+            'class_names': list(self.class_names),
+            'model_input': {name: dataclasses.asdict(value)
+                            for name, value in self.model_input.items()}}
+
+
+class Serving:
+  """What an export needs: raw columns of serialized tf.Examples, and the
+  preprocessing (made in the graph that serves)."""
+
+  def __init__(self, source, feature_spec, statistics):
+    self._source = source
+    self._feature_spec = feature_spec
+    self._statistics = statistics
+    self.raw_signature = {
+        column.name: tf.TensorSpec([None], tf.dtypes.as_dtype(column.dtype))
+        for column in feature_spec.columns}
+
+  def parse_examples(self, serialized):
+    return self._source.parse_examples(serialized)
+
+  def encoder(self):
+    return Encoder(self._feature_spec, self._statistics)
+
+  def encode(self, raw):
+    return self.encoder()(raw)
+
+
+class TabularData:
+  """A source of structured data with its spec (`spec`), serving
+  (`serving`) and input_fn, as the image sources are read."""
+
+  def __init__(self, source, spec, statistics, serving):
+    self._source = source
+    self.spec = spec
+    self.statistics = statistics
+    self.serving = serving
+
+  def __str__(self):
+    return str(self._source)
+
+  def num_examples(self, split):
+    return self._source.num_examples(split)
+
+  def make_input_fn(self, config, global_batch_size, seeded=True):
+    return input_lib.make_input_fn(config, global_batch_size, self._source,
+                                   self.statistics, seeded)
+
+
+def _head(config, feature_spec):
+  kind = input_lib.head(config, feature_spec)
+  if config.huber_delta is not None and kind != 'regression':
+    raise UsageError(f'--huber_delta is for --head=regression; this run\'s '
+                     f'head is {kind}')
+  if (kind == 'multilabel') != isinstance(feature_spec.label, tuple):
+    raise UsageError(
+        f'--head={kind}: the feature spec\'s label must be '
+        f'{"a list of 0/1 columns" if kind == "multilabel" else "one column"}'
+        f', got {feature_spec.label!r}')
+  return kind
+
+
+def load(config) -> TabularData:
+  """The structured data of `config` (--feature_spec), with the statistics
+  of its model_dir: computed from the training split once, by the chief, and
+  stored there (statistics.load_or_compute)."""
+  feature_spec = spec_lib.read(config.feature_spec)
+  kind = _head(config, feature_spec)
+  source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
+                         feature_spec)
+  cluster = config.cluster
+  statistics = statistics_lib.load_or_compute(
+      config.model_dir, feature_spec, source,
+      is_chief=cluster is None or cluster.is_chief,
+      timeout_secs=config.cluster_timeout_secs, head=kind)
+  encoder = Encoder(feature_spec, statistics)
+  spec = TabularDataSpec(feature_spec.name, kind,
+                         tuple(encoder.class_names(kind)), encoder.inputs)
+  return TabularData(source, spec, statistics,
+                     Serving(source, feature_spec, statistics))
+
+
+def prepare(config, global_batch_size, training, seeded=True):
+  """data.prepare of structured data: (data, training steps, input_fn)."""
+  data = load(config)
+  max_steps = config.resolve_train_steps(
+      data.num_examples(TRAIN), global_batch_size) if training else None
+  return data, max_steps, data.make_input_fn(config, global_batch_size,
+                                             seeded)
