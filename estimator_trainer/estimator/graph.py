@@ -10,6 +10,7 @@ from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
+from estimator_trainer.tabular.encoder import EncodedInput
 
 ModeKeys = tf.estimator.ModeKeys
 
@@ -112,7 +113,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           params.class_names, params.label_smoothing,
           model_input if params.eval_images else None)
     else:
-      model_input = params.model_input
+      model_input = {name: EncodedInput(**value)
+                     for name, value in params.model_input.items()}
       head = heads.make(params.head, params.class_names,
                         params.label_smoothing, params.huber_delta)
     model = models.build(build_model, model_input, head.logits_dimension,
