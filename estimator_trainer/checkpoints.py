@@ -50,8 +50,9 @@ def record_model(model_dir, config, spec):
 _MIGRATE_FLAGS = (
     'dataset', 'train_split', 'eval_split', 'image_size', 'data_source',
     'data_dir', 'idx_dir', 'train_files', 'eval_files', 'image_key',
-    'label_key', 'image_shape', 'num_classes', 'model', 'model_kwargs',
-    'sync_batch_norm', 'precision', 'weight_decay', 'optimizer')
+    'label_key', 'image_shape', 'num_classes', 'feature_spec', 'head',
+    'huber_delta', 'model', 'model_kwargs', 'sync_batch_norm', 'precision',
+    'weight_decay', 'optimizer')
 
 
 def _flag(name, value):

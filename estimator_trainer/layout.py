@@ -19,6 +19,11 @@ PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
 MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
+# Structured data's preprocessing: the statistics computed from the training
+# split once and the feature spec they are of (tabular/statistics.py).
+PREPROCESSING_DIR = 'preprocessing'
+STATISTICS_FILE = 'statistics.json'
+FEATURE_SPEC_FILE = 'feature_spec.json'
 # The checkpoint state file (tf.train.latest_checkpoint's, every engine's).
 CHECKPOINT_STATE_FILE = 'checkpoint'
 
@@ -37,6 +42,18 @@ def metrics_file(model_dir):
 
 def model_file(model_dir):
   return os.path.join(model_dir, MODEL_FILE)
+
+
+def preprocessing_dir(model_dir):
+  return os.path.join(model_dir, PREPROCESSING_DIR)
+
+
+def statistics_file(model_dir):
+  return os.path.join(model_dir, PREPROCESSING_DIR, STATISTICS_FILE)
+
+
+def feature_spec_file(model_dir):
+  return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
 
 
 def _exists(path):

@@ -8,11 +8,13 @@ cannot be placed fails, naming it.
 """
 
 import logging
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import layout
 from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.optimizers import ADAM_BETA_1
@@ -44,6 +46,7 @@ def convert(config, source):
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
                        'its Estimator trained with --optimizer=sgd; give '
                        'migrate --optimizer=sgd')
+  _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
   job = job_lib.Job(config)
   names = job.weight_names
   weights.assign(job.model, names,
@@ -82,6 +85,19 @@ def convert(config, source):
   path = tf.train.latest_checkpoint(config.model_dir)
   _logger.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
+
+
+def _carry_preprocessing(source_dir, model_dir):
+  """Copies structured data's stored statistics (layout.PREPROCESSING_DIR)
+  along: the model was trained on them, not on what the data give now."""
+  source = layout.preprocessing_dir(source_dir)
+  if not tf.io.gfile.isdir(source):
+    return
+  target = layout.preprocessing_dir(model_dir)
+  tf.io.gfile.makedirs(target)
+  for name in tf.io.gfile.listdir(source):
+    tf.io.gfile.copy(os.path.join(source, name), os.path.join(target, name),
+                     overwrite=True)
 
 
 def _check_adam_steps(reader, checkpoint, step):
