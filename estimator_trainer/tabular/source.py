@@ -61,11 +61,15 @@ class TabularSource:
     return bool(csv_files)
 
   @functools.cached_property
-  def _header(self):
-    """The CSV header that parsing places columns by: the first file's (of
-    training, if given); every file's is checked against it."""
+  def _first_file(self):
+    """The file whose CSV header parsing places columns by: the first of
+    training, if given; every file's header is checked against it."""
     split = sources.TRAIN if self.patterns.get(sources.TRAIN) else sources.TEST
-    return table.csv_file(self.files(split)[0])[0]
+    return self.files(split)[0]
+
+  @functools.cached_property
+  def _header(self):
+    return table.csv_file(self._first_file)[0]
 
   @functools.lru_cache(maxsize=None)
   def file_sizes(self, split):
@@ -86,7 +90,7 @@ class TabularSource:
         raise DataError(
             f'{path}: column {name!r} is its column {header.index(name) + 1}'
             f' but column {self._header.index(name) + 1} of '
-            f'{self.files(sources.TRAIN)[0]}; every CSV file needs the '
+            f'{self._first_file}; every CSV file needs the '
             "feature spec's columns at the same places")
     return count
 

@@ -215,6 +215,8 @@ def read_examples(files, dtypes=None):
                           if name in features else None)
     except tf.errors.OpError as e:
       raise DataError(f'{path}: {first_line(e.message)}') from None
+  if dtypes is None:  # A tf.Example's features have no order.
+    cells.values = dict(sorted(cells.values.items()))
   return cells
 
 
