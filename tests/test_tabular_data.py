@@ -93,7 +93,9 @@ def _census_rows(n, seed=0):
       'hours': float(rng.normal(40, 10)),
       'children': maybe(int(rng.integers(0, 5))),
       'education': maybe(str(rng.choice(EDUCATION))),
-      'occupation': f'occ-{rng.integers(0, 12)}',
+      # One with CSV's separator and quote in it.
+      'occupation': f'occ-{rng.integers(0, 11)}' if rng.random() > 0.1 else
+                    'Armed-Forces, "reserve"',
       'user_id': f'u{rng.integers(0, 100_000)}',
       'income': str(rng.choice(['<=50K', '>50K'])),
       'fnlwgt': float(rng.uniform(0.5, 2.0)),
@@ -556,6 +558,15 @@ def test_bad_files_fail_as_one_line(tmp_path, census):
       f"{census[0].replace('*', '0')} is CSV but "
       f"{census[1].replace('*', '0')} is not: the files of both splits must "
       'be all CSV (.csv, .csv.gz) or all TFRecords')
+  (tmp_path / 'moved.csv').write_text('income,' + ','.join(
+      CENSUS_HEADER[:-2] + CENSUS_HEADER[-1:]) + '\n')
+  with pytest.raises(DataError) as error:
+    _source(f"{census[0]},{tmp_path / 'moved.csv'}",
+            CENSUS_SPEC).num_examples(TRAIN)
+  assert str(error.value) == (
+      f"{tmp_path}/moved.csv: column 'age' is its column 2 but column 1 of "
+      f"{census[0].replace('*', '0')}; every CSV file needs the feature "
+      "spec's columns at the same places")
   (tmp_path / 'empty.csv').write_text('')
   with pytest.raises(DataError) as error:
     _source(str(tmp_path / 'empty.csv'), CENSUS_SPEC).num_examples(TRAIN)
@@ -566,3 +577,26 @@ def test_bad_files_fail_as_one_line(tmp_path, census):
     _source(str(tmp_path / 'x.tfrecord'), CENSUS_SPEC).num_examples(TRAIN)
   assert str(error.value).startswith(f'{tmp_path}/x.tfrecord: ')
   assert '\n' not in str(error.value)
+
+
+def test_csv_line_ends_and_empty_lines_count_as_they_read(tmp_path):
+  """CRLF line ends and empty lines (inside and at the end): counted, read
+  by records() and by columns() alike."""
+  path = tmp_path / 'crlf.csv'
+  path.write_bytes(b'x,cat,y\r\n1.5,"a,b",0\r\n\r\n2.5,c,1\r\n\n3.5,,1\r\n\r\n')
+  spec = FeatureSpec((Column('x', 'float'),
+                      Column('cat', 'string_categorical')), 'y')
+  source = _source(str(path), spec)
+  assert source.num_examples(TRAIN) == 3
+  raw, label, _ = source.parse(tf.constant(list(
+      source.records(TRAIN).as_numpy_iterator())))
+  columns = source.columns(TRAIN)
+  assert raw['x'].numpy().tolist() == columns['x'].tolist() == [1.5, 2.5, 3.5]
+  assert [v.decode() for v in raw['cat'].numpy()] == list(columns['cat']) == [
+      'a,b', 'c', '']
+  assert label.numpy().tolist() == columns['y'].tolist() == [0, 1, 1]
+  path.write_text('x,cat,y\n1.5,"a\nb",0\n')
+  with pytest.raises(DataError) as error:
+    source.columns(TRAIN)
+  assert str(error.value) == (f'{path} line 2: a quoted field goes on to the '
+                              'next line; a record is one line')

@@ -32,11 +32,15 @@ _LIST_DTYPES = {'float_list': 'float32', 'int64_list': 'int64',
 def infer(source_or_files, label, weight=None, head=None,
           max_categorical=MAX_CATEGORICAL):
   """(FeatureSpec, lines saying what it chose and why) of the training files
-  of a TabularSource, or of comma-separated globs; `label` a column (or a
-  tuple of 0/1 columns: multilabel), `head` None to infer it."""
-  files = (sources.glob_files(source_or_files)
-           if isinstance(source_or_files, str)
-           else source_or_files.files(sources.TRAIN))
+  of a TabularSource, of comma-separated globs or of a list of files;
+  `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
+  infer it."""
+  if isinstance(source_or_files, str):
+    files = sources.glob_files(source_or_files)
+  elif isinstance(source_or_files, (list, tuple)):
+    files = sorted(source_or_files)
+  else:
+    files = source_or_files.files(sources.TRAIN)
   if all(table.is_csv(f) for f in files):
     cells = table.read_csv(files)
   else:

@@ -87,7 +87,9 @@ def tfrecord_file(path):
     for number, record in enumerate(
         _records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
       keys.update(_example(record, path, number).features.feature)
-    count = int(_records(path).reduce(np.int64(0), lambda n, _: n + 1))
+    # Counted by batch: by record took 30 times longer (9 s for 200,000).
+    count = int(_records(path).batch(_BATCH).reduce(
+        np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
   except tf.errors.OpError as e:
     raise DataError(f'{path}: {first_line(e.message)}') from None
   return sorted(keys), count
@@ -174,9 +176,13 @@ def read_csv(files, names=None):
       check_has(path, name, header)
     places = [header.index(name) for name in names]
     columns = [cells.values.setdefault(name, []) for name in names]
-    reader = csv.reader(lines[1:])
+    reader, previous = csv.reader(lines[1:]), 0
     try:
       for row in reader:
+        if reader.line_num > previous + 1 and row:
+          raise DataError(f'{path} line {previous + 2}: a quoted field goes '
+                          'on to the next line; a record is one line')
+        previous = reader.line_num
         if not row:
           continue
         if len(row) != len(header):
