@@ -139,18 +139,7 @@ class Cells:
   def label(self, name, spec):
     """A label column of `spec`, checked against its classes or head."""
     values = self.typed(name, spec.label_dtype)
-    if spec.label_vocabulary:
-      bad = ~np.isin(values, spec.label_vocabulary)
-      problem = (f'is not in the label vocabulary '
-                 f'({", ".join(spec.label_vocabulary)})')
-    elif spec.head in ('binary', 'multilabel'):
-      bad = (values != 0) & (values != 1)
-      problem = f'is not 0 or 1 (the {spec.head} head)'
-    elif spec.label_dtype == 'int64':
-      bad = values < 0
-      problem = 'is not a class id (0, 1, ...)'
-    else:
-      return values
+    bad, problem = bad_labels(values, spec)
     if bad.any():
       row = np.flatnonzero(bad)[0]
       self.fail(row, name, f'label {self.values[name][row]!r} {problem}')
@@ -162,6 +151,19 @@ class Cells:
       row = np.flatnonzero(values < 0)[0]
       self.fail(row, name, f'weight {self.values[name][row]!r} is negative')
     return values
+
+
+def bad_labels(values, spec):
+  """(mask of the label `values` that `spec` rejects, why it does)."""
+  if spec.label_vocabulary:
+    return ~np.isin(values, spec.label_vocabulary), (
+        f'is not in the label vocabulary ({", ".join(spec.label_vocabulary)})')
+  if spec.head in ('binary', 'multilabel'):
+    return ((values != 0) & (values != 1),
+            f'is not 0 or 1 (the {spec.head} head)')
+  if spec.label_dtype == 'int64':
+    return values < 0, 'is not a class id (0, 1, ...)'
+  return np.zeros(values.shape, bool), ''
 
 
 def read_csv(files, names=None):
