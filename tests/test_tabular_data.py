@@ -270,6 +270,28 @@ def test_infer_on_census_like_data(census, file_format):
   assert {c.name: c.num_bins for c in spec.columns}['occupation'] == 32
 
 
+def test_infer_multilabel_and_a_given_head(tmp_path, census):
+  rows = [{'x': float(i), 'a': i % 2, 'b': int(i % 3 == 0), 'c': 3 - i % 4}
+          for i in range(40)]
+  pattern = _write(tmp_path, 'multi', rows, (40,), ['x', 'a', 'b', 'c'])[0]
+  spec, lines = infer_lib.infer(pattern, ('a', 'b'))
+  assert (spec.label, spec.head, [c.name for c in spec.columns]) == (
+      ('a', 'b'), 'multilabel', ['x', 'c'])
+  assert lines[-1] == 'label a, b: multilabel (2 label columns)'
+  spec, lines = infer_lib.infer(pattern, 'c')  # Class ids 0..3.
+  assert (spec.head, lines[-1]) == ('multiclass',
+                                    'label c: multiclass (integers 0..3)')
+  spec, lines = infer_lib.infer(pattern, 'c', head='regression')
+  assert (spec.head, lines[-1]) == ('regression', 'label c: regression')
+  with pytest.raises(DataError) as error:
+    infer_lib.infer(pattern, ('a', 'c'))
+  assert str(error.value) == (f"{tmp_path}/multi-0.csv line 2, column 'c': "
+                              "label '3' is not 0 or 1 (the multilabel head)")
+  spec, _ = infer_lib.infer(census[0], 'income', head='multiclass')
+  assert (spec.head, spec.label_vocabulary) == ('multiclass',
+                                                ('<=50K', '>50K'))
+
+
 def _run_infer(*args):
   return subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.tabular.infer', *args],
@@ -446,6 +468,12 @@ def test_gzipped_files_and_multilabel(tmp_path):
   for path in (csv_glob.replace('*', '0'), tfrecord_glob.replace('*', '0')):
     with open(path, 'rb') as f, open(path + '.gz', 'wb') as g:
       g.write(gzip.compress(f.read()))
+  with pytest.raises(DataError) as error:
+    _source(f'{csv_glob}*', spec).num_examples(TRAIN)
+  assert str(error.value) == (
+      f"{csv_glob.replace('*', '0')}.gz is gzipped but "
+      f"{csv_glob.replace('*', '0')} is not: the files of a split must be all "
+      'gzipped (.gz) or none')
   expected = np.array([[r['a'], r['b']] for r in rows], np.float32)
   for pattern in (f'{csv_glob}.gz', f'{tfrecord_glob}.gz'):
     source = _source(pattern, spec)

@@ -1,8 +1,8 @@
 """TabularSource: CSV files (a header row) or TFRecords of tf.Example, read
 as the feature spec says: counted and checked, sharded into records, parsed
 in the graph, and read whole into numpy (for statistics) with every value
-checked in Python first, so that bad data fails as one line naming the
-file, the line or record, the column and the value.
+checked, so that bad data fails as one line naming the file, the line or
+record, the column and the value.
 
 Labels and weights are required (a missing one is an error); a feature's
 missing value (an empty CSV cell, an absent feature) is its Column default
@@ -78,6 +78,11 @@ class TabularSource:
     the columns the spec names: a CSV file in its header (at the places of
     the first file's), a TFRecord file in its first records."""
     files = self.files(split)
+    plain = [f for f in files if not f.endswith('.gz')]
+    if plain and len(plain) < len(files):
+      raise DataError(f'{next(f for f in files if f not in plain)} is '
+                      f'gzipped but {plain[0]} is not: the files of a split '
+                      'must be all gzipped (.gz) or none')
     if self._csv:
       return tuple(self._check_csv(path) for path in files)
     # Eager even when an input_fn asks inside Estimator's graph.

@@ -126,6 +126,8 @@ class Cells:
         values.append(convert(value))
       except (ValueError, OverflowError):
         self.fail(row, name, f'{value!r} {_NOT[dtype]}')
+      if dtype == 'int64' and not -2**63 <= values[-1] < 2**63:
+        self.fail(row, name, f'{value!r} is out of the int64 range')
     if dtype == 'string':
       return np.array(values, dtype=object)
     array = np.array(values, np.float32 if dtype == 'float32' else np.int64)
