@@ -6,6 +6,7 @@ high-cardinality id, missing values, string labels, a weight column)."""
 import csv
 import gzip
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -175,6 +176,11 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
      'float_discretized columns, not float'),
     ({'columns': {'z': {'kind': 'float', 'default': 'x'}}},
      "columns.z.default: 'x' is not a float32 value (the kind float)"),
+    ({'columns': {'z': {'kind': 'float_normalized', 'embedding_dim': 4}}},
+     'columns.z.embedding_dim: a float_normalized column has no ids to '
+     'embed'),
+    ({'columns': {'z': {'kind': 'string_hashed', 'num_bins': 0}}},
+     'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: default, embedding_dim, kind, '
      'num_bins'),
@@ -293,9 +299,11 @@ def test_infer_multilabel_and_a_given_head(tmp_path, census):
 
 
 def _run_infer(*args):
+  # From this checkout's root: `-m` imports the package of the tested code.
   return subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.tabular.infer', *args],
-      capture_output=True, text=True, timeout=120, check=False)
+      capture_output=True, text=True, timeout=120, check=False,
+      cwd=pathlib.Path(__file__).resolve().parents[1])
 
 
 def test_infer_command_writes_the_spec_and_prints_its_choices(

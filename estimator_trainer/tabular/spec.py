@@ -263,6 +263,9 @@ def check(spec, origin='feature spec'):
            f'not {column.kind}')
     if column.kind == 'float_discretized' and column.num_bins < 2:
       fail(f'{key}.num_bins', f'needs at least 2 bins, got {column.num_bins}')
+    if column.embedding_dim and column.kind in ('float', 'float_normalized'):
+      fail(f'{key}.embedding_dim', f'a {column.kind} column has no ids to '
+           'embed')
     if column.default is not None and not _fits(column.default, column.dtype):
       fail(f'{key}.default', f'{column.default!r} is not a {column.dtype} '
            f'value (the kind {column.kind})')
