@@ -404,6 +404,26 @@ def test_padding_record_parses_to_the_defaults_and_weight_zero(
   assert weight.numpy().tolist() == [0.0, 0.0]
 
 
+def test_a_given_head_replaces_the_specs(sklearn_data):
+  """--head=regression on integer labels: float32 labels."""
+  pattern, rows = sklearn_data['wine'][0], sklearn_data['wine'][2]
+  spec, _ = infer_lib.infer(pattern, 'target')
+  source = source_lib.TabularSource({TRAIN: pattern, TEST: pattern}, spec,
+                                    head='regression')
+  assert source.feature_spec.head == 'regression' != spec.head
+  _, label, _ = source.parse(tf.constant(list(
+      source.records(TRAIN).take(3).as_numpy_iterator())))
+  assert label.dtype == tf.float32
+  assert label.numpy().tolist() == [r['target'] for r in rows[:3]]
+  with pytest.raises(UsageError) as error:
+    source_lib.TabularSource({TRAIN: pattern, TEST: pattern}, spec,
+                             head='multilabel')
+  assert str(error.value) == (
+      "--head=multilabel with the feature spec: label: multilabel takes a "
+      "list of 0/1 columns, the other heads one column; got 'target' for the "
+      'head multilabel')
+
+
 def test_parse_examples_serves_raw_features(census):
   """The serving parse of tf.Examples gives what training's parse gives,
   whatever the training files' format; no label needed."""

@@ -9,6 +9,7 @@ missing value (an empty CSV cell, an absent feature) is its Column default
 or its kind's (0.0, -1, '').
 """
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError
+from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
 
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
@@ -34,10 +36,14 @@ class TabularSource:
   """The splits' files of `patterns` ({sources.TRAIN: glob, sources.TEST:
   glob}; comma-separated globs), described by `feature_spec`. Files ending
   .csv or .csv.gz are CSV, any others TFRecords of tf.Example (.gz: GZIP);
-  all of one format."""
+  all of one format. `head` (--head), if given, replaces the spec's: the
+  label's dtype depends on it."""
 
-  def __init__(self, patterns, feature_spec):
+  def __init__(self, patterns, feature_spec, head=None):
     self.patterns = patterns
+    if head and head != feature_spec.head:
+      feature_spec = dataclasses.replace(feature_spec, head=head)
+      spec_lib.check(feature_spec, f'--head={head} with the feature spec')
     self.feature_spec = feature_spec
 
   def __str__(self):
