@@ -320,8 +320,8 @@ def test_infer_command_writes_the_spec_and_prints_its_choices(
   result = _run_infer(f'--train_files={census[0]}', '--label=salary',
                       f'--output={missing}')
   assert (result.returncode, result.stderr.splitlines()[-1:]) == (
-      1, [f'error: {census[0].replace("*", "0")}: no column \'salary\' (the '
-          'feature spec names it); its columns: age, hours, children, '
+      1, [f'error: {census[0].replace("*", "0")}: no column \'salary\' '
+          '(--label names it); its columns: age, hours, children, '
           'education, occupation, user_id, income, fnlwgt'])
   result = _run_infer(f'--train_files={census[0]}', f'--output={missing}')
   assert (result.returncode, result.stderr.splitlines()[-1:]) == (

@@ -13,7 +13,19 @@ usage error.
 """
 
 import math
+import warnings
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # The command prints its choices: TensorFlow's start-up noise hidden,
+  # which must happen before the imports below load it; google-api-core's
+  # warning about Python 3.11 too (as in run.py).
+  warnings.filterwarnings('ignore', category=FutureWarning,
+                          module=r'google\.api_core\.')
+  console.quiet_tensorflow(verbose=False)
+
+# pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 
@@ -46,8 +58,9 @@ def infer(source_or_files, label, weight=None, head=None,
   else:
     cells = sources.eagerly(table.read_examples, files)
   labels = (label,) if isinstance(label, str) else tuple(label)
-  for name in labels + ((weight,) if weight else ()):
-    table.check_has(files[0], name, list(cells.values))
+  for flag, names in (('label', labels), ('weight', (weight,) * bool(weight))):
+    for name in names:
+      table.check_has(files[0], name, list(cells.values), why=f'--{flag}')
   lines = [f'{len(cells.numbers)} records in {len(files)} files']
   columns = []
   for name, values in cells.values.items():

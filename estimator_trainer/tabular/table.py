@@ -59,12 +59,13 @@ def csv_file(path):
   return _header(path, lines), sum(1 for line in lines[1:] if line)
 
 
-def check_has(path, name, columns, scanned=None):
-  """DataError unless `name` is one of the file's `columns`."""
+def check_has(path, name, columns, scanned=None, why='the feature spec'):
+  """DataError unless `name` (named by `why`) is one of the file's
+  `columns`."""
   if name not in columns:
     where = f' in its first {scanned} records' if scanned else ''
-    raise DataError(f'{path}: no column {name!r}{where} (the feature spec '
-                    f'names it); its columns: {", ".join(columns)}')
+    raise DataError(f'{path}: no column {name!r}{where} ({why} names it); '
+                    f'its columns: {", ".join(columns)}')
 
 
 def _records(path):
@@ -219,7 +220,8 @@ def read_examples(files, dtypes=None):
           cells.numbers.append(number)
           if dtypes is None:
             for name in features:
-              cells.values.setdefault(name, [None] * row)
+              if name not in cells.values:  # Missing in the rows before.
+                cells.values[name] = [None] * row
           for name, column in cells.values.items():
             column.append(_value(cells, row, name, features[name], dtypes)
                           if name in features else None)
