@@ -656,6 +656,10 @@ def test_csv_line_ends_and_empty_lines_count_as_they_read(tmp_path):
   assert [v.decode() for v in raw['cat'].numpy()] == list(columns['cat']) == [
       'a,b', 'c', '']
   assert label.numpy().tolist() == columns['y'].tolist() == [0, 1, 1]
+  path.write_text('x,cat,y\n1.5,"a"b,0\n')
+  with pytest.raises(DataError) as error:
+    source.columns(TRAIN)
+  assert str(error.value) == f'{path} line 2: \',\' expected after \'"\''
   path.write_text('x,cat,y\n1.5,"a\nb",0\n')
   with pytest.raises(DataError) as error:
     source.columns(TRAIN)

@@ -181,7 +181,8 @@ def read_csv(files, names=None):
       check_has(path, name, header)
     places = [header.index(name) for name in names]
     columns = [cells.values.setdefault(name, []) for name in names]
-    reader, previous = csv.reader(lines[1:]), 0
+    # strict: bad quoting fails here as in TensorFlow's decode_csv.
+    reader, previous = csv.reader(lines[1:], strict=True), 0
     try:
       for row in reader:
         if reader.line_num > previous + 1 and row:
