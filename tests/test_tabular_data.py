@@ -660,6 +660,11 @@ def test_csv_line_ends_and_empty_lines_count_as_they_read(tmp_path):
   with pytest.raises(DataError) as error:
     source.columns(TRAIN)
   assert str(error.value) == f'{path} line 2: \',\' expected after \'"\''
+  path.write_text('x,cat,y\n1.5,"a""b",0\n2.5,a"b,1\n')
+  with pytest.raises(DataError) as error:
+    source.columns(TRAIN)
+  assert str(error.value) == (f'{path} line 3: a quote in a field not in '
+                              'quotes (write "a""b" for a"b)')
   path.write_text('x,cat,y\n1.5,"a\nb",0\n')
   with pytest.raises(DataError) as error:
     source.columns(TRAIN)

@@ -7,6 +7,7 @@ and the value."""
 import csv
 import gzip
 import io
+import re
 import zlib
 
 from google.protobuf import message
@@ -24,6 +25,10 @@ _LISTS = {'float32': 'float_list', 'int64': 'int64_list',
           'string': 'bytes_list'}
 _CONVERT = {'float32': float, 'int64': int, 'string': str}
 _NOT = {'float32': 'is not a number', 'int64': 'is not an integer'}
+# A line whose quotes TensorFlow's decode_csv reads: only around whole
+# fields, doubled inside them (Python's csv reads more).
+_FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
+_QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
 
 
 def is_csv(path):
@@ -191,6 +196,10 @@ def read_csv(files, names=None):
         previous = reader.line_num
         if not row:
           continue
+        line = lines[reader.line_num]
+        if '"' in line and not _QUOTED_RIGHT.fullmatch(line):
+          raise DataError(f'{path} line {reader.line_num + 1}: a quote in a '
+                          'field not in quotes (write "a""b" for a"b)')
         if len(row) != len(header):
           raise DataError(f'{path} line {reader.line_num + 1}: {len(row)} '
                           f'fields, but its header has {len(header)}')
