@@ -331,17 +331,14 @@ class TFRecordSource:
     """(serialized record, its file name), file by file in order."""
     return tf.data.Dataset.from_tensor_slices(files).flat_map(
         lambda f: tf.data.TFRecordDataset(
-            f, compression_type=_compression(files)).map(lambda r: (r, f)))
+            f, compression_type=compression(files)).map(lambda r: (r, f)))
 
   @functools.lru_cache(maxsize=None)
   def file_sizes(self, split):
     """Records per file of the split, in files' order. Checks the split's
     first record first (every engine reads the size of the splits it reads
     before it writes anything)."""
-    # In a thread of its own: eager even when an input_fn asks inside
-    # Estimator's graph (the default graph is per thread).
-    with concurrent.futures.ThreadPoolExecutor(1) as thread:
-      return thread.submit(self._count, split).result()
+    return eagerly(self._count, split)
 
   def _count(self, split):
     files = self.files(split)
@@ -351,7 +348,7 @@ class TFRecordSource:
             record.numpy(), f'the first record of {path.numpy().decode()}')
       sizes = tf.data.Dataset.from_tensor_slices(files).map(
           lambda f: tf.data.TFRecordDataset(
-              f, compression_type=_compression(files)).reduce(
+              f, compression_type=compression(files)).reduce(
                   np.int64(0), lambda n, _: n + 1))
       return tuple(int(n) for n in sizes.as_numpy_iterator())
     except tf.errors.OpError as e:
@@ -360,31 +357,39 @@ class TFRecordSource:
   def num_examples(self, split):
     return sum(self.file_sizes(split))
 
-  def _whole_files(self, split, num_shards):
-    """Whether pipeline i's files `files[i::num_shards]` give each training
-    pipeline the same number of records, within one (as sharding by record
-    does). Otherwise a pipeline of fewer records would start its next epoch
-    while the others are still in theirs: some examples would train twice
-    in an epoch, others not at all. Evaluation pads every shard to the same
-    step count: it shards by record."""
-    if split != TRAIN or num_shards == 1:
-      return False
-    sizes = self.file_sizes(split)
-    totals = [sum(sizes[i::num_shards]) for i in range(num_shards)]
-    return max(totals) - min(totals) <= 1
-
   def dataset(self, split, num_shards=1, index=0):
     files = self.files(split)
-    if self._whole_files(split, num_shards):  # Each pipeline reads less.
+    if whole_files(self.file_sizes(split), split, num_shards):
+      # Each pipeline reads less.
       ds = self._records(files[index::num_shards])
     else:
       ds = self._records(files).shard(num_shards, index)
     return ds.map(self.format.decode, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def _compression(files):
+def compression(files):
   """TFRecordDataset's compression_type: gzipped files end in .gz."""
   return 'GZIP' if files[0].endswith('.gz') else None
+
+
+def eagerly(function, *args):
+  """`function(*args)` in a thread of its own: eager even when an input_fn
+  asks inside Estimator's graph (the default graph is per thread)."""
+  with concurrent.futures.ThreadPoolExecutor(1) as thread:
+    return thread.submit(function, *args).result()
+
+
+def whole_files(sizes, split, num_shards):
+  """Whether pipeline i's files `files[i::num_shards]` (of `sizes` records
+  each) give each training pipeline the same number of records, within one
+  (as sharding by record does). Otherwise a pipeline of fewer records would
+  start its next epoch while the others are still in theirs: some examples
+  would train twice in an epoch, others not at all. Evaluation pads every
+  shard to the same step count: it shards by record."""
+  if split != TRAIN or num_shards == 1:
+    return False
+  totals = [sum(sizes[i::num_shards]) for i in range(num_shards)]
+  return max(totals) - min(totals) <= 1
 
 
 def glob_files(patterns):

@@ -16,7 +16,14 @@ The kinds are Keras FeatureSpace's.
 """
 
 import dataclasses
+import json
+import math
 from typing import Optional, Tuple, Union
+
+import tensorflow as tf
+import yaml
+
+from estimator_trainer.errors import UsageError, first_line
 
 FLOAT_KINDS = ('float', 'float_normalized', 'float_discretized')
 CATEGORICAL_KINDS = ('integer_categorical', 'string_categorical')
@@ -74,3 +81,238 @@ class FeatureSpec:
   weight: Optional[str] = None
   head: Optional[str] = None
   name: str = 'tabular'
+
+  @property
+  def label_columns(self):
+    """The label's columns: one, or multilabel's several."""
+    return (self.label,) if isinstance(self.label, str) else self.label
+
+  @property
+  def label_dtype(self):
+    """The raw label's dtype name: string with a label vocabulary, float32
+    for regression, int64 otherwise (class ids; multilabel's 0/1 each)."""
+    if self.label_vocabulary:
+      return 'string'
+    return 'float32' if self.head == 'regression' else 'int64'
+
+  @property
+  def names(self):
+    """Every column of the data the spec names: features, label(s),
+    weight."""
+    return (tuple(c.name for c in self.columns) + self.label_columns +
+            ((self.weight,) if self.weight else ()))
+
+
+_KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
+         'head'}
+_COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default'}
+_CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
+_BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
+
+
+def read(path):
+  """The FeatureSpec in a JSON file (YAML if it ends .yaml or .yml)."""
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      text = f.read()
+  except (OSError, tf.errors.OpError) as e:
+    raise UsageError(f'{path}: cannot read the feature spec '
+                     f'({first_line(e)})') from None
+  return loads(text, path, yaml_format=path.endswith(('.yaml', '.yml')))
+
+
+def loads(text, origin='feature spec', yaml_format=False):
+  """The FeatureSpec of JSON (or YAML) `text`, checked; errors name
+  `origin` (the file) and the key."""
+  try:
+    if yaml_format:
+      values = yaml.safe_load(text)
+    else:
+      values = json.loads(text)
+  except (ValueError, yaml.YAMLError) as e:
+    raise UsageError(f'{origin}: not {"YAML" if yaml_format else "JSON"} '
+                     f'({" ".join(str(e).split())})') from None
+  return from_dict(values, origin)
+
+
+def to_json(spec):
+  """`spec` as JSON that `loads` reads back equal; unset fields left out."""
+  columns = {}
+  for column in spec.columns:
+    values = dataclasses.asdict(column)
+    del values['name']
+    columns[column.name] = _set(values)
+  values = _set({
+      'name': spec.name, 'columns': columns,
+      'crosses': [_set(dataclasses.asdict(c)) for c in spec.crosses],
+      'label': spec.label, 'label_vocabulary': spec.label_vocabulary,
+      'weight': spec.weight, 'head': spec.head})
+  # A column or a cross a line: easy to read and edit.
+  lines = []
+  for key, value in values.items():
+    if key in ('columns', 'crosses'):
+      items = (value.items() if key == 'columns' else
+               ((None, item) for item in value))
+      inner = ',\n'.join(
+          '  ' + (f'{json.dumps(name)}: ' if name is not None else '') +
+          json.dumps(item) for name, item in items)
+      opening, closing = '{}' if key == 'columns' else '[]'
+      lines.append(f' "{key}": {opening}\n{inner}\n {closing}')
+    else:
+      lines.append(f' {json.dumps(key)}: {json.dumps(value)}')
+  return '{\n' + ',\n'.join(lines) + '\n}\n'
+
+
+def _set(values):
+  return {k: v for k, v in values.items() if v is not None and v != []}
+
+
+def from_dict(values, origin='feature spec'):
+  """The FeatureSpec of a decoded JSON object, checked (see `check`)."""
+
+  def fail(key, message):
+    raise UsageError(f'{origin}: {key}: {message}')
+
+  def keys(obj, key, known):
+    if not isinstance(obj, dict):
+      fail(key, f'expected an object, got {obj!r}')
+    for name in obj:
+      if name not in known:
+        fail(f'{key}.{name}' if key else name,
+             f'unknown key; the keys: {", ".join(sorted(known))}')
+
+  def integer(value, key):
+    if value is not None and (not isinstance(value, int) or
+                              isinstance(value, bool) or value < 1):
+      fail(key, f'expected a positive integer, got {value!r}')
+    return value
+
+  keys(values, '', _KEYS)
+  if not values.get('columns'):
+    fail('columns', 'missing; it maps each column to its kind')
+  if not isinstance(values['columns'], dict):
+    fail('columns', f'expected an object of column: {{"kind": ...}}, got '
+         f'{values["columns"]!r}')
+  columns = []
+  for name, column in values['columns'].items():
+    key = f'columns.{name}'
+    keys(column, key, _COLUMN_KEYS)
+    if 'kind' not in column:
+      fail(f'{key}.kind', f'missing; the kinds: {", ".join(KINDS)}')
+    columns.append(Column(
+        name, column['kind'], integer(column.get('num_bins'),
+                                      f'{key}.num_bins'),
+        integer(column.get('embedding_dim'), f'{key}.embedding_dim'),
+        column.get('default')))
+  crosses = []
+  if not isinstance(values.get('crosses', []), list):
+    fail('crosses', f'expected a list, got {values["crosses"]!r}')
+  for i, cross in enumerate(values.get('crosses', [])):
+    key = f'crosses[{i}]'
+    keys(cross, key, _CROSS_KEYS)
+    if not isinstance(cross.get('columns'), list):
+      fail(f'{key}.columns', 'expected a list of column names')
+    if cross.get('num_bins') is None:
+      fail(f'{key}.num_bins', 'missing; a cross hashes into num_bins ids')
+    crosses.append(Cross(tuple(cross['columns']),
+                         integer(cross['num_bins'], f'{key}.num_bins'),
+                         integer(cross.get('embedding_dim'),
+                                 f'{key}.embedding_dim')))
+  if 'label' not in values:
+    fail('label', 'missing; the label column (multilabel: a list of them)')
+  label = values['label']
+  vocabulary = values.get('label_vocabulary')
+  if isinstance(label, list):
+    label = tuple(label)
+  if vocabulary is not None and not isinstance(vocabulary, list):
+    fail('label_vocabulary', f'expected a list of the classes, got '
+         f'{vocabulary!r}')
+  if vocabulary is not None:
+    vocabulary = tuple(vocabulary)
+  spec = FeatureSpec(tuple(columns), label, tuple(crosses), vocabulary,
+                     values.get('weight'), values.get('head'),
+                     values.get('name', 'tabular'))
+  check(spec, origin)
+  return spec
+
+
+def check(spec, origin='feature spec'):
+  """Raises a one-line UsageError naming `origin` and the key of the first
+  inconsistency in `spec`."""
+
+  def fail(key, message):
+    raise UsageError(f'{origin}: {key}: {message}')
+
+  if not isinstance(spec.name, str):
+    fail('name', f'expected a string, got {spec.name!r}')
+  if spec.head is not None and spec.head not in HEADS:
+    fail('head', f'unknown head {spec.head!r}; the heads: {", ".join(HEADS)}')
+  by_name = {}
+  for column in spec.columns:
+    key = f'columns.{column.name}'
+    if column.name in by_name:
+      fail(key, 'named twice')
+    by_name[column.name] = column
+    if column.kind not in KINDS:
+      fail(f'{key}.kind', f'unknown kind {column.kind!r}; the kinds: '
+           f'{", ".join(KINDS)}')
+    if column.kind in _BINNED_KINDS and not column.num_bins:
+      fail(f'{key}.num_bins', f'missing; a {column.kind} column needs it')
+    if column.kind not in _BINNED_KINDS and column.num_bins is not None:
+      fail(f'{key}.num_bins', f'only for {", ".join(_BINNED_KINDS)} columns, '
+           f'not {column.kind}')
+    if column.kind == 'float_discretized' and column.num_bins < 2:
+      fail(f'{key}.num_bins', f'needs at least 2 bins, got {column.num_bins}')
+    if column.embedding_dim and column.kind in ('float', 'float_normalized'):
+      fail(f'{key}.embedding_dim', f'a {column.kind} column has no ids to '
+           'embed')
+    if column.default is not None and not _fits(column.default, column.dtype):
+      fail(f'{key}.default', f'{column.default!r} is not a {column.dtype} '
+           f'value (the kind {column.kind})')
+  for i, cross in enumerate(spec.crosses):
+    if len(cross.columns) < 2:
+      fail(f'crosses[{i}].columns', 'a cross needs at least 2 columns')
+    for name in cross.columns:
+      if name not in by_name:
+        fail(f'crosses[{i}].columns', f'no column {name!r} in columns')
+      if by_name[name].kind in FLOAT_KINDS:
+        fail(f'crosses[{i}].columns', f'{name!r} is a {by_name[name].kind} '
+             'column; crosses take categorical and hashed columns')
+  labels = spec.label if isinstance(spec.label, tuple) else (spec.label,)
+  if not labels or not all(isinstance(n, str) and n for n in labels):
+    fail('label', f'expected a column name (multilabel: a list of them), '
+         f'got {spec.label!r}')
+  if len(set(labels)) != len(labels):
+    fail('label', 'a column named twice')
+  if (spec.head == 'multilabel') != (not isinstance(spec.label, str)):
+    fail('label', 'multilabel takes a list of 0/1 columns, the other heads '
+         f'one column; got {spec.label!r} for the head {spec.head}')
+  for name in labels:
+    if name in by_name:
+      fail('label', f'{name!r} is also a feature column')
+  if spec.weight is not None:
+    if not isinstance(spec.weight, str) or not spec.weight:
+      fail('weight', f'expected a column name, got {spec.weight!r}')
+    if spec.weight in by_name or spec.weight in labels:
+      fail('weight', f'{spec.weight!r} is also a feature or label column')
+  vocabulary = spec.label_vocabulary
+  if vocabulary is not None:
+    if spec.head in ('regression', 'multilabel'):
+      fail('label_vocabulary', f'not for the head {spec.head}')
+    if (len(vocabulary) < 2 or len(set(vocabulary)) != len(vocabulary) or
+        not all(isinstance(v, str) for v in vocabulary)):
+      fail('label_vocabulary', 'expected 2 or more distinct strings, got '
+           f'{list(vocabulary)!r}')
+    if spec.head == 'binary' and len(vocabulary) != 2:
+      fail('label_vocabulary', f'a binary head has 2 classes, got '
+           f'{len(vocabulary)}')
+
+
+def _fits(value, dtype):
+  if dtype == 'string':
+    return isinstance(value, str)
+  if isinstance(value, bool):
+    return False
+  return isinstance(value, int) or (dtype == 'float32' and
+                                    isinstance(value, float) and
+                                    math.isfinite(value))

@@ -1,0 +1,194 @@
+"""Infers a feature spec from training data and says why it chose each kind:
+
+  python -m estimator_trainer.tabular.infer --train_files=GLOB --label=COL \
+      [--weight=COL] [--head=HEAD] --output=spec.json
+
+Numbers become float_normalized; strings and integers with few distinct
+values (<= --max_categorical) categorical, with more hashed (num_bins: a
+power of 2, about twice the distinct values). The head from the label:
+strings: 2 values binary, more multiclass (label_vocabulary sorted);
+integers 0/1 binary, 0..K-1 multiclass; other numbers regression; several
+label columns (--label=a,b) multilabel. Exit codes: 0, 1 data error, 2
+usage error.
+"""
+
+import math
+import warnings
+
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # The command prints its choices: TensorFlow's start-up noise hidden,
+  # which must happen before the imports below load it; google-api-core's
+  # warning about Python 3.11 too (as in run.py).
+  warnings.filterwarnings('ignore', category=FutureWarning,
+                          module=r'google\.api_core\.')
+  console.quiet_tensorflow(verbose=False)
+
+# pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+
+from estimator_trainer import errors
+from estimator_trainer import outputs
+from estimator_trainer import sources
+from estimator_trainer.errors import DataError, UsageError
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import table
+
+MAX_CATEGORICAL = 100
+_LIST_DTYPES = {'float_list': 'float32', 'int64_list': 'int64',
+                'bytes_list': 'string'}
+
+
+def infer(source_or_files, label, weight=None, head=None,
+          max_categorical=MAX_CATEGORICAL):
+  """(FeatureSpec, lines saying what it chose and why) of the training files
+  of a TabularSource, of comma-separated globs or of a list of files;
+  `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
+  infer it."""
+  if isinstance(source_or_files, str):
+    files = sources.glob_files(source_or_files)
+  elif isinstance(source_or_files, (list, tuple)):
+    files = sorted(source_or_files)
+  else:
+    files = source_or_files.files(sources.TRAIN)
+  if all(table.is_csv(f) for f in files):
+    cells = table.read_csv(files)
+  else:
+    cells = sources.eagerly(table.read_examples, files)
+  labels = (label,) if isinstance(label, str) else tuple(label)
+  for flag, names in (('label', labels), ('weight', (weight,) * bool(weight))):
+    for name in names:
+      table.check_has(files[0], name, list(cells.values), why=f'--{flag}')
+  lines = [f'{len(cells.numbers)} records in {len(files)} files']
+  columns = []
+  for name, values in cells.values.items():
+    if name in labels or name == weight:
+      continue
+    column, why = _column(name, values, cells, max_categorical)
+    lines.append(f'{name}: {why}')
+    if column:
+      columns.append(column)
+  head, vocabulary, why = _head(labels, cells, head, max_categorical)
+  lines.append(f'label {", ".join(labels)}: {why}')
+  if weight:
+    cells.weight(weight)
+    lines.append(f'weight {weight}: a number per record')
+  spec = spec_lib.FeatureSpec(
+      tuple(columns), label if isinstance(label, str) else labels,
+      label_vocabulary=vocabulary, weight=weight, head=head)
+  spec_lib.check(spec, 'the inferred spec')
+  return spec, lines
+
+
+def _dtype(name, values, cells):
+  """float32, int64 or string: the list kind (TFRecords), or what every
+  present CSV cell parses as."""
+  if name in cells.kinds:
+    return _LIST_DTYPES[cells.kinds[name]]
+  present = [v for v in values if v is not None]
+  for dtype, convert in (('int64', int), ('float32', float)):
+    try:
+      for value in present:
+        convert(value)
+      return dtype
+    except ValueError:
+      pass
+  return 'string'
+
+
+def _column(name, values, cells, max_categorical):
+  """(Column or None, why)."""
+  missing = sum(v is None for v in values)
+  if missing == len(values):
+    return None, f'left out: no values ({cells.missing} everywhere)'
+  note = f'; {missing} of {len(values)} missing' if missing else ''
+  dtype = _dtype(name, values, cells)
+  if dtype == 'float32':
+    cells.typed(name, dtype, 0.0)  # Finite numbers, or a DataError.
+    return (spec_lib.Column(name, 'float_normalized'),
+            f'float_normalized (numbers{note})')
+  present = [v for v in values if v is not None]
+  distinct = len(set(map(int, present)) if dtype == 'int64' else set(present))
+  what = 'strings' if dtype == 'string' else 'integers'
+  prefix = 'string' if dtype == 'string' else 'integer'
+  if distinct <= max_categorical:
+    return (spec_lib.Column(name, f'{prefix}_categorical'),
+            f'{prefix}_categorical ({distinct} distinct {what} <= '
+            f'{max_categorical}{note})')
+  num_bins = 2 ** math.ceil(math.log2(2 * distinct))
+  return (spec_lib.Column(name, f'{prefix}_hashed', num_bins=num_bins),
+          f'{prefix}_hashed, num_bins {num_bins} ({distinct} distinct {what} '
+          f'> {max_categorical}: a power of 2 about twice that{note})')
+
+
+def _head(labels, cells, head, max_categorical):
+  """(head, label_vocabulary, why) of the label column(s)."""
+  if len(labels) > 1:
+    if head not in (None, 'multilabel'):
+      raise UsageError(f'--head={head} takes one label column, got '
+                       f'{", ".join(labels)}')
+    for name in labels:
+      cells.label(name, spec_lib.FeatureSpec((), labels, head='multilabel'))
+    return 'multilabel', None, f'multilabel ({len(labels)} label columns)'
+  name = labels[0]
+  dtype = _dtype(name, cells.values[name], cells)
+  values = cells.typed(name, dtype)  # Every record has a label.
+  classes = sorted(set(values.tolist()))
+  if dtype == 'string':
+    if len(classes) < 2:
+      raise DataError(f'{cells.files[0]}: the label {name!r} has one value '
+                      f'({classes[0]!r}) in every record')
+    inferred = 'binary' if len(classes) == 2 else 'multiclass'
+    return (head or inferred, tuple(classes),
+            f'{head or inferred} ({len(classes)} distinct strings: the label '
+            f'vocabulary, sorted: {", ".join(classes)})')
+  if head is None and dtype == 'int64' and classes == list(
+      range(len(classes))) and len(classes) <= max_categorical:
+    head = 'binary' if len(classes) == 2 else 'multiclass'
+    return head, None, f'{head} (integers 0..{len(classes) - 1})'
+  if head in (None, 'regression'):
+    return 'regression', None, ('regression (numbers, not class ids '
+                                '0..K-1)' if head is None else 'regression')
+  return head, None, f'{head} (--head)'
+
+
+def _define_flags():
+  flags.DEFINE_string('train_files', None, 'Comma-separated globs of the '
+                      'training data: CSV (.csv, .csv.gz) or TFRecords of '
+                      'tf.Example.')
+  flags.DEFINE_list('label', None, 'The label column (multilabel: several).')
+  flags.DEFINE_string('weight', None, 'The weight column, if any.')
+  flags.DEFINE_enum('head', None, spec_lib.HEADS, 'The head (default: '
+                    'inferred from the label).')
+  flags.DEFINE_integer('max_categorical', MAX_CATEGORICAL, 'Columns of up to '
+                       'this many distinct values are categorical, of more '
+                       'hashed.', lower_bound=1)
+  flags.DEFINE_string('output', None, 'Where to write the spec (JSON).')
+
+
+def main(argv):
+  with errors.reported():
+    values = flags.FLAGS
+    if len(argv) > 1:
+      raise UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+    for name in ('train_files', 'label', 'output'):
+      if not values[name].value:
+        raise UsageError(f'--{name} is required')
+    label = values.label[0] if len(values.label) == 1 else tuple(values.label)
+    spec, lines = infer(values.train_files, label, values.weight,
+                        values.head, values.max_categorical)
+    outputs.write_atomic(values.output, spec_lib.to_json(spec))
+    for line in lines:
+      print(line)
+    print(f'wrote {values.output}')
+
+
+def run():
+  _define_flags()
+  app.run(main, flags_parser=errors.parse_flags)
+
+
+if __name__ == '__main__':
+  run()
