@@ -99,7 +99,7 @@ def load(config) -> TabularData:
   feature_spec = spec_lib.read(config.feature_spec)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
-                         feature_spec)
+                         feature_spec, head=kind)
   cluster = config.cluster
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,
