@@ -29,7 +29,7 @@ Each configuration runs in its own subprocess on the same machine, data
 
 --workload=census: tabular data (issue 34), the census-like set of
 `estimator_trainer.benchmark.census` (generated into the work dir, or read
-from --census_dir), an MLP 128-64, Adam at --learning_rate, and:
+from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
 
   canned_dnn            tf.estimator.DNNClassifier on the equivalent
                         feature columns (TensorFlow 2.15), timed by a hook;
@@ -127,8 +127,13 @@ flags.DEFINE_string('census_dir', None,
                     'of --census_rows rows in the work dir).')
 flags.DEFINE_integer('census_rows', 200_000,
                      '--workload=census: training rows to generate.')
+flags.DEFINE_enum('optimizer', 'adam', ['adam', 'adagrad'],
+                  '--workload=census: the optimizer of every configuration: '
+                  'the package\'s default, or the canned DNNClassifier\'s '
+                  '(the engines have no adagrad yet).')
 flags.DEFINE_float('learning_rate', 2e-3,
-                   '--workload=census: Adam\'s learning rate, for all.')
+                   '--workload=census: the learning rate, for all (the '
+                   'canned DNNClassifier\'s Adagrad default: 0.05).')
 flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
 flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
                   'The --precision of every configuration.')
@@ -235,7 +240,8 @@ def main(argv):
       setup.update(_run_in_subprocess(_synthetic_data, work_dir, shape))
     if census:
       census_dir, schema = _run_in_subprocess(_census_data, work_dir)
-      setup = runs_lib.census_setup(census_dir, FLAGS.learning_rate)
+      setup = runs_lib.census_setup(census_dir, FLAGS.optimizer,
+                                    FLAGS.learning_rate)
     settings = runs_lib.Settings(
         steps=FLAGS.steps, batch_size=FLAGS.batch_size,
         summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
@@ -256,8 +262,8 @@ def main(argv):
     print(f'census-like set ({schema["rows"]:,} train, '
           f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
           f'{schema["test_bayes_accuracy"]:.4f}), MLP '
-          f'{"-".join(map(str, tabular_models.HIDDEN_UNITS))}, Adam '
-          f'{FLAGS.learning_rate:g}: {FLAGS.steps} steps '
+          f'{"-".join(map(str, tabular_models.HIDDEN_UNITS))}, '
+          f'{FLAGS.optimizer} {FLAGS.learning_rate:g}: {FLAGS.steps} steps '
           f'x {FLAGS.rounds} round(s), batch {FLAGS.batch_size} per replica, '
           f'intervals of {FLAGS.summary_steps} steps; {measure.machine()}')
   else:

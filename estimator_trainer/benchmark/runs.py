@@ -113,17 +113,16 @@ def command(name, model_dir, settings):
                           cpu_replicas=settings.cpu_replicas))]
 
 
-def census_setup(census_dir, learning_rate):
+def census_setup(census_dir, optimizer, learning_rate):
   """The setup of the census workload: the engines' CLI flags (train
   --model=dnn on the set's TFRecords by its feature spec) and what the
-  tabular peers read (`census_dir`, `learning_rate`), the same Adam rate
-  for all."""
+  tabular peers read (`census_dir`), one optimizer and rate for all."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
   return {'model': 'dnn',
           'feature_spec': os.path.join(census_dir, 'feature_spec.json'),
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),
-          'optimizer': 'adam', 'learning_rate': learning_rate,
+          'optimizer': optimizer, 'learning_rate': learning_rate,
           'census_dir': census_dir}
 
 

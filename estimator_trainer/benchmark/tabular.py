@@ -3,13 +3,14 @@ their users write them: the canned `tf.estimator.DNNClassifier` on feature
 columns (TensorFlow 2.15) and plain Keras (preprocessing layers in
 tf.data, `Model.fit`). Both: MLP `HIDDEN_UNITS`, the same embeddings
 (`models.default_embedding_dim` of each column's ids, 16 for the hashed
-id), Adam at setup's `learning_rate`, the same TFRecords read in the same
+id), setup's `optimizer` (adam or adagrad) at its `learning_rate`, the same
+TFRecords read in the same
 order (shuffle buffer `SHUFFLE_BUFFER`, seed 0). Each returns the interval
 rates of `steps` training steps and `metrics` (accuracy and AUC on the
 whole test split, after training; not timed).
 
-`setup`: {'census_dir': ..., 'learning_rate': ...} (and the engines'
-flags, which these ignore).
+`setup`: {'census_dir': ..., 'optimizer': ..., 'learning_rate': ...} (and
+the engines' flags, which these ignore).
 """
 
 import tempfile
@@ -20,6 +21,18 @@ from estimator_trainer.tabular import models
 
 HIDDEN_UNITS = models.HIDDEN_UNITS
 SHUFFLE_BUFFER = 10_000
+# Adam: the package's default. Adagrad: the canned DNNClassifier's (at
+# 0.05); its sparse update touches only the looked-up rows of an embedding,
+# where Adam's decays every row of its moments each step.
+
+
+def _optimizer(setup, legacy):
+  """setup's optimizer: Keras's legacy class (what canned Estimators
+  take) or its current one."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  module = tf.keras.optimizers.legacy if legacy else tf.keras.optimizers
+  kind = {'adam': module.Adam, 'adagrad': module.Adagrad}[setup['optimizer']]
+  return kind(setup['learning_rate'])
 
 
 def _parse_spec(schema):
@@ -92,8 +105,7 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
     estimator = tf.estimator.DNNClassifier(
         hidden_units=list(HIDDEN_UNITS), feature_columns=columns,
         label_vocabulary=schema['label_vocabulary'],
-        optimizer=lambda: tf.keras.optimizers.legacy.Adam(
-            setup['learning_rate']),
+        optimizer=lambda: _optimizer(setup, legacy=True),
         model_dir=model_dir, config=tf.estimator.RunConfig(
             tf_random_seed=0, save_summary_steps=every_steps))
     estimator.train(lambda: _dataset(setup, 'train', batch_size, True),
@@ -150,7 +162,7 @@ def run_fit_tabular(setup, steps, batch_size, every_steps):
     x = layers.Dense(units, activation='relu')(x)
   model = tf.keras.Model(inputs, layers.Dense(1)(x))
   model.compile(
-      optimizer=tf.keras.optimizers.Adam(setup['learning_rate']),
+      optimizer=_optimizer(setup, legacy=False),
       loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
       metrics=[tf.keras.metrics.BinaryAccuracy(threshold=0.0),
                tf.keras.metrics.AUC(from_logits=True, name='auc')])
