@@ -22,6 +22,10 @@ flags.DEFINE_integer('rows', 200_000, 'Training rows (the test split has '
                      'rows // 10).')
 flags.DEFINE_integer('num_shards', 4, 'Files per split and format.')
 flags.DEFINE_integer('seed', 0, 'Seed of the model and the rows.')
+flags.DEFINE_float('missing', 0.0, 'Fraction of every feature\'s cells left '
+                   'empty (tests; the benchmark has none).')
+flags.DEFINE_bool('weights', False, f'Add a weight column, '
+                  f'{census.WEIGHT!r} (tests).')
 
 
 def main(argv):
@@ -31,8 +35,10 @@ def main(argv):
     errors.fail(2, '--output_dir is required')
   if FLAGS.rows < FLAGS.num_shards * 10 or FLAGS.num_shards < 1:
     errors.fail(2, '--rows must be at least 10 x --num_shards >= 10')
+  if not 0 <= FLAGS.missing < 1:
+    errors.fail(2, '--missing must be in [0, 1)')
   schema = census.write(FLAGS.output_dir, FLAGS.rows, FLAGS.num_shards,
-                        FLAGS.seed)
+                        FLAGS.seed, FLAGS.missing, FLAGS.weights)
   print(f'{FLAGS.output_dir}: {schema["rows"]:,} train and '
         f'{schema["rows"] // 10:,} test rows, {FLAGS.num_shards} shards; '
         f'positive fraction {schema["positive_fraction"]:.3f}; Bayes accuracy '

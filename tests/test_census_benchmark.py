@@ -34,15 +34,29 @@ def test_generate_is_deterministic_with_the_promised_columns():
     assert not np.array_equal(other['age'], first['age'])
 
 
+def test_missing_cells_and_weights_leave_the_other_values_alone():
+  full, _ = census.generate(2000, seed=2)
+  holes, _ = census.generate(2000, seed=2, missing=0.3, weights=True)
+  assert np.all(holes[census.WEIGHT] > 0)
+  for name in [*census.NUMBERS, *census.STRINGS, census.HASHED]:
+    empty = (np.isnan(holes[name]) if name in census.NUMBERS else
+             holes[name] == '')
+    assert 0.2 < np.mean(empty) < 0.4
+    np.testing.assert_array_equal(holes[name][~empty], full[name][~empty])
+  np.testing.assert_array_equal(holes[census.LABEL], full[census.LABEL])
+
+
 def test_write_gives_the_same_rows_as_csv_and_tfrecord(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  schema = census.write(str(tmp_path), rows=120, num_shards=2, seed=1)
+  schema = census.write(str(tmp_path), rows=120, num_shards=2, seed=1,
+                        missing=0.2, weights=True)
   assert schema['rows'] == 120 and set(schema['means']) == set(
       census.NUMBERS)
+  assert all(np.isfinite(list(schema['means'].values())))
   spec = json.loads((tmp_path / 'feature_spec.json').read_text())
   assert spec['columns'][census.HASHED] == {
       'kind': 'string_hashed', 'num_bins': census.HASH_BINS}
-  assert spec['head'] == 'binary'
+  assert spec['head'] == 'binary' and spec['weight'] == census.WEIGHT
   assert census.read_schema(str(tmp_path)) == schema
   for split, count in (('train', 120), ('test', 12)):
     rows = []
@@ -54,11 +68,13 @@ def test_write_gives_the_same_rows_as_csv_and_tfrecord(tmp_path):
         str(p) for p in tmp_path.glob(f'{split}-*.tfrecord')))
     for row, record in zip(rows, records):
       example = tf.train.Example.FromString(record.numpy()).features.feature
-      assert float(row['age']) == example['age'].float_list.value[0]
-      assert row[census.HASHED].encode() == example[
-          census.HASHED].bytes_list.value[0]
-      assert row[census.LABEL].encode() == example[
-          census.LABEL].bytes_list.value[0]
+      # An empty cell is an absent feature.
+      assert sorted(example) == sorted(k for k, v in row.items() if v)
+      for name, value in row.items():
+        if name in census.FLOATS and value:
+          assert float(value) == example[name].float_list.value[0]
+        elif value:
+          assert value.encode() == example[name].bytes_list.value[0]
   assert not list(tmp_path.glob('*.tmp'))
 
 

@@ -31,6 +31,8 @@ HASHED_VALUES = 100_000
 HASH_BINS = 100_000
 LABEL = 'income'
 LABEL_VOCABULARY = ('<=50K', '>50K')
+WEIGHT = 'fnlwgt'
+FLOATS = (*NUMBERS, WEIGHT)
 SPLITS = ('train', 'test')
 SCHEMA_FILE = 'census.json'
 
@@ -39,10 +41,14 @@ def vocabulary(column):
   return tuple(f'{column}_{i}' for i in range(STRINGS[column]))
 
 
-def generate(rows, seed=0, split='train'):
+def generate(rows, seed=0, split='train', missing=0.0, weights=False):
   """(columns: name -> numpy array, Bayes accuracy). The model's
   coefficients come from `seed` alone; the rows from `seed` and `split`,
-  so that the splits are drawn apart from one model."""
+  so that the splits are drawn apart from one model.
+
+  For tests: `missing`, the fraction of each feature's cells left empty
+  (NaN or ''; drawn after the label, which saw the values); `weights`, a
+  positive WEIGHT column. Neither changes the other columns' values."""
   model = np.random.default_rng(seed)
   effects = {name: model.normal(0, 0.7, count)
              for name, count in STRINGS.items()}
@@ -77,17 +83,25 @@ def generate(rows, seed=0, split='train'):
   out.update({name: np.array(vocabulary(name))[cols[name]]
               for name in STRINGS})
   out[HASHED] = np.char.add('u', users.astype(str))
+  for name, values in out.items():
+    if missing:
+      values[rng.random(rows) < missing] = np.nan if name in NUMBERS else ''
   out[LABEL] = np.array(LABEL_VOCABULARY)[label.astype(int)]
+  if weights:
+    out[WEIGHT] = rng.lognormal(0, 0.5, rows).astype(np.float32)
   return out, bayes
 
 
-def feature_spec():
+def feature_spec(weights=False):
   """The package's feature spec of the set, as JSON data."""
   columns = {name: {'kind': 'float_normalized'} for name in NUMBERS}
   columns.update({name: {'kind': 'string_categorical'} for name in STRINGS})
   columns[HASHED] = {'kind': 'string_hashed', 'num_bins': HASH_BINS}
-  return {'name': 'census_like', 'columns': columns, 'label': LABEL,
+  spec = {'name': 'census_like', 'columns': columns, 'label': LABEL,
           'label_vocabulary': list(LABEL_VOCABULARY), 'head': 'binary'}
+  if weights:
+    spec['weight'] = WEIGHT
+  return spec
 
 
 def _shards(cols, num_shards):
@@ -97,40 +111,51 @@ def _shards(cols, num_shards):
     yield index, {name: values[part] for name, values in cols.items()}
 
 
+def _missing(value):
+  return value == '' or (isinstance(value, float) and np.isnan(value))
+
+
 def _write_tfrecord(path, cols):
+  """A tf.Example per row; a missing cell's feature left out."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   feature = tf.train.Feature
+  rows = zip(*(values.tolist() for values in cols.values()))
   with tf.io.TFRecordWriter(path) as writer:
-    for i in range(len(cols[LABEL])):
+    for row in rows:
       example = tf.train.Example(features=tf.train.Features(feature={
-          name: feature(float_list=tf.train.FloatList(value=[values[i]]))
-          if name in NUMBERS else
-          feature(bytes_list=tf.train.BytesList(value=[values[i].encode()]))
-          for name, values in cols.items()}))
+          name: feature(float_list=tf.train.FloatList(value=[value]))
+          if name in FLOATS else
+          feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+          for name, value in zip(cols, row) if not _missing(value)}))
       writer.write(example.SerializeToString())
 
 
 def _write_csv(path, cols):
+  """A header row, then a line per row; a missing cell empty."""
   with open(path, 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(cols)
-    writer.writerows(zip(*(values.tolist() for values in cols.values())))
+    for row in zip(*(values.tolist() for values in cols.values())):
+      writer.writerow('' if _missing(value) else value for value in row)
 
 
-def write(output_dir, rows=200_000, num_shards=4, seed=0):
-  """Writes both splits in both formats; returns census.json's content.
-  Every file is written under a temporary name and renamed when whole."""
+def write(output_dir, rows=200_000, num_shards=4, seed=0, missing=0.0,
+          weights=False):
+  """Writes both splits in both formats (`missing`, `weights`: see
+  `generate`); returns census.json's content. Every file is written under
+  a temporary name and renamed when whole."""
   os.makedirs(output_dir, exist_ok=True)
-  schema = {'rows': rows, 'seed': seed, 'numbers': list(NUMBERS),
+  schema = {'rows': rows, 'seed': seed, 'missing': missing,
+            'weight': WEIGHT if weights else None, 'numbers': list(NUMBERS),
             'strings': {name: list(vocabulary(name)) for name in STRINGS},
             'hashed': HASHED, 'hash_bins': HASH_BINS, 'label': LABEL,
             'label_vocabulary': list(LABEL_VOCABULARY)}
   for split, count in (('train', rows), ('test', rows // 10)):
-    cols, bayes = generate(count, seed, split)
+    cols, bayes = generate(count, seed, split, missing, weights)
     schema[f'{split}_bayes_accuracy'] = bayes
     if split == 'train':
-      schema['means'] = {n: float(cols[n].mean()) for n in NUMBERS}
-      schema['variances'] = {n: float(cols[n].var()) for n in NUMBERS}
+      schema['means'] = {n: float(np.nanmean(cols[n])) for n in NUMBERS}
+      schema['variances'] = {n: float(np.nanvar(cols[n])) for n in NUMBERS}
       schema['positive_fraction'] = float(
           np.mean(cols[LABEL] == LABEL_VOCABULARY[1]))
     for index, shard in _shards(cols, num_shards):
@@ -140,7 +165,7 @@ def write(output_dir, rows=200_000, num_shards=4, seed=0):
         writer(path + '.tmp', shard)
         os.replace(path + '.tmp', path)
   outputs.write_atomic(os.path.join(output_dir, 'feature_spec.json'),
-                       json.dumps(feature_spec(), indent=1))
+                       json.dumps(feature_spec(weights), indent=1))
   outputs.write_atomic(os.path.join(output_dir, SCHEMA_FILE),
                        json.dumps(schema, indent=1))
   return schema

@@ -36,11 +36,13 @@ def _optimizer(setup, legacy):
 
 
 def _parse_spec(schema):
+  """A missing feature (census --missing) parses as 0.0 or ''."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {name: tf.io.FixedLenFeature([], tf.float32)
+  spec = {name: tf.io.FixedLenFeature([], tf.float32, default_value=0.0)
           for name in schema['numbers']}
-  for name in [*schema['strings'], schema['hashed'], schema['label']]:
-    spec[name] = tf.io.FixedLenFeature([], tf.string)
+  for name in [*schema['strings'], schema['hashed']]:
+    spec[name] = tf.io.FixedLenFeature([], tf.string, default_value='')
+  spec[schema['label']] = tf.io.FixedLenFeature([], tf.string)
   return spec
 
 
