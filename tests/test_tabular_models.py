@@ -173,6 +173,22 @@ def test_bad_inputs_are_usage_errors():
     models.dnn({'a_X_b': EncodedInput('ids', cardinality=9, cross=True)}, 2)
   with pytest.raises(UsageError, match="'sparse'"):
     models.dnn({'a': EncodedInput('sparse')}, 2)
+  with pytest.raises(UsageError, match='use --model=dnn'):
+    models.wide_deep({'a': EncodedInput('dense', width=2)}, 2)
+
+
+@pytest.mark.parametrize('builder', sorted(models.BUILTINS))
+def test_columns_that_are_no_scope_names_build_in_a_graph(builder):
+  inputs = {'hours per week': EncodedInput('dense', width=1),
+            '_id': EncodedInput('ids', cardinality=7)}
+  with tf.Graph().as_default():
+    model = models.BUILTINS[builder](inputs, 2)
+    logits = model({'_id': tf.constant([1, 6], tf.int64),
+                    'hours per week': tf.ones([2, 1])})
+  assert logits.shape == (2, 2)
+  assert sorted(model.input) == sorted(inputs)
+  assert any(w.name.startswith('linear/weights_input_id/')
+             for w in model.weights) == (builder != 'dnn')
 
 
 def _breast_cancer():

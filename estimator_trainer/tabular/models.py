@@ -51,10 +51,13 @@ class Bias(tf.keras.layers.Layer):
     return inputs + self.bias
 
 
-def _layer_name(name):
-  """`name` as a name scope takes it (Estimator's graph names variables
-  by scope): a column's other characters become '_'."""
-  return re.sub(r'[^A-Za-z0-9_.\-]', '_', name)
+def _scope_name(name):
+  """Column `name` as a graph's name scope takes it (Estimator's graph
+  names variables by scope): other characters become '_', and a name that
+  cannot start a scope gets a prefix. The model's inputs stay keyed by
+  the column names."""
+  name = re.sub(r'[^A-Za-z0-9_.\-]', '_', name)
+  return name if re.match(r'[A-Za-z0-9.]', name) else f'input{name}'
 
 
 def _inputs(inputs):
@@ -65,10 +68,11 @@ def _inputs(inputs):
   keras_inputs = {}
   for name, encoded in inputs.items():
     if encoded.kind == 'dense':
-      keras_inputs[name] = tf.keras.Input((encoded.width,), name=name,
-                                          dtype='float32')
+      keras_inputs[name] = tf.keras.Input(
+          (encoded.width,), name=_scope_name(name), dtype='float32')
     elif encoded.kind == 'ids':
-      keras_inputs[name] = tf.keras.Input((), name=name, dtype='int64')
+      keras_inputs[name] = tf.keras.Input((), name=_scope_name(name),
+                                          dtype='int64')
     else:
       raise UsageError(f'--model: input {name!r} has kind {encoded.kind!r}'
                        ", not 'dense' or 'ids'")
@@ -107,7 +111,7 @@ def _linear_logits(keras_inputs, names, inputs, logits_dimension,
   linear model needs no symmetry breaking."""
   terms = []
   for name in names:
-    layer_name = f'linear/weights_{_layer_name(name)}'
+    layer_name = f'linear/weights_{_scope_name(name)}'
     if inputs[name].kind == 'ids':
       layer = tf.keras.layers.Embedding(
           inputs[name].cardinality, logits_dimension, name=layer_name,
@@ -153,7 +157,7 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
           embeddings_initializer=seeds(
               tf.keras.initializers.TruncatedNormal,
               stddev=1 / math.sqrt(width)),
-          name=f'dnn/embedding_{_layer_name(name)}')(keras_inputs[name]))
+          name=f'dnn/embedding_{_scope_name(name)}')(keras_inputs[name]))
   if not pieces:
     raise UsageError('--model: the deep part has no inputs (only crosses; '
                      'pass embed_crosses=true in --model_kwargs)')
@@ -212,14 +216,17 @@ def wide_deep(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
   `dnn` (its arguments) over the dense and the embedded ids."""
   keras_inputs, names = _inputs(inputs)
   wide = [name for name in names if inputs[name].kind == 'ids']
-  terms = [] if not wide else [_linear_logits(
-      keras_inputs, wide, inputs, logits_dimension, 'linear/bias')]
-  terms.append(_dnn_logits(
+  if not wide:
+    raise UsageError('--model wide_deep: no categorical, hashed or '
+                     'discretized column for the wide part (use --model=dnn)')
+  linear_logits = _linear_logits(keras_inputs, wide, inputs,
+                                 logits_dimension, 'linear/bias')
+  dnn_logits = _dnn_logits(
       keras_inputs, names, inputs, logits_dimension, _Seeds(seed),
       tuple(hidden_units), dropout, activation, batch_norm, sync_batch_norm,
-      embedding_dim, embed_crosses, 'dnn/logits'))
-  logits = tf.keras.layers.Add(name='logits', dtype='float32')(terms) if len(
-      terms) > 1 else terms[0]
+      embedding_dim, embed_crosses, 'dnn/logits')
+  logits = tf.keras.layers.Add(name='logits', dtype='float32')(
+      [linear_logits, dnn_logits])
   return tf.keras.Model(keras_inputs, logits, name='wide_deep')
 
 
