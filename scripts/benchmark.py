@@ -35,6 +35,8 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
                         feature columns (TensorFlow 2.15), timed by a hook;
   fit_tabular           plain Keras: preprocessing layers in tf.data,
                         Model.fit, timed by a batch callback;
+  fit_package_dnn       the same with the package's --model=dnn
+                        (tabular.models.dnn) for the plain model;
   estimator_default,    the package's engines: --model=dnn --feature_spec=
   ctl_default, ...      <the set's> --mode=train_and_evaluate (the engines'
                         tabular integration; until it lands these rows
@@ -205,7 +207,7 @@ def main(argv):
                 f'{", ".join(runs_lib.CONFIGS)}')
   census = FLAGS.workload == 'census'
   misplaced = [name for name in configs
-               if (name in runs_lib.TABULAR_PEERS) != census and
+               if (name in runs_lib.TABULAR_CONFIGS) != census and
                runs_lib.CONFIGS[name][0] not in runs_lib.ENGINES]
   if misplaced:
     errors.fail(2, f'--configs {", ".join(misplaced)}: not of --workload='

@@ -112,8 +112,8 @@ def test_tabular_table_ratios_metrics_and_targets():
 def test_census_smoke_run(tmp_path):
   """The peers train and evaluate on a small set; the table has their rows
   with accuracy and AUC."""
-  configs = ['fit_tabular'] + (['canned_dnn'] if stack.has_estimator()
-                               else [])
+  configs = ['fit_tabular', 'fit_package_dnn'] + (
+      ['canned_dnn'] if stack.has_estimator() else [])
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),

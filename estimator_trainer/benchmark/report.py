@@ -12,7 +12,7 @@ not.
 
 import statistics
 
-from estimator_trainer.benchmark.runs import CONFIGS, ENGINES, TABULAR_PEERS
+from estimator_trainer.benchmark.runs import CONFIGS, ENGINES, TABULAR_CONFIGS
 
 
 def _key(run):
@@ -99,7 +99,7 @@ def label(row):
 
 
 def _is_tabular(rows):
-  return any(row['config'] in TABULAR_PEERS or 'metrics' in row
+  return any(row['config'] in TABULAR_CONFIGS or 'metrics' in row
              for row in rows)
 
 

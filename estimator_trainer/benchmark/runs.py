@@ -18,8 +18,9 @@ from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 
 # name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
 # --engine=<kind> --strategy=<strategy>; fit, plain_estimator (TensorFlow
-# 2.15 only), input and step run a workload; canned_dnn (2.15 only) and
-# fit_tabular are the tabular peers (`tabular`), on the census-like set.
+# 2.15 only), input and step run a workload; canned_dnn (2.15 only),
+# fit_tabular and fit_package_dnn the tabular ones (`tabular`), on the
+# census-like set.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -34,17 +35,18 @@ CONFIGS = {
     'model_step': ('step', 'default'),
     'canned_dnn': ('canned_dnn', 'default'),
     'fit_tabular': ('fit_tabular', 'default'),
+    'fit_package_dnn': ('fit_package_dnn', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
-TABULAR_PEERS = ('canned_dnn', 'fit_tabular')
+TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn')
 # The configurations of each workload (scripts/benchmark.py --workload).
 # Census: the package's engines train --model=dnn on it through the CLI
 # (`census_setup`: --feature_spec and the files), evaluated on its test
 # split (--mode=train_and_evaluate) for accuracy and AUC.
 WORKLOADS = {
-    'image': tuple(name for name in CONFIGS if name not in TABULAR_PEERS),
+    'image': tuple(name for name in CONFIGS if name not in TABULAR_CONFIGS),
     'census': ('estimator_default', 'ctl_default', 'keras_default',
-               *TABULAR_PEERS),
+               *TABULAR_CONFIGS),
 }
 
 

@@ -1,19 +1,25 @@
 """The tabular peers of issue 34 on the census-like set (`census`), as
 their users write them: the canned `tf.estimator.DNNClassifier` on feature
 columns (TensorFlow 2.15) and plain Keras (preprocessing layers in
-tf.data, `Model.fit`). Both: MLP `HIDDEN_UNITS`, the same embeddings
+tf.data, `Model.fit`); and the package's `tabular.models.dnn` in that
+plain Keras pipeline (`fit_package_dnn`: the model's share of what the
+engines will measure, until they train on tabular data).
+
+All: MLP `HIDDEN_UNITS`, the same embedding widths
 (`models.default_embedding_dim` of each column's ids, 16 for the hashed
-id), setup's `optimizer` (adam or adagrad) at its `learning_rate`, the same
-TFRecords read in the same
-order (shuffle buffer `SHUFFLE_BUFFER`, seed 0). Each returns the interval
-rates of `steps` training steps and `metrics` (accuracy and AUC on the
-whole test split, after training; not timed).
+id), setup's `optimizer` (adam or adagrad) at its `learning_rate`, the
+same TFRecords read in the same order (shuffle buffer `SHUFFLE_BUFFER`,
+seed 0). Each returns the interval rates of `steps` training steps and
+`metrics` (accuracy and AUC on the whole test split, after training; not
+timed).
 
 `setup`: {'census_dir': ..., 'optimizer': ..., 'learning_rate': ...} (and
 the engines' flags, which these ignore).
 """
 
+import functools
 import tempfile
+import types
 
 from estimator_trainer.benchmark import census
 from estimator_trainer.benchmark.measure import IntervalTimer
@@ -119,10 +125,43 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
                       'auc': float(result['auc'])}}
 
 
-def run_fit_tabular(setup, steps, batch_size, every_steps):
+def _plain_model(schema, cardinality):
+  """What a Keras user writes: an Embedding per column (Keras's default
+  initializer), concatenated with the numbers, Dense layers."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  layers = tf.keras.layers
+  dims = _embedding_dims(schema)
+  inputs = {name: tf.keras.Input((), name=name, dtype='int64')
+            for name in cardinality}
+  inputs['numbers'] = tf.keras.Input((len(schema['numbers']),),
+                                     name='numbers')
+  pieces = [inputs['numbers']] + [
+      layers.Embedding(cardinality[name], dims[name])(inputs[name])
+      for name in cardinality]
+  x = layers.Concatenate()(pieces)
+  for units in HIDDEN_UNITS:
+    x = layers.Dense(units, activation='relu')(x)
+  return tf.keras.Model(inputs, layers.Dense(1)(x))
+
+
+def _package_model(schema, cardinality):
+  """The package's `tabular.models.dnn` on the same encoded inputs (the
+  Encoder's EncodedInput fields, stood in for by namespaces)."""
+  inputs = {name: types.SimpleNamespace(
+      kind='ids', cardinality=count, embedding_dim=None, cross=False)
+            for name, count in cardinality.items()}
+  inputs['numbers'] = types.SimpleNamespace(
+      kind='dense', width=len(schema['numbers']), embedding_dim=None,
+      cross=False)
+  return models.dnn(inputs, 1, seed=0)
+
+
+def run_fit_tabular(setup, steps, batch_size, every_steps,
+                    package_model=False):
   """Plain Keras: Normalization, StringLookup and Hashing layers mapped
   over the parsed batches in tf.data, an Embedding per column, Dense
-  layers, `Model.fit`; timed by a batch callback."""
+  layers, `Model.fit`; timed by a batch callback. `package_model`: the
+  package's `dnn` in place of the plain model."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   schema = census.read_schema(setup['census_dir'])
   layers = tf.keras.layers
@@ -151,18 +190,8 @@ def run_fit_tabular(setup, steps, batch_size, every_steps):
         preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
             tf.data.AUTOTUNE)
 
-  dims = _embedding_dims(schema)
-  inputs = {name: tf.keras.Input((), name=name, dtype='int64')
-            for name in lookups}
-  inputs['numbers'] = tf.keras.Input((len(schema['numbers']),),
-                                     name='numbers')
-  pieces = [inputs['numbers']] + [
-      layers.Embedding(cardinality[name], dims[name])(inputs[name])
-      for name in lookups]
-  x = layers.Concatenate()(pieces)
-  for units in HIDDEN_UNITS:
-    x = layers.Dense(units, activation='relu')(x)
-  model = tf.keras.Model(inputs, layers.Dense(1)(x))
+  model = (_package_model if package_model else _plain_model)(
+      schema, cardinality)
   model.compile(
       optimizer=_optimizer(setup, legacy=False),
       loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
@@ -182,4 +211,6 @@ def run_fit_tabular(setup, steps, batch_size, every_steps):
                       'auc': float(result['auc'])}}
 
 
-WORKLOADS = {'canned_dnn': run_canned_dnn, 'fit_tabular': run_fit_tabular}
+WORKLOADS = {'canned_dnn': run_canned_dnn, 'fit_tabular': run_fit_tabular,
+             'fit_package_dnn': functools.partial(run_fit_tabular,
+                                                  package_model=True)}
