@@ -2,6 +2,7 @@
 (--workload=census): the data, the table, and a smoke run; never timings."""
 
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,9 +10,11 @@ import sys
 import numpy as np
 import pytest
 
+from estimator_trainer import config
 from estimator_trainer import stack
 from estimator_trainer.benchmark import census
 from estimator_trainer.benchmark import report
+from estimator_trainer.benchmark import runs
 import scripts_dir
 
 
@@ -76,6 +79,20 @@ def test_write_gives_the_same_rows_as_csv_and_tfrecord(tmp_path):
         elif value:
           assert value.encode() == example[name].bytes_list.value[0]
   assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_census_setup_is_the_engines_flags():
+  """The engines' CLI gets every setup key as a flag: the ones TrainConfig
+  has, and --feature_spec (issue 34's, the lead's)."""
+  setup = runs.census_setup('/data/census', 'adam', 0.002)
+  fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
+  assert set(setup) - fields <= {'feature_spec'}
+  assert setup['model'] == 'dnn'
+  assert setup['feature_spec'] == '/data/census/feature_spec.json'
+  assert setup['eval_files'] == '/data/census/test-*.tfrecord'
+  assert (f'--train_files={setup["train_files"]}' in runs.command(
+      'ctl_default', '/tmp/m', runs.Settings(setup=setup,
+                                             mode='train_and_evaluate')))
 
 
 def test_tabular_table_ratios_metrics_and_targets():

@@ -35,6 +35,7 @@ WEIGHT = 'fnlwgt'
 FLOATS = (*NUMBERS, WEIGHT)
 SPLITS = ('train', 'test')
 SCHEMA_FILE = 'census.json'
+FEATURE_SPEC_FILE = 'feature_spec.json'
 
 
 def vocabulary(column):
@@ -164,7 +165,7 @@ def write(output_dir, rows=200_000, num_shards=4, seed=0, missing=0.0,
             output_dir, f'{split}-{index:05d}-of-{num_shards:05d}.{ext}')
         writer(path + '.tmp', shard)
         os.replace(path + '.tmp', path)
-  outputs.write_atomic(os.path.join(output_dir, 'feature_spec.json'),
+  outputs.write_atomic(os.path.join(output_dir, FEATURE_SPEC_FILE),
                        json.dumps(feature_spec(weights), indent=1))
   outputs.write_atomic(os.path.join(output_dir, SCHEMA_FILE),
                        json.dumps(schema, indent=1))

@@ -116,16 +116,15 @@ def command(name, model_dir, settings):
 
 
 def census_setup(census_dir, optimizer, learning_rate):
-  """The setup of the census workload: the engines' CLI flags (train
-  --model=dnn on the set's TFRecords by its feature spec) and what the
-  tabular peers read (`census_dir`), one optimizer and rate for all."""
+  """The setup of the census workload: the engines' CLI flags, train
+  --model=dnn on the set's TFRecords by its feature spec, one optimizer
+  and rate; the tabular workloads read the same (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
   return {'model': 'dnn',
-          'feature_spec': os.path.join(census_dir, 'feature_spec.json'),
+          'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),
-          'optimizer': optimizer, 'learning_rate': learning_rate,
-          'census_dir': census_dir}
+          'optimizer': optimizer, 'learning_rate': learning_rate}
 
 
 def _engine_metrics(model_dir):

@@ -13,11 +13,13 @@ seed 0). Each returns the interval rates of `steps` training steps and
 `metrics` (accuracy and AUC on the whole test split, after training; not
 timed).
 
-`setup`: {'census_dir': ..., 'optimizer': ..., 'learning_rate': ...} (and
-the engines' flags, which these ignore).
+`setup`: the engines' flags (`runs.census_setup`): the set's
+`feature_spec` (census.json beside it), `train_files`, `eval_files`,
+`optimizer` and `learning_rate`; `model` is ignored.
 """
 
 import functools
+import os
 import tempfile
 import types
 
@@ -41,6 +43,10 @@ def _optimizer(setup, legacy):
   return kind(setup['learning_rate'])
 
 
+def _schema(setup):
+  return census.read_schema(os.path.dirname(setup['feature_spec']))
+
+
 def _parse_spec(schema):
   """A missing feature (census --missing) parses as 0.0 or ''."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -56,8 +62,9 @@ def _dataset(setup, split, batch_size, training):
   """Batches of parsed tf.Examples: (features, raw label). Training:
   shuffled, repeated, whole batches; else one pass."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  schema = census.read_schema(setup['census_dir'])
-  files = sorted(tf.io.gfile.glob(census.files(setup['census_dir'], split)))
+  schema = _schema(setup)
+  files = sorted(tf.io.gfile.glob(
+      setup['train_files' if split == 'train' else 'eval_files']))
   dataset = tf.data.TFRecordDataset(files)
   if training:
     dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=0).repeat()
@@ -86,7 +93,7 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
   embedding_column of categorical_column_with_vocabulary_list and of
   categorical_column_with_hash_bucket; timed by a hook."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  schema = census.read_schema(setup['census_dir'])
+  schema = _schema(setup)
   fc = tf.feature_column
   columns = []
   for name in schema['numbers']:
@@ -163,7 +170,7 @@ def run_fit_tabular(setup, steps, batch_size, every_steps,
   layers, `Model.fit`; timed by a batch callback. `package_model`: the
   package's `dnn` in place of the plain model."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  schema = census.read_schema(setup['census_dir'])
+  schema = _schema(setup)
   layers = tf.keras.layers
   tf.keras.utils.set_random_seed(0)
   numbers = {name: layers.Normalization(
