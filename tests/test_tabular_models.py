@@ -233,3 +233,33 @@ def test_trains_on_breast_cancer_to_better_than_chance(builder):
   # Well above always-the-majority (0.62 here); logistic regression on
   # these features scores ~0.97.
   assert accuracy > majority + 0.2, (accuracy, majority)
+
+
+def test_an_estimator_trains_it_and_keys_its_checkpoint_by_layer_names(
+    tmp_path):
+  """In a model_fn, as the estimator engine builds it: the checkpoint's
+  variables are the layers' names (the engine is the lead's; this is the
+  model's part)."""
+  tf_estimator = pytest.importorskip('tensorflow_estimator').estimator
+  # numpy: the input_fn runs in Estimator's graph.
+  data = {name: value.numpy() for name, value in features(batch=32).items()}
+  labels = np.arange(32) % 2
+
+  def model_fn(features, labels, mode):
+    logits = models.wide_deep(INPUTS, 2, seed=0, hidden_units=[8])(features)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(
+        loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+    return tf_estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+  estimator = tf_estimator.Estimator(model_fn, str(tmp_path))
+  estimator.train(
+      lambda: tf.data.Dataset.from_tensors((data, labels)).repeat(),
+      max_steps=3)
+  names = {name for name, _ in tf.train.list_variables(str(tmp_path))}
+  assert {'linear/weights_zip/embeddings', 'linear/bias/bias',
+          'dnn/embedding_color/embeddings', 'dnn/hidden_0/kernel',
+          'dnn/logits/kernel'} <= names
+  assert estimator.get_variable_value('global_step') == 3
+  # Trained: the wide part left its zeros.
+  assert np.any(estimator.get_variable_value('linear/bias/bias'))
