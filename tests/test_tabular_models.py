@@ -101,6 +101,17 @@ def test_names_and_weights_are_the_same_in_a_second_build(builder):
         w.name for w in first.weights]
 
 
+def test_inputs_may_be_the_fields_dicts():
+  """model_fn's params carry the EncodedInputs as dicts."""
+  as_dicts = {name: dataclasses.asdict(value)
+              for name, value in INPUTS.items()}
+  del as_dicts['age']['cross']  # A field left out: its default, None.
+  first = models.wide_deep(INPUTS, 2, seed=3)
+  second = models.wide_deep(as_dicts, 2, seed=3)
+  assert [w.name for w in second.weights] == [w.name for w in first.weights]
+  np.testing.assert_array_equal(first(features()), second(features()))
+
+
 def test_linear_is_the_weighted_sum_of_its_inputs():
   model = models.linear(INPUTS, 2)
   # Canned LinearClassifier starts from zeros.

@@ -21,7 +21,6 @@ timed).
 import functools
 import os
 import tempfile
-import types
 
 from estimator_trainer.benchmark import census
 from estimator_trainer.benchmark.measure import IntervalTimer
@@ -152,14 +151,11 @@ def _plain_model(schema, cardinality):
 
 
 def _package_model(schema, cardinality):
-  """The package's `tabular.models.dnn` on the same encoded inputs (the
-  Encoder's EncodedInput fields, stood in for by namespaces)."""
-  inputs = {name: types.SimpleNamespace(
-      kind='ids', cardinality=count, embedding_dim=None, cross=False)
+  """The package's `tabular.models.dnn` on the same encoded inputs (given
+  as the Encoder's EncodedInput fields)."""
+  inputs = {name: {'kind': 'ids', 'cardinality': count}
             for name, count in cardinality.items()}
-  inputs['numbers'] = types.SimpleNamespace(
-      kind='dense', width=len(schema['numbers']), embedding_dim=None,
-      cross=False)
+  inputs['numbers'] = {'kind': 'dense', 'width': len(schema['numbers'])}
   return models.dnn(inputs, 1, seed=0)
 
 

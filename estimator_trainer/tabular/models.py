@@ -5,7 +5,7 @@ DNNLinearCombinedClassifier (`wide_deep`).
 A builder is called as `builder(inputs, logits_dimension, seed=None,
 **model_kwargs)`, `inputs` the Encoder's dict name -> EncodedInput (`kind`
 'dense' with `width`, or 'ids' with `cardinality`; `embedding_dim`;
-`cross`), and returns an uncompiled `tf.keras.Model` taking a dict of the
+`cross`; or the dict of those fields), and returns an uncompiled `tf.keras.Model` taking a dict of the
 encoded tensors (float32 [batch, width] or int64 ids [batch], one
 `tf.keras.Input` per name, named as it) to float32 logits
 [batch, logits_dimension].
@@ -18,8 +18,10 @@ zero, hidden layers Glorot-uniform, embeddings truncated normal of
 standard deviation 1/sqrt(width); seeded per layer as models.py's are.
 """
 
+import collections.abc
 import math
 import re
+import types
 
 import tensorflow as tf
 
@@ -27,6 +29,7 @@ from estimator_trainer import models
 from estimator_trainer.errors import UsageError
 
 PARTS = ('linear', 'dnn')
+_FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross')
 HIDDEN_UNITS = (128, 64)
 MAX_EMBEDDING_DIM = 16
 
@@ -62,9 +65,15 @@ def _scope_name(name):
 
 def _inputs(inputs):
   """(name -> tf.keras.Input, names in sorted order: the canned input
-  layer's, so that layers and seeds do not depend on the dict's order)."""
+  layer's, so that layers and seeds do not depend on the dict's order,
+  name -> EncodedInput fields as attributes: `inputs` may hold their dicts,
+  as model_fn's params do)."""
   if not inputs:
     raise UsageError('--model: the feature spec has no input columns')
+  inputs = {name: types.SimpleNamespace(**{
+      field: value.get(field) for field in _FIELDS})
+            if isinstance(value, collections.abc.Mapping) else value
+            for name, value in inputs.items()}
   keras_inputs = {}
   for name, encoded in inputs.items():
     if encoded.kind == 'dense':
@@ -76,7 +85,7 @@ def _inputs(inputs):
     else:
       raise UsageError(f'--model: input {name!r} has kind {encoded.kind!r}'
                        ", not 'dense' or 'ids'")
-  return keras_inputs, sorted(inputs)
+  return keras_inputs, sorted(inputs), inputs
 
 
 class _Seeds:
@@ -184,7 +193,7 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
 def linear(inputs, logits_dimension, seed=None):
   """LinearClassifier's model: sum over inputs of their weights, plus a
   bias."""
-  keras_inputs, names = _inputs(inputs)
+  keras_inputs, names, inputs = _inputs(inputs)
   del seed  # Its initial weights are zeros.
   logits = _linear_logits(keras_inputs, names, inputs, logits_dimension,
                           'logits')
@@ -199,7 +208,7 @@ def dnn(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
   with the dense inputs, through `hidden_units` (dropout `dropout`, batch
   norm if `batch_norm`), to the logits. Crosses are the wide part's: left
   out unless `embed_crosses`."""
-  keras_inputs, names = _inputs(inputs)
+  keras_inputs, names, inputs = _inputs(inputs)
   logits = _dnn_logits(keras_inputs, names, inputs, logits_dimension,
                        _Seeds(seed), tuple(hidden_units), dropout,
                        activation, batch_norm, sync_batch_norm,
@@ -214,7 +223,7 @@ def wide_deep(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
   """DNNLinearCombinedClassifier's model: the logits of a linear model of
   the ids (categorical, hashed, discretized and crosses) plus those of
   `dnn` (its arguments) over the dense and the embedded ids."""
-  keras_inputs, names = _inputs(inputs)
+  keras_inputs, names, inputs = _inputs(inputs)
   wide = [name for name in names if inputs[name].kind == 'ids']
   if not wide:
     raise UsageError('--model wide_deep: no categorical, hashed or '
