@@ -118,13 +118,19 @@ def command(name, model_dir, settings):
 def census_setup(census_dir, optimizer, learning_rate):
   """The setup of the census workload: the engines' CLI flags, train
   --model=dnn on the set's TFRecords by its feature spec, one optimizer
-  and rate; the tabular workloads read the same (`tabular`)."""
+  and constant rate, the plain loss (as the peers: no decay, no label
+  smoothing, the CLI's defaults); the tabular workloads read the same
+  (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
   return {'model': 'dnn',
           'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),
-          'optimizer': optimizer, 'learning_rate': learning_rate}
+          'optimizer': optimizer, 'learning_rate': learning_rate,
+          'lr_decay': 'none', 'label_smoothing': 0.0}
+
+
+METRICS = ('accuracy', 'auc')
 
 
 def _engine_metrics(model_dir):
@@ -135,9 +141,6 @@ def _engine_metrics(model_dir):
   except FileNotFoundError:
     return None
   return {key: metrics[key] for key in METRICS if key in metrics}
-
-
-METRICS = ('accuracy', 'auc')
 
 
 def run_config(name, work_dir, settings):
