@@ -6,6 +6,8 @@
         --steps=600 --rounds=5
     python scripts/benchmark.py --configs=ctl_default,keras_default \\
         --pythons=.venv/bin/python,.venv-tf221/bin/python --rounds=3
+    python scripts/benchmark.py --workload=census --census_rows=200000 \\
+        --batch_size=256 --steps=2000 --rounds=3
 
 Each configuration runs in its own subprocess on the same machine, data
 (the package's TRAIN input pipeline) and model (`models.cnn`):
@@ -24,6 +26,26 @@ Each configuration runs in its own subprocess on the same machine, data
   model_step            the ceiling of any engine: forward, backward and Adam
                         of the CNN in one tf.function looping over
                         --summary_steps steps of ONE batch already in memory.
+
+--workload=census: tabular data (issue 34), the census-like set of
+`estimator_trainer.benchmark.census` (generated into the work dir, or read
+from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
+
+  canned_dnn            tf.estimator.DNNClassifier on the equivalent
+                        feature columns (TensorFlow 2.15), timed by a hook;
+  fit_tabular           plain Keras: preprocessing layers in tf.data,
+                        Model.fit, timed by a batch callback;
+  fit_package_dnn       the same with the package's --model=dnn
+                        (tabular.models.dnn) for the plain model;
+  estimator_default,    the package's engines: --model=dnn --feature_spec=
+  ctl_default, ...      <the set's> --mode=train_and_evaluate (the engines'
+                        tabular integration; until it lands these rows
+                        fail with the CLI's flag error).
+
+Every row also gets accuracy and AUC on the test split after training
+(not timed); "vs canned" and "vs keras" replace "vs step" and "vs fit",
+and the target lines check issue 34's: every engine >= 1.0x canned_dnn and
+>= 0.95x fit_tabular.
 
 examples/s is the median over intervals of --summary_steps steps, leaving
 out the first step (graph tracing) and the first interval (warm-up); with
@@ -68,9 +90,10 @@ flags.DEFINE_integer('steps', 1000, 'Training steps per configuration run.')
 flags.DEFINE_integer(
     'rounds', 1, 'Runs of every configuration, interleaved; the table shows '
     'the median.')
-flags.DEFINE_list('configs', list(runs_lib.CONFIGS),
+flags.DEFINE_list('configs', None,
                   f'Configurations to run, of: '
-                  f'{", ".join(runs_lib.CONFIGS)}.')
+                  f'{", ".join(runs_lib.CONFIGS)} (default: every one of '
+                  '--workload\'s).')
 flags.DEFINE_integer('batch_size', 64, 'Batch size per replica.')
 flags.DEFINE_integer('cpu_replicas', 0,
                      'CLI --cpu_replicas (mirrored on CPU logical devices).')
@@ -97,6 +120,22 @@ flags.DEFINE_multi_string(
     'configurations run once per variant, with these CLI flags '
     '(space-separated) added; rows are named config[NAME]. Levers measured '
     'A/B in one run.')
+flags.DEFINE_enum('workload', 'image', list(runs_lib.WORKLOADS),
+                  'image: the package\'s image data and --model; census: '
+                  'the tabular peers on the census-like set.')
+flags.DEFINE_string('census_dir', None,
+                    '--workload=census: a directory written by '
+                    'scripts/make_census_like.py (default: generate one '
+                    'of --census_rows rows in the work dir).')
+flags.DEFINE_integer('census_rows', 200_000,
+                     '--workload=census: training rows to generate.')
+flags.DEFINE_enum('optimizer', 'adam', ['adam', 'adagrad'],
+                  '--workload=census: the optimizer of every configuration: '
+                  'the package\'s default, or the canned DNNClassifier\'s '
+                  '(the engines have no adagrad yet).')
+flags.DEFINE_float('learning_rate', 2e-3,
+                   '--workload=census: the learning rate, for all (the '
+                   'canned DNNClassifier\'s Adagrad default: 0.05).')
 flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
 flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
                   'The --precision of every configuration.')
@@ -133,6 +172,15 @@ def _synthetic_data(work_dir, shape):
           'eval_files': os.path.join(directory, 'test-*')}
 
 
+def _census_data(work_dir):
+  """The census-like set: --census_dir, or written to the work dir."""
+  from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
+  if FLAGS.census_dir:
+    return FLAGS.census_dir, census.read_schema(FLAGS.census_dir)
+  directory = os.path.join(work_dir, 'census_data')
+  return directory, census.write(directory, FLAGS.census_rows)
+
+
 def _run_in_subprocess(function, *args):
   """`function(*args)` in a forked child; its (picklable) result."""
   import multiprocessing  # pylint: disable=g-import-not-at-top
@@ -152,10 +200,22 @@ def _print_run(run):
 def main(argv):
   if len(argv) > 1:
     errors.fail(2, f'unexpected arguments: {" ".join(argv[1:])}')
-  unknown = [name for name in FLAGS.configs if name not in runs_lib.CONFIGS]
+  configs = FLAGS.configs or list(runs_lib.WORKLOADS[FLAGS.workload])
+  unknown = [name for name in configs if name not in runs_lib.CONFIGS]
   if unknown:
     errors.fail(2, f'unknown --configs {", ".join(unknown)}; choose from '
                 f'{", ".join(runs_lib.CONFIGS)}')
+  census = FLAGS.workload == 'census'
+  misplaced = [name for name in configs
+               if (name in runs_lib.TABULAR_CONFIGS) != census and
+               runs_lib.CONFIGS[name][0] not in runs_lib.ENGINES]
+  if misplaced:
+    errors.fail(2, f'--configs {", ".join(misplaced)}: not of --workload='
+                f'{FLAGS.workload}')
+  if census and (FLAGS.synthetic_shape or FLAGS['model'].present or
+                 FLAGS.precision != 'float32'):
+    errors.fail(2, '--workload=census trains --model=dnn on its own data '
+                'in float32: no --model, --synthetic_shape or --precision')
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
       errors.fail(2, f'--{name} must be >= 1')
@@ -180,29 +240,46 @@ def main(argv):
     if shape:
       # In a subprocess: this process must not load TensorFlow (RSS).
       setup.update(_run_in_subprocess(_synthetic_data, work_dir, shape))
+    if census:
+      census_dir, schema = _run_in_subprocess(_census_data, work_dir)
+      setup = runs_lib.census_setup(census_dir, FLAGS.optimizer,
+                                    FLAGS.learning_rate)
     settings = runs_lib.Settings(
         steps=FLAGS.steps, batch_size=FLAGS.batch_size,
         summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
         cli_flags=tuple(FLAGS.cli_flags), timeout_secs=FLAGS.timeout_secs,
-        setup=setup)
-    runs = runs_lib.run_rounds(FLAGS.configs, FLAGS.rounds, work_dir,
+        setup=setup, mode='train_and_evaluate' if census else 'train')
+    runs = runs_lib.run_rounds(configs, FLAGS.rounds, work_dir,
                                settings, report=_print_run,
                                pythons=FLAGS.pythons,
                                variants=variants or None)
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
-  # Imports TensorFlow: only after the last run (see wait_with_rusage).
-  flop_per_example = measure.train_flop_per_example(
-      FLAGS.model, shape or (28, 28, 1))
-  rows = report.summarize(runs, flop_per_example)
-  print(f'{FLAGS.model} ({FLAGS.precision}) on '
-        f'{"synthetic " + "x".join(map(str, shape)) if shape else "the default data"}'
-        f': {FLAGS.steps} steps x {FLAGS.rounds} round(s), batch '
-        f'{FLAGS.batch_size} per replica, intervals of {FLAGS.summary_steps} '
-        f'steps; training {flop_per_example / 1e6:.2f} MFLOP/example '
-        f'({flop_per_example // measure.TRAIN_FLOP_PER_MAC:,} MACs forward); '
-        f'{os.cpu_count()} CPUs')
+  if census:
+    # Imports TensorFlow: only after the last run (see wait_with_rusage).
+    from estimator_trainer.tabular import models as tabular_models
+    flop_per_example = None
+    rows = report.summarize(runs)
+    print(f'census-like set ({schema["rows"]:,} train, '
+          f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
+          f'{schema["test_bayes_accuracy"]:.4f}), MLP '
+          f'{"-".join(map(str, tabular_models.HIDDEN_UNITS))}, '
+          f'{FLAGS.optimizer} {FLAGS.learning_rate:g}: {FLAGS.steps} steps '
+          f'x {FLAGS.rounds} round(s), batch {FLAGS.batch_size} per replica, '
+          f'intervals of {FLAGS.summary_steps} steps; {measure.machine()}')
+  else:
+    # Imports TensorFlow: only after the last run (see wait_with_rusage).
+    flop_per_example = measure.train_flop_per_example(
+        FLAGS.model, shape or (28, 28, 1))
+    rows = report.summarize(runs, flop_per_example)
+    print(f'{FLAGS.model} ({FLAGS.precision}) on '
+          f'{"synthetic " + "x".join(map(str, shape)) if shape else "the default data"}'
+          f': {FLAGS.steps} steps x {FLAGS.rounds} round(s), batch '
+          f'{FLAGS.batch_size} per replica, intervals of {FLAGS.summary_steps} '
+          f'steps; training {flop_per_example / 1e6:.2f} MFLOP/example '
+          f'({flop_per_example // measure.TRAIN_FLOP_PER_MAC:,} MACs forward); '
+          f'{measure.machine()}')
   print(report.format_table(rows))
   for line in report.target_lines(rows):
     print(line)

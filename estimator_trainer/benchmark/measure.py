@@ -1,5 +1,6 @@
 """Examples/s over intervals of steps, and the model's FLOP per example."""
 
+import os
 import statistics
 import time
 
@@ -41,6 +42,25 @@ class IntervalTimer:
     if self._steps == self._every_steps:
       self.rates.append(self._steps * self._batch_size / (now - self._last))
       self._last, self._steps = now, 0
+
+
+def machine():
+  """What the figures were measured on: CPUs, model and vector extensions
+  (Linux's /proc/cpuinfo), e.g. '2 CPUs, AMD EPYC, AVX2 AVX-512 (bf16)'."""
+  try:
+    with open('/proc/cpuinfo') as f:
+      info = f.read()
+  except OSError:
+    return f'{os.cpu_count()} CPUs'
+  model = next((line.split(':', 1)[1].strip() for line in info.splitlines()
+                if line.startswith('model name')), '?')
+  flags = set(next((line.split(':', 1)[1].split() for line in
+                    info.splitlines() if line.startswith('flags')), []))
+  vector = [name for flag, name in (('avx2', 'AVX2'), ('avx512f', 'AVX-512'),
+                                    ('avx512_bf16', '(bf16)'),
+                                    ('amx_tile', 'AMX'))
+            if flag in flags]
+  return ', '.join([f'{os.cpu_count()} CPUs', model, ' '.join(vector)])
 
 
 def read_event_rates(model_dir, tag='examples_per_second'):

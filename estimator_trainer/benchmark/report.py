@@ -1,6 +1,8 @@
 """The benchmark table: a row per configuration from the runs of every
 round, with ratios against model_step (the compute ceiling) and Model.fit,
-and the targets of issue 18.
+and the targets of issue 18; of the census workload, against the canned
+DNNClassifier and plain Keras, with accuracy and AUC, and issue 34's
+targets.
 
 A ratio is the median over rounds of the two configurations' rates in the
 same round: the machine's speed drifts ~1.4x over minutes, and pairing runs
@@ -10,7 +12,7 @@ not.
 
 import statistics
 
-from estimator_trainer.benchmark.runs import CONFIGS, ENGINES
+from estimator_trainer.benchmark.runs import CONFIGS, ENGINES, TABULAR_CONFIGS
 
 
 def _key(run):
@@ -38,9 +40,9 @@ def _ratio(runs, key, reference):
           statistics.median(rate for _, rate in theirs))
 
 
-def summarize(runs, flop_per_example):
+def summarize(runs, flop_per_example=None):
   """One row per configuration (stack, variant) from the runs of every
-  round."""
+  round; GFLOP/s if `flop_per_example` is given."""
   rows = {}
   for key in dict.fromkeys(_key(run) for run in runs):
     name, stack, variant = key
@@ -56,8 +58,14 @@ def summarize(runs, flop_per_example):
     if good:
       row['examples_per_second'] = statistics.median(good)
       row['range'] = (min(good), max(good))
-      if CONFIGS[name][0] != 'input':
+      if flop_per_example and CONFIGS[name][0] != 'input':
         row['gflops'] = row['examples_per_second'] * flop_per_example / 1e9
+    evaluated = [run['metrics'] for run in mine if 'metrics' in run]
+    if evaluated:
+      row['metrics'] = {key: statistics.median(m[key] for m in evaluated
+                                               if key in m)
+                        for key in dict.fromkeys(k for m in evaluated
+                                                 for k in m)}
     errors = [run['error'] for run in mine if 'error' in run]
     if errors:
       row['error'] = errors[0]
@@ -73,7 +81,9 @@ def summarize(runs, flop_per_example):
         ('vs_step', ['model_step']),
         ('vs_fit', [f'fit_{strategy}', 'fit_default']),
         ('vs_plain', ['estimator_plain'] if CONFIGS[row['config']][0] ==
-         'estimator' else [])):
+         'estimator' else []),
+        ('vs_canned', ['canned_dnn']),
+        ('vs_keras', ['fit_tabular'])):
       reference = next(((name, stack, None) for name in references
                         if (name, stack, None) in rows), None)
       ratio = reference and _ratio(runs, key, reference)
@@ -88,25 +98,44 @@ def label(row):
   return ' '.join(filter(None, (row['config'], variant, row.get('stack'))))
 
 
+def _is_tabular(rows):
+  return any(row['config'] in TABULAR_CONFIGS or 'metrics' in row
+             for row in rows)
+
+
 def format_table(rows):
-  """The table as text: one line per configuration."""
+  """The table as text: one line per configuration. Tabular rows: ratios
+  against the canned Estimator and plain Keras, accuracy and AUC; else
+  against model_step and Model.fit, GFLOP/s."""
+  tabular = _is_tabular(rows)
+  ratios = ('vs_canned', 'vs_keras') if tabular else ('vs_step', 'vs_fit')
+  last = (f'{"accuracy":>8} {"AUC":>6}' if tabular else f'{"GFLOP/s":>8}')
   width = max(20, *(len(label(row)) for row in rows))
+  names = [column.replace('_', ' ') for column in ratios]
+  size = max(map(len, names))
   header = (f'{"configuration":<{width}} {"examples/s":>11} {"range":>15} '
-            f'{"vs step":>7} {"vs fit":>7} {"peak RSS MB":>11} '
-            f'{"GFLOP/s":>8}')
+            + ' '.join(f'{name:>{size}}' for name in names)
+            + f' {"peak RSS MB":>11} {last}')
   lines = [header, '-' * len(header)]
   for row in rows:
     rss = f'{row["peak_rss_mb"]:>11.0f}'
     if 'examples_per_second' not in row:
-      lines.append(f'{label(row):<{width}} {"failed":>11} {"":>15} {"":>7} '
-                   f'{"":>7} {rss} {"":>8}  {row["error"]}')
+      lines.append(f'{label(row):<{width}} {"failed":>11} {"":>15} '
+                   + ' '.join(f'{"":>{size}}' for _ in ratios)
+                   + f' {rss} {"":>{len(last)}}  {row["error"]}')
       continue
     low, high = row['range']
-    ratios = ' '.join(f'{row[column]:>6.2f}x' if column in row else
-                      f'{"-":>7}' for column in ('vs_step', 'vs_fit'))
-    gflops = f'{row["gflops"]:.1f}' if 'gflops' in row else '-'
+    cells = ' '.join(f'{row[column]:>{size - 1}.2f}x' if column in row else
+                     f'{"-":>{size}}' for column in ratios)
+    if tabular:
+      metrics = row.get('metrics', {})
+      tail = ' '.join(f'{metrics[key]:>{size}.4f}' if key in metrics else
+                      f'{"-":>{size}}'
+                      for key, size in (('accuracy', 8), ('auc', 6)))
+    else:
+      tail = f'{row["gflops"]:>8.1f}' if 'gflops' in row else f'{"-":>8}'
     line = (f'{label(row):<{width}} {row["examples_per_second"]:>11,.0f} '
-            f'{f"{low:,.0f}-{high:,.0f}":>15} {ratios} {rss} {gflops:>8}')
+            f'{f"{low:,.0f}-{high:,.0f}":>15} {cells} {rss} {tail}')
     if 'error' in row:
       line += f'  ({row["failed_runs"]} run(s) failed: {row["error"]})'
     lines.append(line)
@@ -114,9 +143,13 @@ def format_table(rows):
 
 
 # Issue 18's targets: every engine within 5 % of model_step, the compute
-# ceiling; the estimator engine no slower than a plain Estimator.
+# ceiling; the estimator engine no slower than a plain Estimator. Issue
+# 34's on tabular data: every engine no slower than the canned
+# DNNClassifier and within 5 % of plain Keras.
 STEP_TARGET = 0.95
 PLAIN_ESTIMATOR_TARGET = 1.0
+CANNED_TARGET = 1.0
+KERAS_TARGET = 0.95
 
 
 def target_lines(rows):
@@ -126,7 +159,9 @@ def target_lines(rows):
     if CONFIGS[row['config']][0] not in ENGINES:
       continue
     checks = [('model_step', row.get('vs_step'), STEP_TARGET),
-              ('estimator_plain', row.get('vs_plain'), PLAIN_ESTIMATOR_TARGET)]
+              ('estimator_plain', row.get('vs_plain'), PLAIN_ESTIMATOR_TARGET),
+              ('canned_dnn', row.get('vs_canned'), CANNED_TARGET),
+              ('fit_tabular', row.get('vs_keras'), KERAS_TARGET)]
     for against, ratio, target in checks:
       if ratio is not None:
         verdict = 'met' if ratio >= target else 'NOT met'

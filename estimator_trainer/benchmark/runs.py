@@ -12,12 +12,15 @@ import threading
 import time
 from typing import Any, Mapping, Sequence
 
+from estimator_trainer import layout
 from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 
 # name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
 # --engine=<kind> --strategy=<strategy>; fit, plain_estimator (TensorFlow
-# 2.15 only), input and step run a workload.
+# 2.15 only), input and step run a workload; canned_dnn (2.15 only),
+# fit_tabular and fit_package_dnn the tabular ones (`tabular`), on the
+# census-like set.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -30,8 +33,21 @@ CONFIGS = {
     'estimator_plain': ('plain_estimator', 'default'),
     'input_pipeline': ('input', None),
     'model_step': ('step', 'default'),
+    'canned_dnn': ('canned_dnn', 'default'),
+    'fit_tabular': ('fit_tabular', 'default'),
+    'fit_package_dnn': ('fit_package_dnn', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
+TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn')
+# The configurations of each workload (scripts/benchmark.py --workload).
+# Census: the package's engines train --model=dnn on it through the CLI
+# (`census_setup`: --feature_spec and the files), evaluated on its test
+# split (--mode=train_and_evaluate) for accuracy and AUC.
+WORKLOADS = {
+    'image': tuple(name for name in CONFIGS if name not in TABULAR_CONFIGS),
+    'census': ('estimator_default', 'ctl_default', 'keras_default',
+               *TABULAR_CONFIGS),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Settings:
   # TrainConfig values every configuration shares: model, precision, data.
   setup: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   python: str = sys.executable  # The interpreter, and so the stack.
+  mode: str = 'train'  # The engines' --mode.
 
 
 def wait_with_rusage(proc, timeout):
@@ -80,7 +97,8 @@ def command(name, model_dir, settings):
   kind, strategy = CONFIGS[name]
   if kind in ENGINES:
     return [
-        settings.python, '-m', 'estimator_trainer.run', '--mode=train',
+        settings.python, '-m', 'estimator_trainer.run',
+        f'--mode={settings.mode}',
         f'--engine={kind}', f'--model_dir={model_dir}',
         f'--strategy={strategy}', f'--train_steps={settings.steps}',
         f'--save_summary_steps={settings.summary_steps}',
@@ -97,9 +115,38 @@ def command(name, model_dir, settings):
                           cpu_replicas=settings.cpu_replicas))]
 
 
+def census_setup(census_dir, optimizer, learning_rate):
+  """The setup of the census workload: the engines' CLI flags, train
+  --model=dnn on the set's TFRecords by its feature spec, one optimizer
+  and constant rate, the plain loss (as the peers: no decay, no label
+  smoothing, the CLI's defaults); the tabular workloads read the same
+  (`tabular`)."""
+  from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
+  return {'model': 'dnn',
+          'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
+          'train_files': census.files(census_dir, 'train'),
+          'eval_files': census.files(census_dir, 'test'),
+          'optimizer': optimizer, 'learning_rate': learning_rate,
+          'lr_decay': 'none', 'label_smoothing': 0.0}
+
+
+METRICS = ('accuracy', 'auc')
+
+
+def _engine_metrics(model_dir):
+  """An engine run's final evaluation (metrics.json), if it evaluated."""
+  try:
+    with open(layout.metrics_file(model_dir)) as f:
+      metrics = json.load(f)
+  except FileNotFoundError:
+    return None
+  return {key: metrics[key] for key in METRICS if key in metrics}
+
+
 def run_config(name, work_dir, settings):
   """One run of configuration `name` in a subprocess: a result dict with
-  `rates` and `examples_per_second`, or `error`; and `peak_rss_mb`."""
+  `rates` and `examples_per_second` (and the tabular runs' `metrics`), or
+  `error`; and `peak_rss_mb`."""
   model_dir = tempfile.mkdtemp(prefix=f'{name}_', dir=work_dir)
   result = {'config': name}
   start = time.monotonic()
@@ -118,12 +165,16 @@ def run_config(name, work_dir, settings):
       raise RuntimeError(_error_line(stderr, returncode))
     if CONFIGS[name][0] in ENGINES:
       rates = measure.read_event_rates(model_dir)
+      metrics = _engine_metrics(model_dir)
     else:
       lines = [line for line in stdout.splitlines()
                if line.startswith(RESULT_PREFIX)]
       if not lines:
         raise RuntimeError(_error_line(stderr, returncode))
-      rates = json.loads(lines[-1][len(RESULT_PREFIX):])['rates']
+      output = json.loads(lines[-1][len(RESULT_PREFIX):])
+      rates, metrics = output['rates'], output.get('metrics')
+    if metrics:
+      result['metrics'] = metrics
     result['rates'] = rates
     result['examples_per_second'] = measure.steady_rate(rates)
   except RuntimeError as e:

@@ -5,7 +5,8 @@ of the model, precision and data (`{"model": "resnet20", ...}`).
 
     python -m estimator_trainer.benchmark.workloads '{"kind": "fit", ...}'
 
-prints `RESULT_PREFIX {"rates": [...]}`.
+prints `RESULT_PREFIX {"rates": [...]}` (and "metrics" of the tabular
+peers, `tabular`).
 """
 
 import contextlib
@@ -153,17 +154,23 @@ def run_model_step(setup, steps, batch_size, every_steps, cpu_replicas):
 
 
 def run(kind, setup, strategy, steps, batch_size, every_steps, cpu_replicas):
-  """Interval rates of workload `kind` (fit, plain_estimator, input or
-  step) on `setup`, the TrainConfig values of the model, precision and
-  data."""
+  """The result of workload `kind` on `setup`: {'rates': interval rates}
+  and, of the tabular peers (`tabular.WORKLOADS`, default strategy only),
+  'metrics'. `setup`: the TrainConfig values of the model, precision and
+  data (fit, plain_estimator, input, step) or the census set's
+  (`tabular`)."""
   if kind in ('fit', 'plain_estimator'):
     workload = run_fit if kind == 'fit' else run_plain_estimator
-    return workload(setup, strategy, steps, batch_size, every_steps,
-                    cpu_replicas)
-  workload = {'input': run_input_pipeline, 'step': run_model_step}[kind]
-  return workload(setup, steps, batch_size, every_steps, cpu_replicas)
+    return {'rates': workload(setup, strategy, steps, batch_size,
+                              every_steps, cpu_replicas)}
+  if kind in ('input', 'step'):
+    workload = {'input': run_input_pipeline, 'step': run_model_step}[kind]
+    return {'rates': workload(setup, steps, batch_size, every_steps,
+                              cpu_replicas)}
+  from estimator_trainer.benchmark import tabular  # pylint: disable=g-import-not-at-top
+  return tabular.WORKLOADS[kind](setup, steps, batch_size, every_steps)
 
 
 if __name__ == '__main__':
-  rates = run(**json.loads(sys.argv[1]))
-  print(RESULT_PREFIX + json.dumps({'rates': rates}), flush=True)
+  result = run(**json.loads(sys.argv[1]))
+  print(RESULT_PREFIX + json.dumps(result), flush=True)

@@ -1,0 +1,151 @@
+"""The census-like set and the tabular peers of scripts/benchmark.py
+(--workload=census): the data, the table, and a smoke run; never timings."""
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from estimator_trainer import config
+from estimator_trainer import stack
+from estimator_trainer.benchmark import census
+from estimator_trainer.benchmark import report
+from estimator_trainer.benchmark import runs
+import scripts_dir
+
+
+def test_generate_is_deterministic_with_the_promised_columns():
+  first, bayes = census.generate(3000, seed=5)
+  second, _ = census.generate(3000, seed=5)
+  for name in first:
+    np.testing.assert_array_equal(first[name], second[name])
+  assert list(first) == [*census.NUMBERS, *census.STRINGS, census.HASHED,
+                         census.LABEL]
+  for name, count in census.STRINGS.items():
+    assert 2 <= count <= 40
+    assert set(first[name]) <= set(census.vocabulary(name))
+  assert set(first[census.LABEL]) == set(census.LABEL_VOCABULARY)
+  # The label follows the features: neither a coin toss nor certain.
+  assert 0.8 < bayes < 0.95
+  assert len(set(first[census.HASHED])) > 2500  # Of 100,000 ids.
+  for other in (census.generate(3000, seed=6)[0],
+                census.generate(3000, seed=5, split='test')[0]):
+    assert not np.array_equal(other['age'], first['age'])
+
+
+def test_missing_cells_and_weights_leave_the_other_values_alone():
+  full, _ = census.generate(2000, seed=2)
+  holes, _ = census.generate(2000, seed=2, missing=0.3, weights=True)
+  assert np.all(holes[census.WEIGHT] > 0)
+  for name in [*census.NUMBERS, *census.STRINGS, census.HASHED]:
+    empty = (np.isnan(holes[name]) if name in census.NUMBERS else
+             holes[name] == '')
+    assert 0.2 < np.mean(empty) < 0.4
+    np.testing.assert_array_equal(holes[name][~empty], full[name][~empty])
+  np.testing.assert_array_equal(holes[census.LABEL], full[census.LABEL])
+
+
+def test_write_gives_the_same_rows_as_csv_and_tfrecord(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  schema = census.write(str(tmp_path), rows=120, num_shards=2, seed=1,
+                        missing=0.2, weights=True)
+  assert schema['rows'] == 120 and set(schema['means']) == set(
+      census.NUMBERS)
+  assert all(np.isfinite(list(schema['means'].values())))
+  spec = json.loads((tmp_path / 'feature_spec.json').read_text())
+  assert spec['columns'][census.HASHED] == {
+      'kind': 'string_hashed', 'num_bins': census.HASH_BINS}
+  assert spec['head'] == 'binary' and spec['weight'] == census.WEIGHT
+  assert census.read_schema(str(tmp_path)) == schema
+  for split, count in (('train', 120), ('test', 12)):
+    rows = []
+    for path in sorted(tmp_path.glob(f'{split}-*.csv')):
+      with open(path) as f:
+        rows += list(csv.DictReader(f))
+    assert len(rows) == count
+    records = tf.data.TFRecordDataset(sorted(
+        str(p) for p in tmp_path.glob(f'{split}-*.tfrecord')))
+    for row, record in zip(rows, records):
+      example = tf.train.Example.FromString(record.numpy()).features.feature
+      # An empty cell is an absent feature.
+      assert sorted(example) == sorted(k for k, v in row.items() if v)
+      for name, value in row.items():
+        if name in census.FLOATS and value:
+          assert float(value) == example[name].float_list.value[0]
+        elif value:
+          assert value.encode() == example[name].bytes_list.value[0]
+  assert not list(tmp_path.glob('*.tmp'))
+
+
+def test_census_setup_is_the_engines_flags():
+  """The engines' CLI gets every setup key as a flag: the ones TrainConfig
+  has, and --feature_spec (issue 34's, the lead's)."""
+  setup = runs.census_setup('/data/census', 'adam', 0.002)
+  fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
+  assert set(setup) - fields <= {'feature_spec'}
+  assert setup['model'] == 'dnn'
+  # What the peers do.
+  assert setup['lr_decay'] == 'none' and setup['label_smoothing'] == 0
+  assert setup['feature_spec'] == '/data/census/feature_spec.json'
+  assert setup['eval_files'] == '/data/census/test-*.tfrecord'
+  assert (f'--train_files={setup["train_files"]}' in runs.command(
+      'ctl_default', '/tmp/m', runs.Settings(setup=setup,
+                                             mode='train_and_evaluate')))
+
+
+def test_tabular_table_ratios_metrics_and_targets():
+  runs = [
+      {'config': 'canned_dnn', 'round': 0, 'examples_per_second': 100.0,
+       'peak_rss_mb': 700.0, 'metrics': {'accuracy': 0.86, 'auc': 0.90}},
+      {'config': 'canned_dnn', 'round': 1, 'examples_per_second': 120.0,
+       'peak_rss_mb': 700.0, 'metrics': {'accuracy': 0.88, 'auc': 0.92}},
+      {'config': 'fit_tabular', 'round': 0, 'examples_per_second': 200.0,
+       'peak_rss_mb': 600.0, 'metrics': {'accuracy': 0.87, 'auc': 0.91}},
+      {'config': 'ctl_default', 'round': 0, 'examples_per_second': 180.0,
+       'peak_rss_mb': 800.0, 'metrics': {'accuracy': 0.87}},
+      {'config': 'keras_default', 'error': "error: Unknown command line "
+       "flag 'feature_spec'", 'peak_rss_mb': 40.0},
+  ]
+  rows = {row['config']: row for row in report.summarize(runs)}
+  assert rows['canned_dnn']['metrics'] == {'accuracy': pytest.approx(0.87),
+                                           'auc': pytest.approx(0.91)}
+  assert 'gflops' not in rows['canned_dnn']
+  assert rows['ctl_default']['vs_canned'] == 1.8  # Paired with round 0.
+  assert rows['ctl_default']['vs_keras'] == 0.9
+  table = report.format_table(list(rows.values())).splitlines()
+  assert table[0].split() == ['configuration', 'examples/s', 'range', 'vs',
+                              'canned', 'vs', 'keras', 'peak', 'RSS', 'MB',
+                              'accuracy', 'AUC']
+  assert table[4].split()[-2:] == ['0.8700', '-']
+  assert "flag 'feature_spec'" in table[5]
+  assert report.target_lines(list(rows.values())) == [
+      'target ctl_default: 1.80x canned_dnn (>= 1.0x) met',
+      'target ctl_default: 0.90x fit_tabular (>= 0.95x) NOT met']
+
+
+@pytest.mark.slow
+def test_census_smoke_run(tmp_path):
+  """The peers train and evaluate on a small set; the table has their rows
+  with accuracy and AUC."""
+  configs = ['fit_tabular', 'fit_package_dnn'] + (
+      ['canned_dnn'] if stack.has_estimator() else [])
+  output = tmp_path / 'result.json'
+  result = subprocess.run(
+      [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
+       '--workload=census', '--census_rows=2000', '--batch_size=64',
+       '--steps=24', '--summary_steps=6', f'--configs={",".join(configs)}',
+       f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.strip().splitlines()
+  assert lines[0].startswith('census-like set (2,000 train, 200 test rows')
+  assert [line.split()[0] for line in lines[3:]] == configs
+  for row in json.loads(output.read_text())['rows']:
+    assert row['examples_per_second'] > 0
+    # 24 steps of 64 learn something: better than a coin, worse than Bayes.
+    assert 0.5 < row['metrics']['auc'] < 1
+    assert 0 < row['metrics']['accuracy'] < 1
