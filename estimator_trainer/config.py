@@ -178,7 +178,11 @@ class TrainConfig:
   global_batch_size: Optional[int] = _option(
       None, 'Global batch instead of --batch_size_per_replica; must divide by '
       'the replica count.', above=0)
-  optimizer: str = _option('adam', 'The optimizer.', choices=('adam', 'sgd'))
+  optimizer: str = _option(
+      'adam', 'The optimizer: adam, sgd, or the canned Estimators\' '
+      'defaults, adagrad (DNNs) and ftrl (linear models), whose updates of '
+      'large embeddings touch only the rows a batch looks up.',
+      choices=('adam', 'sgd', 'adagrad', 'ftrl'))
   learning_rate: float = _option(2e-3, 'Learning rate.', above=0)
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '

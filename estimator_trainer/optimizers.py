@@ -10,12 +10,25 @@ import tensorflow as tf
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
 ADAM_BETA_1 = 0.9  # Both defaults; migrate.py checks Estimator's steps by it.
+# tf.compat.v1.train's Adagrad and FTRL start their accumulators at 0.1 (as
+# Keras's do); v1's Adagrad divides by sqrt(accumulator) with no epsilon.
+INITIAL_ACCUMULATOR = 0.1
+NAMES = ('adam', 'sgd', 'adagrad', 'ftrl')
+# The v1 optimizer's slot names (migrate.py) -> the Keras optimizer's lists
+# of slot variables, in the order of its built variables.
+SLOTS = {'adam': (('Adam', '_momentums'), ('Adam_1', '_velocities')),
+         'adagrad': (('Adagrad', '_accumulators'),),
+         'ftrl': (('Ftrl', '_accumulators'), ('Ftrl_1', '_linears')),
+         'sgd': ()}
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` ('adam' or 'sgd') with `learning_rate`, decayed by a cosine to
-  0 at `decay_steps` under `lr_decay='cosine'`, constant under 'none'."""
+  """`name` (NAMES: Adam, plain SGD, and the canned Estimators' defaults:
+  Adagrad for DNNs, FTRL for linear models, whose sparse updates touch only
+  the embedding rows a batch looks up) with `learning_rate`, decayed by a
+  cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
+  'none'."""
 
   name: str
   learning_rate: float
@@ -46,6 +59,12 @@ class OptimizerSpec:
     if self.name == 'adam':
       optimizer = tf.compat.v1.train.AdamOptimizer(
           learning_rate, beta1=ADAM_BETA_1, epsilon=ADAM_EPSILON)
+    elif self.name == 'adagrad':
+      optimizer = tf.compat.v1.train.AdagradOptimizer(
+          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+    elif self.name == 'ftrl':
+      optimizer = tf.compat.v1.train.FtrlOptimizer(
+          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     else:
       optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
     return optimizer, learning_rate
@@ -67,6 +86,13 @@ class OptimizerSpec:
     if self.name == 'adam':
       return tf.keras.optimizers.Adam(learning_rate, beta_1=ADAM_BETA_1,
                                       epsilon=ADAM_EPSILON)
+    if self.name == 'adagrad':
+      return tf.keras.optimizers.Adagrad(
+          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR,
+          epsilon=0.0)
+    if self.name == 'ftrl':
+      return tf.keras.optimizers.Ftrl(
+          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     return tf.keras.optimizers.SGD(learning_rate)
 
 

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import layout
+from estimator_trainer import optimizers
 from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.optimizers import ADAM_BETA_1
@@ -22,8 +23,6 @@ from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
 
-# tf.compat.v1.train.AdamOptimizer's slots: the first and second moments.
-_ADAM_SLOTS = ('Adam', 'Adam_1')
 
 
 def convert(config, source):
@@ -44,8 +43,8 @@ def convert(config, source):
                        'over into a new model_dir')
   if config.optimizer == 'adam' and 'beta1_power' not in stored:
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
-                       'its Estimator trained with --optimizer=sgd; give '
-                       'migrate --optimizer=sgd')
+                       'its Estimator trained with another --optimizer; '
+                       'give migrate the run\'s')
   _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
   job = job_lib.Job(config)
   names = job.weight_names
@@ -60,19 +59,19 @@ def convert(config, source):
   if config.optimizer == 'adam':
     _check_adam_steps(reader, checkpoint, step)
     placed |= {'beta1_power', 'beta2_power'}
-    name_of = {weight.ref(): name for weight, name in zip(job.model.weights,
-                                                          names)}
-    # Keras's Adam keeps a variable's moments at its index in the built
-    # var_list (no public slot accessor in Keras 2).
-    keras_slots = (job.optimizer._momentums, job.optimizer._velocities)  # pylint: disable=protected-access
+  name_of = {weight.ref(): name for weight, name in zip(job.model.weights,
+                                                        names)}
+  for v1_slot, keras_slots in optimizers.SLOTS[config.optimizer]:
+    # Keras 2's optimizers keep a variable's slot at its index in the built
+    # var_list (no public slot accessor).
+    keras_slots = getattr(job.optimizer, keras_slots)
     for index, variable in enumerate(trainable):
-      for slot, keras_slot in zip(_ADAM_SLOTS, keras_slots):
-        key = f'{name_of[variable.ref()]}/{slot}'
-        if key not in stored:
-          raise TrainerError(f'{checkpoint} has no {key}: was it trained '
-                             'with --optimizer=adam?')
-        keras_slot[index].assign(reader.get_tensor(key))
-        placed.add(key)
+      key = f'{name_of[variable.ref()]}/{v1_slot}'
+      if key not in stored:
+        raise TrainerError(f'{checkpoint} has no {key}: was it trained '
+                           f'with --optimizer={config.optimizer}?')
+      keras_slots[index].assign(reader.get_tensor(key))
+      placed.add(key)
   unplaced = sorted(set(stored) - placed)
   if unplaced:
     more = f' and {len(unplaced) - 1} more' if len(unplaced) > 1 else ''
