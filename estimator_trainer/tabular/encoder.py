@@ -76,13 +76,7 @@ class Encoder(tf.Module):
                                embedding_dim=dim)
       self._layers[column.name] = layer
       inputs[column.name] = encoded
-    kinds = {column.name: column.kind for column in feature_spec.columns}
     for cross in feature_spec.crosses:
-      floats = [c for c in cross.columns
-                if kinds.get(c) in ('float', 'float_normalized')]
-      if floats:
-        raise UsageError(f"feature spec: cross {cross.name} of float column "
-                         f"'{floats[0]}' (discretize it)")
       self._layers[cross.name] = layers.HashedCrossing(num_bins=cross.num_bins)
       inputs[cross.name] = EncodedInput(IDS, cardinality=cross.num_bins,
                                         embedding_dim=cross.embedding_dim,
@@ -113,13 +107,10 @@ class Encoder(tf.Module):
   def __call__(self, raw):
     encoded = {column.name: self._encode(column, raw[column.name])
                for column in self.feature_spec.columns}
-    kinds = {column.name: column.kind for column in self.feature_spec.columns}
     for cross in self.feature_spec.crosses:
-      # Raw values, as canned crossed_column hashes them (discretized
-      # columns: their bins).
-      parts = tuple(encoded[c] if kinds[c] == 'float_discretized' else raw[c]
-                    for c in cross.columns)
-      encoded[cross.name] = self._layers[cross.name](parts)
+      # The raw values, as canned crossed_column hashes them.
+      encoded[cross.name] = self._layers[cross.name](
+          tuple(raw[c] for c in cross.columns))
     return encoded
 
   def _num_classes(self, head):
@@ -131,18 +122,14 @@ class Encoder(tf.Module):
           'for a classification head')
     return num_classes
 
-  def encode_label(self, raw_label, head, valid=None):
+  def encode_label(self, raw_label, head):
     """multiclass/binary: int64 class ids [batch] (a graph assert names a
     label outside the classes); regression: float32 [batch]; multilabel:
-    float32 [batch, k]. `valid` (bool [batch]): the examples to check; the
-    others (evaluation's padding) get class 0."""
+    float32 [batch, k]."""
     if head in ('regression', 'multilabel'):
       return tf.cast(raw_label, tf.float32)
     name = self.feature_spec.label
-    if raw_label.dtype == tf.string:
-      if self._label_lookup is None:
-        raise UsageError(f"feature spec: string label '{name}' needs a "
-                         'label_vocabulary')
+    if self._label_lookup is not None:  # String labels.
       ids = self._label_lookup(raw_label) - 1
       bad = ids < 0
       message = (f"label '{name}' not in the label vocabulary "
@@ -152,9 +139,6 @@ class Encoder(tf.Module):
       ids = tf.cast(raw_label, tf.int64)
       bad = (ids < 0) | (ids >= num_classes)
       message = f"label '{name}' not a class id 0..{num_classes - 1}:"
-    if valid is not None:
-      bad &= valid
-      ids = tf.where(valid, ids, tf.zeros_like(ids))
     check = tf.debugging.Assert(
         tf.logical_not(tf.reduce_any(bad)),
         [message, tf.boolean_mask(raw_label, bad)[:1]])

@@ -69,8 +69,7 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
         encoded[WEIGHT] = weight
       if mode == ModeKeys.PREDICT:
         return encoded
-      return encoded, encoder.encode_label(
-          label, head_name, None if mask is None else mask > 0)
+      return encoded, encoder.encode_label(label, head_name)
 
     if mode == ModeKeys.PREDICT:
       ds = source.records(TEST).take(config.num_predictions)
