@@ -120,7 +120,8 @@ def _breast_cancer(directory):
   x, y = bunch.data, bunch.target
   names = list(bunch.feature_names)
   size = _bands(x[:, names.index('mean area')], ['small', 'medium', 'large'])
-  texture = _bands(x[:, names.index('mean texture')], ['smooth', 'rough', 'coarse'])
+  texture = _bands(x[:, names.index('mean texture')],
+                   ['smooth', 'rough', 'coarse'])
   table = {
       ID: [float(i) for i in range(len(y))],
       'mean_radius': x[:, names.index('mean radius')],
@@ -508,12 +509,12 @@ def test_training_batches_are_seeded_and_split_per_replica(data):
 
 
 def test_prediction_reads_num_predictions_test_examples(data):
-  source, stats = data['diabetes']
+  source, stats = data['breast_cancer']  # It has a weight column.
   input_fn = make_input_fn(_config(num_predictions=5), 4, source, stats)
   batches = list(input_fn(ModeKeys.PREDICT))
-  assert all(isinstance(b, dict) for b in batches)
+  assert all(isinstance(b, dict) and WEIGHT not in b for b in batches)
   ids = np.concatenate([b[ID].numpy()[:, 0] for b in batches])
-  assert ids.tolist() == [300, 301, 302, 303, 304]
+  assert ids.tolist() == [400, 401, 402, 403, 404]
 
 
 def test_a_feature_named_weight_is_a_usage_error(data, tmp_path):
@@ -540,13 +541,16 @@ def _logits(inputs, features, num_outputs):
 
 def _estimator_model_fn(features, labels, mode, params):
   logits = _logits(params['inputs'], features, 2)
+  predictions = tf.argmax(logits, axis=1)
+  if mode == tf.estimator.ModeKeys.PREDICT:
+    return tf.estimator.EstimatorSpec(mode, predictions={
+        'class_ids': predictions, ID: features[ID][:, 0]})
   weights = features[WEIGHT]
   loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(
       labels, logits, weights)
   train_op = tf.compat.v1.train.AdamOptimizer(0.05).minimize(
       loss, tf.compat.v1.train.get_or_create_global_step())
   real = weights > 0
-  predictions = tf.argmax(logits, axis=1)
   metrics = {
       'accuracy': tf.compat.v1.metrics.accuracy(labels, predictions, real),
       'examples': tf.compat.v1.metrics.true_positives(
@@ -584,6 +588,8 @@ def test_estimator_trains_and_evaluates_on_encoded_features(
   majority = max(np.mean(source.columns(TEST)['diagnosis'] == c)
                  for c in source.feature_spec.label_vocabulary)
   assert result['accuracy'] > majority + 0.1
+  predicted = list(estimator.predict(lambda: input_fn(ModeKeys.PREDICT)))
+  assert [p[ID] for p in predicted] == list(test_rows[:10])
 
 
 @pytest.mark.slow

@@ -116,10 +116,11 @@ class Encoder(tf.Module):
   def _num_classes(self, head):
     num_classes = self.statistics.num_classes
     if num_classes is None:
+      label = self.feature_spec.label
       raise UsageError(
-          f"--head={head} needs the classes of label '{self.feature_spec.label}'"
-          ': give the feature spec a label_vocabulary, or statistics computed '
-          'for a classification head')
+          f"--head={head} needs the classes of label '{label}': give the "
+          'feature spec a label_vocabulary, or statistics computed for a '
+          'classification head')
     return num_classes
 
   def encode_label(self, raw_label, head):

@@ -63,12 +63,12 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
     def features(records, mask=None):
       raw, label, weight = source.parse(records)
       encoded = encoder(raw)
+      if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
+        return encoded
       if mask is not None:
         weight = mask if weight is None else mask * weight
       if weight is not None:
         encoded[WEIGHT] = weight
-      if mode == ModeKeys.PREDICT:
-        return encoded
       return encoded, encoder.encode_label(label, head_name)
 
     if mode == ModeKeys.PREDICT:
