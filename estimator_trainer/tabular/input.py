@@ -1,0 +1,100 @@
+"""The Estimator `input_fn` over a TabularSource: data.make_input_fn's twin
+(the same sharding, batch split, shuffling and evaluation padding), reading
+records, batching them, then parsing and encoding each batch at once."""
+
+import logging
+
+import tensorflow as tf
+
+from estimator_trainer.data import _PIPELINE_OPTIONS, ModeKeys, eval_padded_size
+from estimator_trainer.errors import UsageError
+from estimator_trainer.sources import TEST, TRAIN
+from estimator_trainer.tabular.encoder import Encoder
+
+_logger = logging.getLogger(__name__)
+
+# The features' key of each example's weight (the weight column's value;
+# in evaluation 0 for padding).
+WEIGHT = 'weight'
+
+
+def head(config, feature_spec):
+  """The run's head: --head, else the feature spec's, else multiclass."""
+  return getattr(config, 'head', None) or feature_spec.head or 'multiclass'
+
+
+def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
+  """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
+  engines, yielding `(features, labels)`: features the Encoder's dict plus
+  WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
+  padding, else the weight column's or 1), labels the head's
+  (Encoder.encode_label). PREDICT: the first `config.num_predictions` test
+  examples' features.
+
+  TRAIN reads the pipeline's shard of the train split (cache, shuffle,
+  repeat, batch); EVAL each test example exactly once, padded with weight-0
+  examples to whole steps on every pipeline. Unless `seeded`, each run
+  shuffles in an order of its own (data.make_input_fn says why).
+  """
+  feature_spec = source.feature_spec
+  names = [c.name for c in feature_spec.columns] + [
+      c.name for c in feature_spec.crosses]
+  if WEIGHT in names:
+    raise UsageError(f"feature spec: a feature named '{WEIGHT}' (the input's "
+                     'key of the example weights); rename it')
+  head_name = head(config, feature_spec)
+  num_test = source.num_examples(TEST)  # Validates the data before any graph.
+
+  def input_fn(mode, input_context=None):
+    num_pipelines, pipeline_id, batch_size, local_replicas = 1, 0, (
+        global_batch_size), 1
+    if input_context is not None:
+      num_pipelines = input_context.num_input_pipelines
+      pipeline_id = input_context.input_pipeline_id
+      batch_size = (
+          input_context.get_per_replica_batch_size(global_batch_size)
+          if mode == ModeKeys.TRAIN else
+          max(1, global_batch_size // input_context.num_replicas_in_sync))
+      local_replicas = input_context.num_replicas_in_sync // num_pipelines
+    # Here, not in a map function: the tables live in the caller's graph,
+    # where Estimator's scaffold initialises them.
+    encoder = Encoder(feature_spec, statistics)
+
+    def features(records, mask=None):
+      raw, label, weight = source.parse(records)
+      encoded = encoder(raw)
+      if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
+        return encoded
+      if mask is not None:
+        weight = mask if weight is None else mask * weight
+      if weight is not None:
+        encoded[WEIGHT] = weight
+      return encoded, encoder.encode_label(label, head_name)
+
+    if mode == ModeKeys.PREDICT:
+      ds = source.records(TEST).take(config.num_predictions)
+      return ds.batch(batch_size).map(features).prefetch(tf.data.AUTOTUNE)
+
+    split = TRAIN if mode == ModeKeys.TRAIN else TEST
+    if num_pipelines > 1:
+      _logger.info('Input pipeline %d of %d reads its shard of %s',
+                   pipeline_id, num_pipelines, split)
+    ds = source.records(split, num_pipelines, pipeline_id)
+    if mode == ModeKeys.TRAIN:
+      ds = ds.cache()
+      if config.shuffle_buffer:
+        ds = ds.shuffle(config.shuffle_buffer,
+                        seed=config.seed if seeded else None)
+      ds = ds.repeat().batch(batch_size, drop_remainder=True).map(
+          features, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+      padded = eval_padded_size(num_test, num_pipelines, local_replicas,
+                                batch_size)
+      padding = tf.data.Dataset.from_tensors(
+          (tf.constant(source.padding_record), 0.0)).repeat()
+      ds = ds.map(lambda r: (r, 1.0)).concatenate(padding).take(padded)
+      ds = ds.batch(batch_size).map(features,
+                                    num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_PIPELINE_OPTIONS)
+
+  return input_fn

@@ -1,0 +1,252 @@
+"""The statistics of tabular preprocessing: per column its mean and variance
+(float_normalized), bin boundaries (float_discretized) or vocabulary
+(categorical), and the number of classes of an integer label.
+
+Computed once per model_dir from the training split and stored in it: every
+task, every resume, evaluation and export reads the stored ones, so a model
+always sees its inputs encoded as in its training. In a cluster the chief
+computes them; the other tasks wait for its file.
+"""
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+from typing import Dict, Optional, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_trainer import outputs
+from estimator_trainer.errors import DataError, TrainerError, UsageError
+from estimator_trainer.sources import TRAIN
+from estimator_trainer.tabular import spec as spec_lib
+
+_logger = logging.getLogger(__name__)
+
+PREPROCESSING_DIR = 'preprocessing'
+STATISTICS_FILE = 'statistics.json'
+FEATURE_SPEC_FILE = 'feature_spec.json'
+# How often a task waiting for the chief's statistics looks for them.
+_POLL_SECS = 0.2
+# Tokens the lookup layers reserve or that mark a missing value (the kind's
+# default): never vocabulary entries, so they look up as out-of-vocabulary.
+_STRING_MISSING, _INTEGER_MISSING = '', -1
+
+
+def statistics_file(model_dir):
+  return os.path.join(model_dir, PREPROCESSING_DIR, STATISTICS_FILE)
+
+
+def feature_spec_file(model_dir):
+  return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnStatistics:
+  """What one column's preprocessing layer is built from."""
+
+  mean: Optional[float] = None
+  variance: Optional[float] = None
+  boundaries: Optional[Tuple[float, ...]] = None
+  vocabulary: Optional[Tuple[Union[str, int], ...]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistics:
+  """Per column name its ColumnStatistics (the kinds that need some), the
+  training examples they were computed from, and `num_classes` of an integer
+  label of a classification head (None otherwise)."""
+
+  columns: Dict[str, ColumnStatistics]
+  num_examples: int
+  num_classes: Optional[int] = None
+
+  def to_json(self):
+    columns = {name: {key: value for key, value in
+                      dataclasses.asdict(stats).items() if value is not None}
+               for name, stats in self.columns.items()}
+    return json.dumps({'num_examples': self.num_examples,
+                       'num_classes': self.num_classes,
+                       'columns': columns}, indent=1) + '\n'
+
+  @classmethod
+  def from_json(cls, text):
+    values = json.loads(text)
+    columns = {}
+    for name, stats in values['columns'].items():
+      columns[name] = ColumnStatistics(**{
+          key: tuple(value) if isinstance(value, list) else value
+          for key, value in stats.items()})
+    return cls(columns, values['num_examples'], values.get('num_classes'))
+
+
+def _strings(values):
+  return np.array([v.decode() if isinstance(v, bytes) else str(v)
+                   for v in values], dtype=object)
+
+
+def _vocabulary(column, values, max_size):
+  """Distinct values by frequency, then value; without the missing marker
+  (unless the column has a default of its own)."""
+  if column.dtype == 'string':
+    values, missing = _strings(values), _STRING_MISSING
+  else:
+    values, missing = np.asarray(values, np.int64), _INTEGER_MISSING
+  distinct, counts = np.unique(values, return_counts=True)
+  order = sorted(range(len(distinct)), key=lambda i: (-counts[i], distinct[i]))
+  vocabulary = [distinct[i].item() if hasattr(distinct[i], 'item')
+                else distinct[i] for i in order]
+  if column.default is None or column.dtype != 'string':
+    # (-1 is also IntegerLookup's out-of-vocabulary token.)
+    vocabulary = [v for v in vocabulary if v != missing]
+  return tuple(vocabulary[:max_size])
+
+
+def _num_classes(label_name, labels, head):
+  """Classes of an integer label: 1 + its largest value (2 for binary)."""
+  labels = np.asarray(labels)
+  ints = labels.astype(np.int64)
+  bad = (ints != labels) | (ints < 0) | (ints > (1 if head == 'binary'
+                                                 else np.inf))
+  if bad.any():
+    expected = '0 or 1' if head == 'binary' else 'a class id 0, 1, ...'
+    raise DataError(f"training data, label column '{label_name}': "
+                    f'{labels[bad][0]} is not {expected} (--head={head})')
+  return 2 if head == 'binary' else int(ints.max(initial=0)) + 1
+
+
+def compute(feature_spec, columns, head=None, max_vocabulary=None):
+  """The Statistics of `columns` (column name -> numpy array of the whole
+  training split, as TabularSource.columns returns them). `head`: the run's
+  (default: the spec's, else multiclass); `max_vocabulary` caps each
+  vocabulary to its most frequent values."""
+  head = head or feature_spec.head or 'multiclass'
+  stats = {}
+  for column in feature_spec.columns:
+    values = columns[column.name]
+    if column.kind == 'float_normalized':
+      values = np.asarray(values, np.float64)
+      stats[column.name] = ColumnStatistics(mean=float(values.mean()),
+                                            variance=float(values.var()))
+    elif column.kind == 'float_discretized':
+      quantiles = np.linspace(0, 1, column.num_bins + 1)[1:-1]
+      stats[column.name] = ColumnStatistics(boundaries=tuple(
+          float(b) for b in np.quantile(np.asarray(values, np.float64),
+                                        quantiles)))
+    elif column.kind in spec_lib.CATEGORICAL_KINDS:
+      stats[column.name] = ColumnStatistics(
+          vocabulary=_vocabulary(column, values, max_vocabulary))
+  labels = columns[feature_spec.label] if isinstance(feature_spec.label,
+                                                     str) else None
+  num_classes = None
+  if (head in ('multiclass', 'binary') and labels is not None and
+      feature_spec.label_vocabulary is None and
+      np.asarray(labels).dtype.kind in 'iuf'):
+    num_classes = _num_classes(feature_spec.label, labels, head)
+  return Statistics(stats, len(columns[next(iter(columns))]), num_classes)
+
+
+def read(path):
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return Statistics.from_json(f.read())
+  except (ValueError, KeyError, TypeError) as e:
+    raise DataError(f'{path}: not tabular statistics ({type(e).__name__}: '
+                    f'{e})') from None
+
+
+def _check_covers(statistics, feature_spec, path):
+  """The stored statistics have what the feature spec's columns need."""
+  needs = {'float_normalized': 'mean', 'float_discretized': 'boundaries',
+           'integer_categorical': 'vocabulary',
+           'string_categorical': 'vocabulary'}
+  for column in feature_spec.columns:
+    key = needs.get(column.kind)
+    stats = statistics.columns.get(column.name)
+    if key and (stats is None or getattr(stats, key) is None):
+      raise UsageError(
+          f"{path}: no {key} of column '{column.name}' ({column.kind} in the "
+          f'feature spec): this model_dir was trained on another feature '
+          'spec; use a new --model_dir')
+
+
+def differences(stored, fresh):
+  """What differs between two Statistics, a phrase per column (the first
+  few columns)."""
+  found = []
+  for name, old in stored.columns.items():
+    new = fresh.columns.get(name)
+    if new is None:
+      continue
+    if old.vocabulary is not None and old.vocabulary != new.vocabulary:
+      added = len(set(new.vocabulary) - set(old.vocabulary))
+      gone = len(set(old.vocabulary) - set(new.vocabulary))
+      found.append(f"'{name}' vocabulary ({added} new values, {gone} gone)"
+                   if added or gone else f"'{name}' vocabulary order")
+    for key in ('mean', 'variance'):
+      a, b = getattr(old, key), getattr(new, key)
+      if a is not None and not math.isclose(a, b, rel_tol=1e-6,
+                                            abs_tol=1e-9):
+        found.append(f"'{name}' {key} {a:.6g} now {b:.6g}")
+    if old.boundaries is not None and not np.allclose(
+        old.boundaries, new.boundaries, rtol=1e-6, atol=1e-9):
+      found.append(f"'{name}' bin boundaries")
+  if stored.num_classes != fresh.num_classes:
+    found.append(f'{stored.num_classes} classes now {fresh.num_classes}')
+  return found
+
+
+def _write(model_dir, feature_spec, statistics):
+  # The statistics last: the file other tasks wait for.
+  outputs.write_atomic(feature_spec_file(model_dir),
+                       spec_lib.to_json(feature_spec))
+  outputs.write_atomic(statistics_file(model_dir), statistics.to_json())
+
+
+def _wait_for(path, timeout_secs):
+  deadline = time.monotonic() + timeout_secs
+  while not tf.io.gfile.exists(path):
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+      raise TrainerError(
+          f'{path}: the chief did not write the tabular statistics in '
+          f'{timeout_secs} s (this task waits for them): did it fail?')
+    time.sleep(min(_POLL_SECS, remaining))
+
+
+def load_or_compute(model_dir, feature_spec, source, is_chief=True,
+                    timeout_secs=600, head=None):
+  """The model_dir's Statistics: the stored ones; else the chief (or a task
+  alone) computes them from `source`'s training split and stores them, and
+  any other task waits up to `timeout_secs` for the chief's file.
+
+  The chief of a resumed run checks the stored ones against the data and
+  warns, in one line, when they differ: the run keeps the stored ones (the
+  checkpoints' model was trained on them).
+  """
+  path = statistics_file(model_dir)
+  stored_before = tf.io.gfile.exists(path)
+  if not stored_before:
+    if is_chief:
+      statistics = compute(feature_spec, source.columns(TRAIN), head)
+      _write(model_dir, feature_spec, statistics)
+      _logger.info('Tabular statistics of %d training examples written to '
+                   '%s', statistics.num_examples, path)
+      return statistics
+    _logger.info('Waiting for the chief to write %s', path)
+    _wait_for(path, timeout_secs)
+  stored = read(path)
+  _check_covers(stored, feature_spec, path)
+  if stored_before and is_chief:
+    changed = differences(stored, compute(feature_spec, source.columns(TRAIN),
+                                          head))
+    if changed:
+      _logger.warning(
+          '%s: the training data differ from these stored statistics (%s); '
+          'this run keeps the stored ones, which its model was trained on',
+          path, '; '.join(changed[:3] + (['...'] if len(changed) > 3 else [])))
+  _logger.info('Tabular statistics read from %s', path)
+  return stored
