@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 from sklearn import datasets
 
+from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
@@ -276,7 +277,7 @@ def test_statistics_are_computed_once_and_kept_on_changed_data(
   source, _ = data['wine']
   model_dir = str(tmp_path / 'model')
   first = stats_lib.load_or_compute(model_dir, source.feature_spec, source)
-  assert stats_lib.read(stats_lib.statistics_file(model_dir)) == first
+  assert stats_lib.read(layout.statistics_file(model_dir)) == first
   assert (tmp_path / 'model/preprocessing/feature_spec.json').exists()
   with caplog.at_level(logging.WARNING):
     again = stats_lib.load_or_compute(model_dir, source.feature_spec, source)

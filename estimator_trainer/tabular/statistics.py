@@ -12,13 +12,13 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import time
 from typing import Dict, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.sources import TRAIN
@@ -26,22 +26,11 @@ from estimator_trainer.tabular import spec as spec_lib
 
 _logger = logging.getLogger(__name__)
 
-PREPROCESSING_DIR = 'preprocessing'
-STATISTICS_FILE = 'statistics.json'
-FEATURE_SPEC_FILE = 'feature_spec.json'
 # How often a task waiting for the chief's statistics looks for them.
 _POLL_SECS = 0.2
 # Tokens the lookup layers reserve or that mark a missing value (the kind's
 # default): never vocabulary entries, so they look up as out-of-vocabulary.
 _STRING_MISSING, _INTEGER_MISSING = '', -1
-
-
-def statistics_file(model_dir):
-  return os.path.join(model_dir, PREPROCESSING_DIR, STATISTICS_FILE)
-
-
-def feature_spec_file(model_dir):
-  return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,9 +190,9 @@ def differences(stored, fresh):
 
 def _write(model_dir, feature_spec, statistics):
   # The statistics last: the file other tasks wait for.
-  outputs.write_atomic(feature_spec_file(model_dir),
+  outputs.write_atomic(layout.feature_spec_file(model_dir),
                        spec_lib.to_json(feature_spec))
-  outputs.write_atomic(statistics_file(model_dir), statistics.to_json())
+  outputs.write_atomic(layout.statistics_file(model_dir), statistics.to_json())
 
 
 def _wait_for(path, timeout_secs):
@@ -227,7 +216,7 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   warns, in one line, when they differ: the run keeps the stored ones (the
   checkpoints' model was trained on them).
   """
-  path = statistics_file(model_dir)
+  path = layout.statistics_file(model_dir)
   stored_before = tf.io.gfile.exists(path)
   if not stored_before:
     if is_chief:
