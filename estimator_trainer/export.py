@@ -67,14 +67,20 @@ def _image_receiver_fn(example_format):
 
 def eval_input_receiver_fn(example_format):
   """TFMA's input of the TFX Trainer contract: serialized tf.Example protos
-  with their labels. Needs tensorflow-model-analysis (the `tfx` extra)."""
+  with their labels (`example_format` as serving_input_receiver_fn takes
+  it). Needs tensorflow-model-analysis (the `tfx` extra)."""
   def receiver_fn():
     import tensorflow_model_analysis as tfma  # pylint: disable=g-import-not-at-top
     examples = tf.compat.v1.placeholder(tf.string, [None],
                                         name='input_example_tensor')
+    if isinstance(example_format, examples_lib.ExampleFormat):
+      features = {'image': model_images(
+          example_format.decode_images(examples))}
+      labels = example_format.decode_labels(examples)
+    else:
+      features, labels = example_format.encode_labeled(examples)
     return tfma.export.EvalInputReceiver(
-        features={'image': model_images(example_format.decode_images(examples))},
-        labels=example_format.decode_labels(examples),
+        features=features, labels=labels,
         receiver_tensors={'examples': examples})
   return receiver_fn
 

@@ -10,8 +10,11 @@ def trainer_fn(trainer_fn_args, schema=None):
 
   Reads `train_files`, `eval_files` (lists of TFRecord globs of our
   tf.Example), `serving_model_dir` (used as model_dir, as in TFX's examples),
-  `train_steps` and `eval_steps` from `trainer_fn_args`; `schema` is not
-  needed (the example format is fixed). Returns `estimator`, `train_spec` and
+  `train_steps` and `eval_steps` from `trainer_fn_args`, and any other
+  TrainConfig field from its `custom_config` (TFX's Trainer
+  `custom_config`), e.g. structured data's `feature_spec`, `head` and
+  `model`; `schema` is not needed (the feature spec or the image format
+  says what to parse). Returns `estimator`, `train_spec` and
   `eval_spec` for `tf.estimator.train_and_evaluate`, with a final exporter,
   and TFMA's `eval_input_receiver_fn` (needs the `tfx` extra).
   """
@@ -21,7 +24,8 @@ def trainer_fn(trainer_fn_args, schema=None):
       model_dir=args.serving_model_dir,
       train_files=','.join(args.train_files),
       eval_files=','.join(args.eval_files),
-      train_steps=args.train_steps, export='final')
+      train_steps=args.train_steps, export='final',
+      **(getattr(args, 'custom_config', None) or {}))
   # TFMA exports the eval graph; images rendered in Python cannot be in it.
   job = job_lib.Job(config, eval_images=False)
   train_spec, eval_spec = job.specs(

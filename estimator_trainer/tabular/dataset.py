@@ -40,8 +40,9 @@ class Serving:
   """What an export needs: raw columns of serialized tf.Examples, and the
   preprocessing (made in the graph that serves)."""
 
-  def __init__(self, source, feature_spec, statistics):
+  def __init__(self, source, feature_spec, statistics, head):
     self._source = source
+    self._head = head
     self._feature_spec = feature_spec
     self._statistics = statistics
     self.raw_signature = {
@@ -52,10 +53,20 @@ class Serving:
     return self._source.parse_examples(serialized)
 
   def encoder(self):
-    return Encoder(self._feature_spec, self._statistics)
+    return Encoder(self._feature_spec, self._statistics, labels=False)
 
   def encode(self, raw):
     return self.encoder()(raw)
+
+  def encode_labeled(self, serialized):
+    """(features, labels) of serialized tf.Examples with their labels (and
+    weights, as the `weight` feature): TFMA's evaluation input."""
+    raw, label, weight = self._source.parse_examples(serialized, labels=True)
+    encoder = Encoder(self._feature_spec, self._statistics)
+    features = encoder(raw)
+    if weight is not None:
+      features[input_lib.WEIGHT] = weight
+    return features, encoder.encode_label(label, self._head)
 
 
 class TabularData:
@@ -109,7 +120,7 @@ def load(config) -> TabularData:
   spec = TabularDataSpec(feature_spec.name, kind,
                          tuple(encoder.class_names(kind)), encoder.inputs)
   return TabularData(source, spec, statistics,
-                     Serving(source, feature_spec, statistics))
+                     Serving(source, feature_spec, statistics, kind))
 
 
 def prepare(config, global_batch_size, training, seeded=True):

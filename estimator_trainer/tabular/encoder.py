@@ -45,7 +45,7 @@ class Encoder(tf.Module):
   int64 ids [batch]); categorical, hashed and crosses int64 ids [batch]
   (categorical: 0 is out of vocabulary). `inputs`: name -> EncodedInput."""
 
-  def __init__(self, feature_spec, statistics):
+  def __init__(self, feature_spec, statistics, labels=True):
     super().__init__(name='tabular_encoder')
     self.feature_spec = feature_spec
     self.statistics = statistics
@@ -82,7 +82,9 @@ class Encoder(tf.Module):
                                         embedding_dim=cross.embedding_dim,
                                         cross=True)
     self._inputs = inputs
-    vocabulary = feature_spec.label_vocabulary
+    # Without `labels` (serving), no label lookup: a SavedModel warns of a
+    # layer never called.
+    vocabulary = feature_spec.label_vocabulary if labels else None
     # Unknown labels look up as 0 (then -1 once shifted): the assert's cue.
     self._label_lookup = layers.StringLookup(
         vocabulary=list(vocabulary), num_oov_indices=1) if vocabulary else None

@@ -171,6 +171,11 @@ class TabularSource:
           records, defaults, select_cols=[where[n] for n in names])))
     else:
       values = tf.io.parse_example(records, self._example_features())
+    return self._split(values)
+
+  def _split(self, values):
+    """(raw, label, weight) of parsed columns."""
+    spec = self.feature_spec
     raw = {column.name: values[column.name] for column in spec.columns}
     if isinstance(spec.label, str):
       label = values[spec.label]
@@ -201,11 +206,15 @@ class TabularSource:
         features[spec.weight] = tf.io.FixedLenFeature([], tf.float32)
     return features
 
-  def parse_examples(self, serialized):
+  def parse_examples(self, serialized, labels=False):
     """Serialized tf.Examples [batch] -> raw dict of the feature columns
-    (serving: no label)."""
-    return tf.io.parse_example(serialized,
-                               self._example_features(labels=False))
+    (serving: no label); with `labels` (TFMA's evaluation), (raw, label,
+    weight) as `parse` gives them."""
+    values = tf.io.parse_example(serialized,
+                                 self._example_features(labels=labels))
+    if not labels:
+      return values
+    return self._split(values)
 
   def columns(self, split):
     """The whole split as numpy: each feature column's values (float32,
