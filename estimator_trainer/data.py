@@ -165,6 +165,13 @@ def example_format(config, source):
       config, source.spec)
 
 
+def persist(model_dir, source):
+  """Stores in model_dir what a training chief's data needs kept there
+  (structured data's statistics; images: nothing)."""
+  if hasattr(source, 'persist'):
+    source.persist(model_dir)
+
+
 def prepare(config, global_batch_size, training, seeded=True):
   """What every engine's job reads: (source, training steps, input_fn). Only
   training needs the train split's size (reading it is not free): None

@@ -120,6 +120,7 @@ class Job:
     checkpoints.check_compatible(config.model_dir, model_fn, params, training,
                                  spec.model_input, config.model)
     if training and self.is_chief:
+      data.persist(config.model_dir, self.source)
       checkpoints.record_model(config.model_dir, config, spec)
     self.estimator = tf.estimator.Estimator(
         model_fn, config=self.run_config, warm_start_from=warm_start,

@@ -73,8 +73,9 @@ class TabularData:
   """A source of structured data with its spec (`spec`), serving
   (`serving`) and input_fn, as the image sources are read."""
 
-  def __init__(self, source, spec, statistics, serving):
+  def __init__(self, source, spec, feature_spec, statistics, serving):
     self._source = source
+    self._feature_spec = feature_spec
     self.spec = spec
     self.statistics = statistics
     self.serving = serving
@@ -84,6 +85,13 @@ class TabularData:
 
   def num_examples(self, split):
     return self._source.num_examples(split)
+
+  def persist(self, model_dir):
+    """Stores the statistics in model_dir (unless there already): when a
+    training chief's checks have passed, so that bad input leaves nothing,
+    and before the model's variables (whose creation under
+    multi_worker_mirrored waits for the tasks that wait for this file)."""
+    statistics_lib.store(model_dir, self._feature_spec, self.statistics)
 
   def make_input_fn(self, config, global_batch_size, seeded=True):
     return input_lib.make_input_fn(config, global_batch_size, self._source,
@@ -103,29 +111,33 @@ def _head(config, feature_spec):
   return kind
 
 
-def load(config) -> TabularData:
+def load(config, training=False) -> TabularData:
   """The structured data of `config` (--feature_spec), with the statistics
   of its model_dir: computed from the training split once, by the chief, and
-  stored there (statistics.load_or_compute)."""
+  stored there when training starts (TabularData.persist). For `training`,
+  the evaluation split's values are checked first too: a bad value fails
+  before anything is written, naming it."""
   feature_spec = spec_lib.read(config.feature_spec)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind)
+  if training:
+    source.columns(TEST)
   cluster = config.cluster
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,
       is_chief=cluster is None or cluster.is_chief,
-      timeout_secs=config.cluster_timeout_secs, head=kind)
+      timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
   encoder = Encoder(feature_spec, statistics)
   spec = TabularDataSpec(feature_spec.name, kind,
                          tuple(encoder.class_names(kind)), encoder.inputs)
-  return TabularData(source, spec, statistics,
+  return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind))
 
 
 def prepare(config, global_batch_size, training, seeded=True):
   """data.prepare of structured data: (data, training steps, input_fn)."""
-  data = load(config)
+  data = load(config, training)
   max_steps = config.resolve_train_steps(
       data.num_examples(TRAIN), global_batch_size) if training else None
   return data, max_steps, data.make_input_fn(config, global_batch_size,

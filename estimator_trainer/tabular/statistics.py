@@ -206,11 +206,22 @@ def _wait_for(path, timeout_secs):
     time.sleep(min(_POLL_SECS, remaining))
 
 
+def store(model_dir, feature_spec, statistics):
+  """Stores `statistics` in model_dir unless it holds some already."""
+  path = layout.statistics_file(model_dir)
+  if not tf.io.gfile.exists(path):
+    _write(model_dir, feature_spec, statistics)
+    _logger.info('Tabular statistics of %d training examples written to %s',
+                 statistics.num_examples, path)
+
+
 def load_or_compute(model_dir, feature_spec, source, is_chief=True,
-                    timeout_secs=600, head=None):
+                    timeout_secs=600, head=None, write=True):
   """The model_dir's Statistics: the stored ones; else the chief (or a task
-  alone) computes them from `source`'s training split and stores them, and
-  any other task waits up to `timeout_secs` for the chief's file.
+  alone) computes them from `source`'s training split and stores them
+  (unless not `write`: the caller `store`s them once its other checks
+  passed), and any other task waits up to `timeout_secs` for the chief's
+  file.
 
   The chief of a resumed run checks the stored ones against the data and
   warns, in one line, when they differ: the run keeps the stored ones (the
@@ -221,9 +232,8 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   if not stored_before:
     if is_chief:
       statistics = compute(feature_spec, source.columns(TRAIN), head)
-      _write(model_dir, feature_spec, statistics)
-      _logger.info('Tabular statistics of %d training examples written to '
-                   '%s', statistics.num_examples, path)
+      if write:
+        store(model_dir, feature_spec, statistics)
       return statistics
     _logger.info('Waiting for the chief to write %s', path)
     _wait_for(path, timeout_secs)

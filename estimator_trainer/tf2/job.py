@@ -97,6 +97,8 @@ class Job:
     self.weight_names = models.check(
         config.model, spec.model_input, self.head.logits_dimension,
         config.model_kwargs, config.precision, config.sync_batch_norm)
+    if training and self.is_chief:
+      data.persist(config.model_dir, self.source)
     with self.strategy.scope():
       self.model = models.build(
           config.model, spec.model_input, self.head.logits_dimension,
