@@ -115,8 +115,9 @@ class HeadMetrics:
     if head.kind == 'regression':
       probability = logits[:, 0]  # The prediction.
       for name in ('mean_absolute_error', 'root_mean_squared_error'):
-        scalars[name].update_state(labels, probability,
-                                   sample_weight=weights)
+        # [batch, 1] both: Keras's errors reduce over the last axis.
+        scalars[name].update_state(tf.cast(labels, tf.float32)[:, None],
+                                   logits, sample_weight=weights)
     if head.kind in ('binary', 'regression'):
       scalars['label/mean'].update_state(tf.cast(labels, tf.float32),
                                          sample_weight=weights)
