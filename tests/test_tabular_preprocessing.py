@@ -637,9 +637,13 @@ def test_mirrored_strategy_trains_and_evaluates_each_example_once(data):
       return features[ID][:, 0], features[WEIGHT], correct
     return strategy.run(step, (features, labels))
 
+  # An encoder built beforehand, under the strategy's scope.
+  with strategy.scope():
+    encoder = Encoder(source.feature_spec, stats)
+  eval_input_fn = make_input_fn(_config(), 16, source, stats, encoder=encoder)
   ids, weights, correct = [], [], []
   for features, labels in strategy.distribute_datasets_from_function(
-      lambda context: input_fn(ModeKeys.EVAL, context)):
+      lambda context: eval_input_fn(ModeKeys.EVAL, context)):
     for i, w, c in zip(*(strategy.experimental_local_results(t)
                          for t in eval_step(features, labels))):
       ids.append(i.numpy())

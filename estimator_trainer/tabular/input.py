@@ -23,7 +23,8 @@ def head(config, feature_spec):
   return getattr(config, 'head', None) or feature_spec.head or 'multiclass'
 
 
-def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
+def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
+                  encoder=None):
   """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
   engines, yielding `(features, labels)`: features the Encoder's dict plus
   WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
@@ -35,6 +36,12 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
   repeat, batch); EVAL each test example exactly once, padded with weight-0
   examples to whole steps on every pipeline. Unless `seeded`, each run
   shuffles in an order of its own (data.make_input_fn says why).
+
+  Each call builds its Encoder in the caller's graph (Estimator's), unless
+  given `encoder`: for TF2 parameter-server training, whose guide builds
+  preprocessing layers under the strategy's scope, outside the dataset
+  function, so that each worker gets a copy of their tables (not tried
+  here yet).
   """
   feature_spec = source.feature_spec
   names = [c.name for c in feature_spec.columns] + [
@@ -58,18 +65,18 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True):
       local_replicas = input_context.num_replicas_in_sync // num_pipelines
     # Here, not in a map function: the tables live in the caller's graph,
     # where Estimator's scaffold initialises them.
-    encoder = Encoder(feature_spec, statistics)
+    encoding = encoder or Encoder(feature_spec, statistics)
 
     def features(records, mask=None):
       raw, label, weight = source.parse(records)
-      encoded = encoder(raw)
+      encoded = encoding(raw)
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
       if mask is not None:
         weight = mask if weight is None else mask * weight
       if weight is not None:
         encoded[WEIGHT] = weight
-      return encoded, encoder.encode_label(label, head_name)
+      return encoded, encoding.encode_label(label, head_name)
 
     if mode == ModeKeys.PREDICT:
       ds = source.records(TEST).take(config.num_predictions)
