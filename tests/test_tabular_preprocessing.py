@@ -19,79 +19,14 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.strategy import make_strategy
-from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular.encoder import EncodedInput, Encoder
 from estimator_trainer.tabular.input import WEIGHT, make_input_fn
+from estimator_trainer.tabular.source import TabularSource as Source
 from estimator_trainer.tabular.spec import Column, Cross, FeatureSpec
 
 TRAIN, TEST = sources.TRAIN, sources.TEST
 ID = 'row'  # A raw float column of each row's index: which example is which.
-
-
-# --- A stand-in for tabdata's TabularSource (tabular/source.py) -------------
-
-
-class CsvStandIn:
-  """TabularSource's interface (TABULAR.md) over CSV files with a header."""
-
-  def __init__(self, patterns, feature_spec):
-    self.patterns = patterns
-    self.feature_spec = feature_spec
-    with open(sources.glob_files(patterns[TRAIN])[0]) as f:
-      self._header = next(csv.reader(f))
-    spec = feature_spec
-    self._dtypes = {name: 'string' for name in self._header}
-    self._dtypes.update({c.name: c.dtype for c in spec.columns})
-    self._dtypes[spec.label] = ('string' if spec.label_vocabulary else
-                                'float32' if spec.head == 'regression' else
-                                'int64')
-    if spec.weight:
-      self._dtypes[spec.weight] = 'float32'
-
-  def _default(self, name):
-    column = next((c for c in self.feature_spec.columns if c.name == name),
-                  None)
-    if column is not None and column.default is not None:
-      return column.default
-    return {'float32': 0.0, 'int64': -1, 'string': ''}[self._dtypes[name]]
-
-  def num_examples(self, split):
-    return sum(sum(1 for _ in open(f)) - 1
-               for f in sources.glob_files(self.patterns[split]))
-
-  def records(self, split, num_shards=1, index=0):
-    files = sources.glob_files(self.patterns[split])
-    return tf.data.Dataset.from_tensor_slices(files).flat_map(
-        lambda f: tf.data.TextLineDataset(f).skip(1)).shard(num_shards, index)
-
-  @property
-  def padding_record(self):
-    """Defaults but the label (its first class) and the weight (0)."""
-    spec = self.feature_spec
-    values = {spec.label: (spec.label_vocabulary or ['0'])[0], spec.weight: 0}
-    return ','.join(str(values.get(n, '')) for n in self._header).encode()
-
-  def parse(self, records):
-    defaults = [tf.constant(self._default(n), tf.as_dtype(self._dtypes[n]))
-                for n in self._header]
-    values = dict(zip(self._header, tf.io.decode_csv(records, defaults)))
-    spec = self.feature_spec
-    return ({c.name: values[c.name] for c in spec.columns}, values[spec.label],
-            values[spec.weight] if spec.weight else None)
-
-  def columns(self, split):
-    rows = [row for f in sources.glob_files(self.patterns[split])
-            for row in list(csv.DictReader(open(f)))]
-    cast = {'float32': float, 'int64': int, 'string': str}
-    return {name: np.array([cast[self._dtypes[name]](row[name])
-                            if row[name] else self._default(name)
-                            for row in rows])
-            for name in self._header}
-
-
-# tabdata's TabularSource once it lands: the same interface.
-Source = CsvStandIn
 
 
 # --- Real small data --------------------------------------------------------
@@ -210,17 +145,6 @@ def data(tmp_path_factory):
     made[name] = source, stats_lib.compute(source.feature_spec,
                                            source.columns(TRAIN))
   return made
-
-
-def _to_json(spec):
-  """tabdata's spec.to_json until it lands: any JSON of the spec."""
-  return json.dumps(dataclasses.asdict(spec))
-
-
-@pytest.fixture(autouse=True)
-def _spec_to_json(monkeypatch):
-  if not hasattr(spec_lib, 'to_json'):
-    monkeypatch.setattr(spec_lib, 'to_json', _to_json, raising=False)
 
 
 def _config(**kwargs):
