@@ -59,9 +59,11 @@ class Head:
   def predictions(self, logits):
     raise NotImplementedError
 
-  def eval_metrics(self):
-    """A metrics.HeadMetrics for this head."""
-    return metrics_lib.HeadMetrics(self)
+  def eval_metrics(self, images=True):
+    """A metrics.HeadMetrics for this head; `images`: with image summaries
+    (rendered in Python, so not in graphs saved for another process:
+    TFMA's)."""
+    return metrics_lib.HeadMetrics(self, images)
 
   def keras_loss(self):
     """per_example_loss as a Keras loss (fit sums it per replica and divides
@@ -157,9 +159,10 @@ class ImageClassifierHead(MulticlassHead):
     super().__init__(class_names, label_smoothing)
     self.image_shape = image_shape
 
-  def eval_metrics(self):
-    return metrics_lib.EvalMetrics(
-        self.class_names if self.image_shape else None, self.image_shape)
+  def eval_metrics(self, images=True):
+    images = images and self.image_shape
+    return metrics_lib.EvalMetrics(self.class_names if images else None,
+                                   self.image_shape)
 
   def predictions(self, logits):
     return {'classes': tf.argmax(logits, axis=1),

@@ -54,9 +54,10 @@ class HeadMetrics:
   auc, auc_precision_recall, precision, recall, label/mean,
   prediction/mean; regression: mean_absolute_error,
   root_mean_squared_error, label/mean, prediction/mean; multilabel: auc
-  (the labels' mean) and auc/<label> per label."""
+  (the labels' mean) and auc/<label> per label. `images`: the confusion
+  matrix image of a multiclass head."""
 
-  def __init__(self, head):
+  def __init__(self, head, images=True):
     self._head = head
     kind = head.kind
     scalars = {'average_loss': tf.keras.metrics.Mean(name='average_loss'),
@@ -88,7 +89,7 @@ class HeadMetrics:
         scalars[f'auc/{label}'] = tf.keras.metrics.AUC(name=f'auc_{index}')
     self.scalars = scalars
     self.images = {}
-    if kind == 'multiclass':
+    if kind == 'multiclass' and images:
       self.images['confusion_matrix'] = summaries.ConfusionMatrixImage(
           head.class_names)
 

@@ -107,11 +107,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
     inputs = models.model_inputs(features)
     if params.head is None:  # An image classifier.
       model_input = inputs.shape[1:]
-      # Image summaries are rendered by tf.py_function, so they cannot be
-      # in graphs saved for another process (TFMA).
-      head = heads.ImageClassifierHead(
-          params.class_names, params.label_smoothing,
-          model_input if params.eval_images else None)
+      head = heads.ImageClassifierHead(params.class_names,
+                                       params.label_smoothing, model_input)
     else:
       model_input = {name: EncodedInput(**value)
                      for name, value in params.model_input.items()}
@@ -134,7 +131,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
 
     if mode == ModeKeys.EVAL:
       weights = features.get('weight', tf.ones(tf.shape(logits)[:1]))
-      metrics = head.eval_metrics()
+      metrics = head.eval_metrics(params.eval_images)
       # A per-replica mean, not a share of the global batch: Estimator
       # averages the replicas' `loss`. `average_loss` is exact over the whole
       # test set.
