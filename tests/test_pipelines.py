@@ -138,3 +138,35 @@ def test_readme_pipeline_example_runs(tmp_path, fashion_mnist_dir):
   exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
   assert namespace['metrics']['global_step'] == 200
   assert namespace['metrics']['accuracy'] > 0.6
+
+
+def test_trainer_fn_on_structured_data_through_custom_config(tmp_path):
+  """TFX's Trainer on tf.Examples of a census-like set: trainer_fn takes the
+  feature spec, head and model from the Trainer's custom_config, and TFMA's
+  eval graph computes the model's own metrics from serialized examples."""
+  from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
+  data_dir = tmp_path / 'census'
+  census.write(str(data_dir), rows=2000, num_shards=2, weights=True)
+  args = types.SimpleNamespace(
+      train_files=[census.files(str(data_dir), 'train')],
+      eval_files=[census.files(str(data_dir), 'test')],
+      serving_model_dir=str(tmp_path / 'serving'), train_steps=40,
+      eval_steps=None,
+      custom_config={'feature_spec': str(data_dir / 'feature_spec.json'),
+                     'model': 'wide_deep', 'optimizer': 'adagrad',
+                     'learning_rate': 0.05, 'global_batch_size': 64})
+  spec = estimator_trainer.trainer_fn(args, schema=None)
+  metrics, _ = tf.estimator.train_and_evaluate(
+      spec['estimator'], spec['train_spec'], spec['eval_spec'])
+  assert metrics['global_step'] == 40 and 'auc' in metrics
+  eval_model_dir = tfma.export.export_eval_savedmodel(
+      estimator=spec['estimator'], export_dir_base=str(tmp_path / 'eval'),
+      eval_input_receiver_fn=spec['eval_input_receiver_fn'])
+  eval_model = tfma_load.EvalSavedModel(eval_model_dir.decode())
+  examples = [record.numpy() for record in tf.data.TFRecordDataset(
+      sorted(map(str, data_dir.glob('test-*.tfrecord'))))]
+  eval_model.metrics_reset_update_get_list(examples)
+  tfma_metrics = eval_model.get_metric_values()
+  # The weight column weighs TFMA's metrics as the trainer's.
+  for name in ('num_examples', 'accuracy', 'auc', 'average_loss'):
+    assert tfma_metrics[name] == pytest.approx(metrics[name], rel=1e-4), name
