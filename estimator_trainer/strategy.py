@@ -4,6 +4,7 @@ import logging
 
 import tensorflow as tf
 
+from estimator_trainer import partitioning
 from estimator_trainer.errors import TrainerError
 
 _logger = logging.getLogger(__name__)
@@ -82,8 +83,9 @@ def make_strategy(name, cpu_replicas=0, communication='auto',
   """The strategy named `name`, or None for `default` (no strategy).
 
   `parameter_server` is TensorFlow 2's, driven by a ClusterCoordinator, when
-  `coordinated` (the TF2 engines); else TensorFlow 1's, which Estimator
-  drives.
+  `coordinated` (the TF2 engines), its large variables split across the ps
+  tasks (partitioning.py); else TensorFlow 1's, which Estimator drives (its
+  graph partitions: partitioning.Embedding).
   """
   if name == 'default':
     return None
@@ -99,8 +101,11 @@ def make_strategy(name, cpu_replicas=0, communication='auto',
     strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy(
         communication=_COMMUNICATION[communication])
   elif name == 'parameter_server' and coordinated:
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    # Every run's, images' too: only variables over MIN_SHARD_BYTES split.
     strategy = tf.distribute.ParameterServerStrategy(
-        tf.distribute.cluster_resolver.TFConfigClusterResolver())
+        resolver, variable_partitioner=partitioning.tf2_partitioner(
+            resolver.cluster_spec().num_tasks('ps')))
   elif name == 'parameter_server':
     strategy = tf.compat.v1.distribute.experimental.ParameterServerStrategy()
   else:

@@ -13,6 +13,7 @@ encoded tensors (float32 [batch, width] or int64 ids [batch], one
 Every layer is named (Estimator checkpoints are keyed by name): the wide
 part's under `linear/`, the deep part's under `dnn/` (`variables_by_part`
 splits them for an optimizer per part), the output layer `logits`.
+Embeddings are partitioning.Embedding: split across parameter servers.
 Initial values as the canned Estimators': the linear weights and bias
 zero, hidden layers Glorot-uniform, embeddings truncated normal of
 standard deviation 1/sqrt(width); seeded per layer as models.py's are.
@@ -26,6 +27,7 @@ import types
 import tensorflow as tf
 
 from estimator_trainer import models
+from estimator_trainer import partitioning
 from estimator_trainer.errors import UsageError
 
 PARTS = ('linear', 'dnn')
@@ -122,7 +124,7 @@ def _linear_logits(keras_inputs, names, inputs, logits_dimension,
   for name in names:
     layer_name = f'linear/weights_{_scope_name(name)}'
     if inputs[name].kind == 'ids':
-      layer = tf.keras.layers.Embedding(
+      layer = partitioning.Embedding(
           inputs[name].cardinality, logits_dimension, name=layer_name,
           embeddings_initializer='zeros', dtype='float32')
     else:
@@ -161,7 +163,7 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
     elif embed_crosses or not encoded.cross:
       width = (encoded.embedding_dim or embedding_dim or
                default_embedding_dim(encoded.cardinality))
-      pieces.append(tf.keras.layers.Embedding(
+      pieces.append(partitioning.Embedding(
           encoded.cardinality, width,
           embeddings_initializer=seeds(
               tf.keras.initializers.TruncatedNormal,

@@ -1,0 +1,154 @@
+"""Structured data in real clusters on loopback (the local launcher): a
+million-row embedding split across 2 parameter servers and served from the
+export, a multi-worker run, and the chief's statistics that every task uses
+(issue 34)."""
+
+import csv
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import layout
+import scripts_dir
+
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
+
+LAUNCHER = scripts_dir.SCRIPTS / 'local_cluster.py'
+NUM_BINS = 1_000_000
+EMBEDDING_DIM = 4
+TABLE = 'dnn/embedding_user/embeddings'
+
+
+def _write_csv(path, rows, rng):
+  x = rng.normal(size=rows)
+  user = rng.integers(0, 50, size=rows)
+  label = (x + user % 2 > 0.5).astype(int)
+  with open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['x', 'user', 'label'])
+    writer.writerows(zip(np.round(x, 4), [f'u{u}' for u in user], label))
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+  """A binary set whose string column hashes into a million bins."""
+  path = tmp_path_factory.mktemp('tabular')
+  rng = np.random.default_rng(0)
+  _write_csv(path / 'train.csv', 512, rng)
+  _write_csv(path / 'test.csv', 128, rng)
+  (path / 'spec.json').write_text(json.dumps({
+      'columns': {'x': {'kind': 'float_normalized'},
+                  'user': {'kind': 'string_hashed', 'num_bins': NUM_BINS,
+                           'embedding_dim': EMBEDDING_DIM}},
+      'label': 'label', 'head': 'binary'}))
+  return path
+
+
+def _launch(cluster_args, model_dir, data_dir, *extra):
+  return subprocess.run(
+      [sys.executable, str(LAUNCHER), *cluster_args, '--',
+       f'--model_dir={model_dir}', f'--feature_spec={data_dir}/spec.json',
+       f'--train_files={data_dir}/train.csv',
+       f'--eval_files={data_dir}/test.csv', '--model=dnn',
+       '--model_kwargs={"hidden_units": [8]}', '--optimizer=adagrad',
+       '--global_batch_size=32', '--train_steps=20',
+       '--cluster_timeout_secs=120', *extra],
+      capture_output=True, text=True, timeout=600, check=False)
+
+
+def _task_lines(output, text):
+  """{task: [lines containing text]} from the launcher's prefixed output."""
+  found = {}
+  for line in output.splitlines():
+    if text in line and line.startswith('['):
+      found.setdefault(line[1:line.index(']')], []).append(line)
+  return found
+
+
+def _check_statistics(output, model_dir, chief, others):
+  """The chief alone computed the statistics; the `others` read its file."""
+  path = layout.statistics_file(str(model_dir))
+  assert set(_task_lines(output, 'Tabular statistics of 512 training '
+                         f'examples written to {path}')) == {chief}
+  assert set(_task_lines(output, f'Tabular statistics read from {path}')
+             ) >= set(others)
+
+
+def _serve(model_dir, data_dir):
+  """The final export's `predict` outputs on the test set as serialized
+  tf.Examples, and its labels."""
+  with open(data_dir / 'test.csv') as f:
+    rows = list(csv.DictReader(f))
+  examples = [tf.train.Example(features=tf.train.Features(feature={
+      'x': tf.train.Feature(float_list=tf.train.FloatList(
+          value=[float(row['x'])])),
+      'user': tf.train.Feature(bytes_list=tf.train.BytesList(
+          value=[row['user'].encode()]))})).SerializeToString()
+              for row in rows]
+  export_dir, = (model_dir / 'export' / 'final').iterdir()
+  predict = tf.saved_model.load(str(export_dir)).signatures['predict']
+  outputs = predict(examples=tf.constant(examples))
+  return (outputs['logistic'].numpy()[:, 0],
+          np.array([int(row['label']) for row in rows]))
+
+
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl', 'keras'])
+def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
+                                                          engine):
+  """Each ps holds half of the table; the checkpoint keeps it whole, which
+  the evaluation's and the export's models (no strategy) restore; the
+  export serves what the evaluation measured."""
+  model_dir = tmp_path / 'model'
+  result = _launch(['--chief', '--workers=1', '--ps=2'], model_dir, data_dir,
+                   f'--engine={engine}', '--strategy=parameter_server')
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: chief:0=0, worker:0=0, ps:0=0, ps:1=0' in result.stdout
+  placed = _task_lines(result.stdout, f'Partitioned {TABLE} ')
+  assert set(placed) == {'chief:0'} and len(placed['chief:0']) == 1
+  print(placed['chief:0'][0])
+  shards = re.findall(r'rows (\d+) on /job:ps/replica:0/task:(\d+)',
+                      placed['chief:0'][0])
+  assert sorted(task for _, task in shards) == ['0', '1']
+  assert sum(int(rows) for rows, _ in shards) == NUM_BINS
+  assert all(abs(int(rows) - NUM_BINS // 2) <= 1 for rows, _ in shards)
+  checkpoint = tf.train.latest_checkpoint(str(model_dir))
+  tables = [shape for name, shape in tf.train.list_variables(checkpoint)
+            if 'embeddings' in name and 'optimizer' not in name and
+            not name.endswith('Adagrad')]
+  assert tables == [[NUM_BINS, EMBEDDING_DIM]]
+  if engine == 'estimator':  # Its worker builds the graph: reads them.
+    _check_statistics(result.stdout, model_dir, 'chief:0', ['worker:0'])
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] >= 20 and metrics['num_examples'] == 128
+  probabilities, labels = _serve(model_dir, data_dir)
+  assert np.mean(probabilities) == pytest.approx(metrics['prediction/mean'],
+                                                 rel=1e-5)
+  assert np.mean((probabilities > 0.5) == labels) == pytest.approx(
+      metrics['accuracy'])
+  loss = -np.mean(labels * np.log(probabilities) +
+                  (1 - labels) * np.log(1 - probabilities))
+  assert loss == pytest.approx(metrics['average_loss'], rel=1e-4)
+
+
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+def test_two_workers_use_the_chiefs_statistics(tmp_path, data_dir, engine):
+  """multi_worker_mirrored: worker 0 computes the statistics and worker 1
+  reads its file; the run ends with metrics.json and no partitioning (no
+  parameter servers)."""
+  model_dir = tmp_path / 'model'
+  result = _launch(['--workers=2'], model_dir, data_dir, f'--engine={engine}',
+                   '--strategy=multi_worker_mirrored', '--export=none')
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0' in result.stdout
+  _check_statistics(result.stdout, model_dir, 'worker:0', ['worker:1'])
+  assert not _task_lines(result.stdout, 'Partitioned ')
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 20 and metrics['num_examples'] == 128
+  assert 0 <= metrics['auc'] <= 1
