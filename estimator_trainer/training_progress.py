@@ -61,12 +61,20 @@ class TrainingProgress:
             self.chief_finished(spec['max_steps']))
 
   def read_max_steps(self, watchdog):
-    """Waits (bounded by the watchdog) for the chief's train spec."""
+    """Waits (bounded by the watchdog) for the chief's train spec of this
+    run: of this task's length flags. A rerun with more --train_steps finds
+    the last run's spec (and its finished marks) until its chief writes its
+    own; serving by that one, a parameter server left at once and the new
+    run's chief failed."""
     path = layout.train_spec_file(self._model_dir)
-    while not tf.io.gfile.exists(path):
+    while True:
+      if tf.io.gfile.exists(path):
+        spec = _read_json(path)
+        if spec.get('length_flags') == _length_flags(self._config):
+          break
       time.sleep(1)
     watchdog.kick()
-    return _read_json(path)['max_steps']
+    return spec['max_steps']
 
   def mark_finished(self, max_steps):
     """Records that this training task is done with these max_steps."""

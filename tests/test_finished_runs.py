@@ -4,6 +4,7 @@ command): it says so and changes nothing, or does only what is left."""
 import dataclasses
 import gc
 import logging
+import types
 
 import pytest
 
@@ -129,3 +130,27 @@ def test_a_finished_run_rerun_changes_nothing_or_does_what_is_left(
       ('ckpt-', 'model.ckpt-', 'events.'))} == {
           name for name in files if name.startswith(
               ('ckpt-', 'model.ckpt-', 'events.'))}
+
+
+def test_a_rerun_with_more_steps_serves_by_the_new_train_spec(tmp_path,
+                                                             monkeypatch):
+  """A parameter server of a rerun with more --train_steps reads the new
+  run's train spec, not the last run's, which is there (with its finished
+  marks) until the new chief writes its own: here while the server waits."""
+  cluster = cluster_lib.Cluster(
+      jobs={'chief': ['localhost:1'], 'ps': ['localhost:2']},
+      task_type='ps', task_index=0, has_evaluator=False)
+  first = dataclasses.replace(_config(tmp_path, tmp_path, 'ctl'),
+                              strategy='parameter_server', cluster=cluster)
+  rerun = dataclasses.replace(first, train_steps=2 * STEPS)
+
+  def chief(config):
+    return training_progress.TrainingProgress(dataclasses.replace(
+        config, cluster=dataclasses.replace(cluster, task_type='chief')))
+
+  chief(first).write_train_spec(STEPS, global_batch_size=64)
+  chief(first).mark_finished(STEPS)
+  monkeypatch.setattr(training_progress, 'time', types.SimpleNamespace(
+      sleep=lambda _: chief(rerun).write_train_spec(2 * STEPS, 64)))
+  assert training_progress.TrainingProgress(rerun).read_max_steps(
+      types.SimpleNamespace(kick=lambda: None)) == 2 * STEPS
