@@ -22,7 +22,7 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import run_record
 from estimator_trainer import weights
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import TrainerError, UsageError
 
 _logger = logging.getLogger(__name__)
 
@@ -41,9 +41,32 @@ def record_model(model_dir, config, spec):
   model = models.name_of(config.model)
   record = {'model': model, 'model_kwargs': config.model_kwargs,
             **spec.record(), 'run': dict(run_record.of(config), model=model)}
+  if config.strategy == 'parameter_server' and config.cluster:
+    record['parameter_servers'] = parameter_servers(config)
   if layout.read_model_file(model_dir) != json.loads(json.dumps(record)):
     outputs.write_atomic(layout.model_file(model_dir),
                          json.dumps(record, indent=1))
+
+
+def parameter_servers(config):
+  """The number of ps tasks in config's cluster."""
+  return len(config.cluster.jobs.get('ps', []))
+
+
+def require_same_parameter_servers(config):
+  """Fails unless a TF2 parameter-server run resumes over as many ps tasks
+  as model_dir's run had: Keras's optimizer checkpoints its slots of a
+  partitioned variable shard by shard, and over another number of shards
+  they would not be restored (the model's variables would)."""
+  record = layout.read_model_file(config.model_dir) or {}
+  before = record.get('parameter_servers')
+  now = parameter_servers(config)
+  if before is not None and before != now:
+    raise UsageError(
+        f'{config.model_dir} trained over {before} parameter servers; this '
+        f'cluster has {now}: resume with {before} (the optimizer\'s slots of '
+        'partitioned variables are saved per ps), or --warm_start_from it '
+        'into a new --model_dir')
 
 
 # The flags `migrate` builds the run's model and optimizer from.

@@ -207,6 +207,8 @@ class Job:
     if not path:
       return 0
     checkpoints.require_object_based(path, self.config)
+    if self.coordinator and self.optimizer is not None:
+      checkpoints.require_same_parameter_servers(self.config)
     _logger.info('Restoring %s', path)
     if self.optimizer is not None and not checkpoint:
       _adopt_old_learning_rate(self.optimizer, path)
