@@ -117,7 +117,9 @@ class HeadMetrics:
     if head.kind == 'regression':
       probability = logits[:, 0]  # The prediction.
       for name in ('mean_absolute_error', 'root_mean_squared_error'):
-        scalars[name].update_state(labels, probability,
+        # [batch, 1]: Keras's mean_absolute_error averages the last axis,
+        # which of a [batch] vector is the batch.
+        scalars[name].update_state(labels[:, None], logits,
                                    sample_weight=weights)
     if head.kind in ('binary', 'regression'):
       scalars['label/mean'].update_state(tf.cast(labels, tf.float32),
