@@ -100,6 +100,10 @@ def load(config) -> TabularData:
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind)
+  # The eval split's values too, before the statistics are stored: a bad
+  # one is then a DataError naming file, line and column, not TensorFlow's
+  # error in the first evaluation, after training.
+  source.columns(TEST)
   cluster = config.cluster
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,
