@@ -444,7 +444,7 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
     key, value = (('outputs', 'predictions') if head == 'regression' else
                   ('scores', 'probabilities'))
     np.testing.assert_allclose(default[key].numpy(), served[value],
-                               rtol=1e-6)
+                               rtol=1e-6, atol=1e-7)
   else:
     assert set(signatures) == {'serving_default', 'predict', 'raw:predict'}
     assert_same_outputs({k: v.numpy() for k, v in signatures[
