@@ -268,6 +268,10 @@ class TrainConfig:
       raise UsageError('give both --train_files and --eval_files')
     if self.feature_spec and not self.train_files:
       raise UsageError('--feature_spec needs --train_files and --eval_files')
+    if self.feature_spec and self.model in ('cnn', 'resnet20'):
+      raise UsageError(f'--model {self.model} is an image model: structured '
+                       'data (--feature_spec) takes --model=linear, dnn, '
+                       'wide_deep or MODULE:FUNCTION')
     if self.head and self.head != 'multiclass' and not self.feature_spec:
       raise UsageError(f'--head={self.head} needs structured data '
                        '(--feature_spec); images are multiclass')

@@ -100,7 +100,9 @@ class HeadMetrics:
     head, scalars = self._head, self.scalars
     scalars['average_loss'].update_state(head.eval_loss(labels, logits),
                                          sample_weight=weights)
-    scalars['num_examples'].update_state(weights)
+    # Counts the examples (padding has weight 0): a weight column weighs
+    # them, as in every other metric, but does not make more of them.
+    scalars['num_examples'].update_state(tf.cast(weights > 0, tf.float32))
     if head.kind in ('multiclass', 'binary'):
       class_ids = head.class_ids(logits)
       scalars['accuracy'].update_state(labels, class_ids,

@@ -122,6 +122,32 @@ def _read_only_model_dir(tmp):
   (tmp / 'model').mkdir(mode=0o500)
 
 
+# Structured data in {data}/tab: CSV with a header, a binary feature spec.
+TABULAR = ['--train_files={data}/tab/train.csv',
+           '--eval_files={data}/tab/eval.csv', '--model=dnn',
+           '--train_steps=2']
+TABULAR_SPEC = {'columns': {'x': {'kind': 'float_normalized'},
+                            'color': {'kind': 'string_categorical'}},
+                'label': 'answer', 'label_vocabulary': ['no', 'yes'],
+                'head': 'binary'}
+
+
+def _tabular(train=(), test=(), spec=None):
+  """A setup writing {data}/tab: train.csv and eval.csv (3 good rows, then
+  `train` and `test` rows: (x, color, answer)) and spec.json (`spec`, else
+  TABULAR_SPEC)."""
+  def setup(tmp):
+    directory = tmp / 'data' / 'tab'
+    directory.mkdir()
+    good = [('1.5', 'red', 'yes'), ('2.5', 'blue', 'no'), ('0.5', 'red', 'no')]
+    for name, rows in (('train', train), ('eval', test)):
+      lines = [','.join(row) for row in [('x', 'color', 'answer'), *good,
+                                         *rows]]
+      (directory / f'{name}.csv').write_text('\n'.join(lines) + '\n')
+    (directory / 'spec.json').write_text(json.dumps(spec or TABULAR_SPEC))
+  return setup
+
+
 def _case(case_id, flags, code, message, setup=None, env=None, marks=()):
   return pytest.param(flags, env or {}, setup, code, message, id=case_id,
                       marks=marks)
@@ -297,6 +323,45 @@ CASES = [
             'on --model_dir={model_dir}_tf2', setup=_our_model_checkpoint)
       for engine, mode in [('ctl', 'train'), ('keras', 'train_and_evaluate'),
                            ('ctl', 'evaluate')]],
+    # Structured data: bad values in either split are found before
+    # anything is written (tabular/source.py reads both splits).
+    _case('tabular-string-in-float-column',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
+          "{data}/tab/train.csv line 5, column 'x': 'abc' is not a number",
+          setup=_tabular(train=[('abc', 'red', 'no')])),
+    _case('tabular-eval-label-not-in-vocabulary',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
+          "{data}/tab/eval.csv line 5, column 'answer': label 'maybe' is not "
+          'in the label vocabulary (no, yes)',
+          setup=_tabular(test=[('1.0', 'red', 'maybe')])),
+    _case('tabular-column-the-data-lacks',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
+          "{data}/tab/eval.csv: no column 'size' (the feature spec names "
+          'it); its columns: x, color, answer',
+          setup=_tabular(spec={**TABULAR_SPEC, 'columns': {
+              **TABULAR_SPEC['columns'], 'size': {'kind': 'float'}}})),
+    _case('tabular-bad-feature-spec',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 2,
+          "{data}/tab/spec.json: columns.x.kind: unknown kind 'float_weird'",
+          setup=_tabular(spec={**TABULAR_SPEC, 'columns': {
+              'x': {'kind': 'float_weird'}}})),
+    _case('tabular-image-model',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json', '--model=cnn'],
+          2, '--model cnn is an image model: structured data '
+          '(--feature_spec) takes --model=linear, dnn, wide_deep or '
+          'MODULE:FUNCTION', setup=_tabular()),
+    _case('head-regression-on-images', [*MNIST, '--head=regression'], 2,
+          '--head=regression needs structured data (--feature_spec); images '
+          'are multiclass'),
+    _case('huber-delta-with-binary-head',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json',
+           '--huber_delta=1'], 2,
+          "--huber_delta is for --head=regression; this run's head is binary",
+          setup=_tabular()),
+    _case('feature-spec-without-train-files',
+          ['--feature_spec={data}/tab/spec.json'], 2,
+          '--feature_spec needs --train_files and --eval_files',
+          setup=_tabular()),
     _case('evaluate-checkpoint-of-other-model', ['--mode=evaluate', *MNIST],
           1, '{model_dir} holds a checkpoint of a different model: '
           'model.ckpt-0 lacks conv1/bias', setup=_other_model_checkpoint,
