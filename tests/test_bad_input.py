@@ -192,7 +192,7 @@ CASES = [
     _case('negative-label-smoothing', ['--label_smoothing=-0.1'], 2,
           '--label_smoothing must be >= 0, got -0.1'),
     _case('unknown-optimizer', ['--optimizer=rmsprop'], 2,
-          "--optimizer must be one of adam, sgd; got 'rmsprop'"),
+          "--optimizer must be one of adam, sgd, adagrad, ftrl; got 'rmsprop'"),
     _case('unknown-engine', ['--engine=tpu'], 2,
           "--engine must be one of estimator, ctl, keras; got 'tpu'"),
     _case('tf2-engine-eval-strategy',
@@ -277,8 +277,8 @@ CASES = [
            '--sync_batch_norm: the builder of --model builders:mlp takes no '
            'sync_batch_norm argument'),
           ('unknown-name', 'resnet50', [],
-           "--model must be one of cnn, resnet20 or MODULE:FUNCTION; got "
-           "'resnet50'"),
+           "--model must be one of cnn, resnet20, linear, dnn, wide_deep or "
+           "MODULE:FUNCTION; got 'resnet50'"),
       ]],
     _case('model-kwargs-not-an-object', [*MNIST, '--model_kwargs=[1]'], 2,
           '--model_kwargs must be a JSON object, got [1]'),
@@ -470,19 +470,19 @@ def test_check_compatible_names_the_missing_or_reshaped_variable(estimator,
   params = {'optimizer': 'adam', 'learning_rate': 1e-3, 'lr_decay': 'none',
             'global_batch_size': 8}
   checkpoints.check_compatible(str(tmp_path), model_fn, params,
-                               training=False, image_shape=(28, 28, 1))
+                               training=False, model_input=(28, 28, 1))
   _save_checkpoint(tmp_path / 'ours', OUR_MODEL)
   checkpoints.check_compatible(str(tmp_path / 'ours'), model_fn, params,
-                               training=False, image_shape=(28, 28, 1))
+                               training=False, model_input=(28, 28, 1))
   with pytest.raises(TrainerError, match=r'ours holds a checkpoint of a '
                      r'different model: model.ckpt-0 lacks beta1_power and '
                      r'\d+ more$'):
     checkpoints.check_compatible(str(tmp_path / 'ours'), model_fn, params,
-                                 training=True, image_shape=(28, 28, 1))
+                                 training=True, model_input=(28, 28, 1))
   _save_checkpoint(tmp_path / 'wide',
                    {**OUR_MODEL, 'conv1/kernel': [5, 5, 1, 32]})
   with pytest.raises(TrainerError, match=r'conv1/kernel has shape '
                      r'\[5, 5, 1, 32\] in model.ckpt-0, expected '
                      r'\[3, 3, 1, 32\]'):
     checkpoints.check_compatible(str(tmp_path / 'wide'), model_fn, params,
-                                 training=False, image_shape=(28, 28, 1))
+                                 training=False, model_input=(28, 28, 1))
