@@ -38,9 +38,12 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   fit_package_dnn       the same with the package's --model=dnn
                         (tabular.models.dnn) for the plain model;
   estimator_default,    the package's engines: --model=dnn --feature_spec=
-  ctl_default, ...      <the set's> --mode=train_and_evaluate (the engines'
-                        tabular integration; until it lands these rows
-                        fail with the CLI's flag error).
+  ctl_default, ...      <the set's> --mode=train_and_evaluate;
+  tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
+                        parse, encode), iterated eagerly, no model;
+  tabular_step          the engines' model and optimizer on ONE encoded
+                        batch in memory, --summary_steps steps per
+                        tf.function call: the ceiling of any engine.
 
 Every row also gets accuracy and AUC on the test split after training
 (not timed); "vs canned" and "vs keras" replace "vs step" and "vs fit",
@@ -131,8 +134,7 @@ flags.DEFINE_integer('census_rows', 200_000,
                      '--workload=census: training rows to generate.')
 flags.DEFINE_enum('optimizer', 'adam', ['adam', 'adagrad'],
                   '--workload=census: the optimizer of every configuration: '
-                  'the package\'s default, or the canned DNNClassifier\'s '
-                  '(the engines have no adagrad yet).')
+                  'the package\'s default, or the canned DNNClassifier\'s.')
 flags.DEFINE_float('learning_rate', 2e-3,
                    '--workload=census: the learning rate, for all (the '
                    'canned DNNClassifier\'s Adagrad default: 0.05).')

@@ -34,6 +34,10 @@ LABEL_VOCABULARY = ('<=50K', '>50K')
 WEIGHT = 'fnlwgt'
 FLOATS = (*NUMBERS, WEIGHT)
 SPLITS = ('train', 'test')
+# How every configuration of the benchmark reads the train split: its
+# shuffle buffer (in examples) and seed (of the shuffle and the weights).
+SHUFFLE_BUFFER = 10_000
+SEED = 0
 SCHEMA_FILE = 'census.json'
 FEATURE_SPEC_FILE = 'feature_spec.json'
 

@@ -19,8 +19,9 @@ from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 # name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
 # --engine=<kind> --strategy=<strategy>; fit, plain_estimator (TensorFlow
 # 2.15 only), input and step run a workload; canned_dnn (2.15 only),
-# fit_tabular and fit_package_dnn the tabular ones (`tabular`), on the
-# census-like set.
+# fit_tabular and fit_package_dnn the tabular peers (`tabular`), and
+# tabular_input and tabular_step the engines' parts alone (`tabular_parts`),
+# on the census-like set.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -36,9 +37,12 @@ CONFIGS = {
     'canned_dnn': ('canned_dnn', 'default'),
     'fit_tabular': ('fit_tabular', 'default'),
     'fit_package_dnn': ('fit_package_dnn', 'default'),
+    'tabular_input': ('tabular_input', None),
+    'tabular_step': ('tabular_step', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
-TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn')
+TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn',
+                   'tabular_input', 'tabular_step')
 # The configurations of each workload (scripts/benchmark.py --workload).
 # Census: the package's engines train --model=dnn on it through the CLI
 # (`census_setup`: --feature_spec and the files), evaluated on its test
@@ -119,15 +123,16 @@ def census_setup(census_dir, optimizer, learning_rate):
   """The setup of the census workload: the engines' CLI flags, train
   --model=dnn on the set's TFRecords by its feature spec, one optimizer
   and constant rate, the plain loss (as the peers: no decay, no label
-  smoothing, the CLI's defaults); the tabular workloads read the same
-  (`tabular`)."""
+  smoothing, the CLI's defaults), the peers' shuffle buffer and seed; the
+  tabular workloads read the same (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
   return {'model': 'dnn',
           'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),
           'optimizer': optimizer, 'learning_rate': learning_rate,
-          'lr_decay': 'none', 'label_smoothing': 0.0}
+          'lr_decay': 'none', 'label_smoothing': 0.0,
+          'shuffle_buffer': census.SHUFFLE_BUFFER, 'seed': census.SEED}
 
 
 METRICS = ('accuracy', 'auc')

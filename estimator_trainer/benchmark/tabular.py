@@ -3,15 +3,15 @@ their users write them: the canned `tf.estimator.DNNClassifier` on feature
 columns (TensorFlow 2.15) and plain Keras (preprocessing layers in
 tf.data, `Model.fit`); and the package's `tabular.models.dnn` in that
 plain Keras pipeline (`fit_package_dnn`: the model's share of what the
-engines will measure, until they train on tabular data).
+engines measure).
 
 All: MLP `HIDDEN_UNITS`, the same embedding widths
 (`models.default_embedding_dim` of each column's ids, 16 for the hashed
 id), setup's `optimizer` (adam or adagrad) at its `learning_rate`, the
-same TFRecords read in the same order (shuffle buffer `SHUFFLE_BUFFER`,
-seed 0). Each returns the interval rates of `steps` training steps and
-`metrics` (accuracy and AUC on the whole test split, after training; not
-timed).
+same TFRecords read in the same order (shuffle buffer and seed: the
+engines', `census.SHUFFLE_BUFFER` and `census.SEED`). Each returns the
+interval rates of `steps` training steps and `metrics` (accuracy and AUC
+on the whole test split, after training; not timed).
 
 `setup`: the engines' flags (`runs.census_setup`): the set's
 `feature_spec` (census.json beside it), `train_files`, `eval_files`,
@@ -27,7 +27,6 @@ from estimator_trainer.benchmark.measure import IntervalTimer
 from estimator_trainer.tabular import models
 
 HIDDEN_UNITS = models.HIDDEN_UNITS
-SHUFFLE_BUFFER = 10_000
 # Adam: the package's default. Adagrad: the canned DNNClassifier's (at
 # 0.05); its sparse update touches only the looked-up rows of an embedding,
 # where Adam's decays every row of its moments each step.
@@ -66,7 +65,8 @@ def _dataset(setup, split, batch_size, training):
       setup['train_files' if split == 'train' else 'eval_files']))
   dataset = tf.data.TFRecordDataset(files)
   if training:
-    dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=0).repeat()
+    dataset = dataset.shuffle(census.SHUFFLE_BUFFER,
+                              seed=census.SEED).repeat()
   spec = _parse_spec(schema)
 
   def parse(records):
@@ -121,7 +121,7 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
         label_vocabulary=schema['label_vocabulary'],
         optimizer=lambda: _optimizer(setup, legacy=True),
         model_dir=model_dir, config=tf.estimator.RunConfig(
-            tf_random_seed=0, save_summary_steps=every_steps))
+            tf_random_seed=census.SEED, save_summary_steps=every_steps))
     estimator.train(lambda: _dataset(setup, 'train', batch_size, True),
                     max_steps=steps, hooks=[TimerHook()])
     result = estimator.evaluate(
@@ -156,7 +156,7 @@ def _package_model(schema, cardinality):
   inputs = {name: {'kind': 'ids', 'cardinality': count}
             for name, count in cardinality.items()}
   inputs['numbers'] = {'kind': 'dense', 'width': len(schema['numbers'])}
-  return models.dnn(inputs, 1, seed=0)
+  return models.dnn(inputs, 1, seed=census.SEED)
 
 
 def run_fit_tabular(setup, steps, batch_size, every_steps,
@@ -168,7 +168,7 @@ def run_fit_tabular(setup, steps, batch_size, every_steps,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   schema = _schema(setup)
   layers = tf.keras.layers
-  tf.keras.utils.set_random_seed(0)
+  tf.keras.utils.set_random_seed(census.SEED)
   numbers = {name: layers.Normalization(
       axis=None, mean=schema['means'][name],
       variance=schema['variances'][name]) for name in schema['numbers']}

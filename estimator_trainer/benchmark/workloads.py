@@ -158,7 +158,7 @@ def run(kind, setup, strategy, steps, batch_size, every_steps, cpu_replicas):
   and, of the tabular peers (`tabular.WORKLOADS`, default strategy only),
   'metrics'. `setup`: the TrainConfig values of the model, precision and
   data (fit, plain_estimator, input, step) or the census set's
-  (`tabular`)."""
+  (`tabular`, `tabular_parts`)."""
   if kind in ('fit', 'plain_estimator'):
     workload = run_fit if kind == 'fit' else run_plain_estimator
     return {'rates': workload(setup, strategy, steps, batch_size,
@@ -168,7 +168,9 @@ def run(kind, setup, strategy, steps, batch_size, every_steps, cpu_replicas):
     return {'rates': workload(setup, steps, batch_size, every_steps,
                               cpu_replicas)}
   from estimator_trainer.benchmark import tabular  # pylint: disable=g-import-not-at-top
-  return tabular.WORKLOADS[kind](setup, steps, batch_size, every_steps)
+  from estimator_trainer.benchmark import tabular_parts  # pylint: disable=g-import-not-at-top
+  workloads = {**tabular.WORKLOADS, **tabular_parts.WORKLOADS}
+  return workloads[kind](setup, steps, batch_size, every_steps)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,77 @@
+"""The package's tabular training split into its parts (issue 34's profile
+of where the engines' time goes), on the census workload's `setup`
+(`runs.census_setup`):
+
+  tabular_input   the engines' TRAIN input_fn (read, shuffle, batch, parse
+                  and encode) iterated eagerly, no model;
+  tabular_step    the engines' model (--model) and optimizer on ONE encoded
+                  batch already in memory, `every_steps` steps per
+                  tf.function call: the ceiling of any engine.
+
+Each returns {'rates': interval rates}, as `workloads` does for images.
+"""
+
+import tempfile
+import time
+
+from estimator_trainer.benchmark.measure import IntervalTimer
+
+
+def _input(setup, batch_size, model_dir):
+  """(the package's TRAIN dataset at `batch_size`, its TabularData)."""
+  from estimator_trainer import config as config_lib  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import data  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
+  # The statistics go to model_dir, as an engine's do.
+  config = config_lib.TrainConfig(model_dir=model_dir, **setup)
+  tabular, _, input_fn = dataset.prepare(config, batch_size, training=True)
+  return input_fn(data.ModeKeys.TRAIN), tabular, config
+
+
+def run_input(setup, steps, batch_size, every_steps):
+  with tempfile.TemporaryDirectory() as model_dir:
+    train, _, _ = _input(setup, batch_size, model_dir)
+    timer = IntervalTimer(batch_size, every_steps)
+    for _ in train.take(steps):
+      timer.step()
+  return {'rates': timer.rates}
+
+
+def run_step(setup, steps, batch_size, every_steps):
+  """Forward, the head's loss, backward and the optimizer's update."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import heads  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import optimizers  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular import models  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as model_dir:
+    train, tabular, config = _input(setup, batch_size, model_dir)
+    features, labels = next(iter(train))
+  weights = features.pop('weight', None)
+  head = heads.of_data(tabular.spec)
+  model = getattr(models, config.model)(tabular.spec.model_input,
+                                        head.logits_dimension, seed=0)
+  optimizer = optimizers.OptimizerSpec(config.optimizer,
+                                       config.learning_rate).keras()
+
+  @tf.function
+  def train_steps(num_steps):
+    loss = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      with tf.GradientTape() as tape:
+        loss = head.replica_training_loss(
+            labels, model(features, training=True), batch_size,
+            weights=weights)
+      gradients = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss
+
+  train_steps(tf.constant(1)).numpy()  # Traces.
+  rates = []
+  for _ in range(steps // every_steps):
+    start = time.perf_counter()
+    train_steps(tf.constant(every_steps)).numpy()
+    rates.append(every_steps * batch_size / (time.perf_counter() - start))
+  return {'rates': rates}
+
+
+WORKLOADS = {'tabular_input': run_input, 'tabular_step': run_step}
