@@ -152,3 +152,14 @@ def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
                  *flags)
   assert trained.returncode == 0, trained.stderr[-3000:]
   assert json.loads((to / 'metrics.json').read_text())['global_step'] == 4
+
+
+def test_the_optimizer_an_estimator_checkpoint_was_trained_with():
+  """migrate names the --optimizer whose slots a checkpoint holds."""
+  from estimator_trainer.tf2 import migration  # pylint: disable=g-import-not-at-top
+  weights = {'dnn/hidden_0/kernel': [4, 2], 'global_step': []}
+  for name, slots in (('adam', ('Adam', 'Adam_1')), ('adagrad', ('Adagrad',)),
+                      ('ftrl', ('Ftrl', 'Ftrl_1')), ('sgd', ())):
+    stored = {**weights, **{f'dnn/hidden_0/kernel/{slot}': [4, 2]
+                            for slot in slots}}
+    assert migration._optimizer_of(stored) == name  # pylint: disable=protected-access

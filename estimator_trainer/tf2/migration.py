@@ -41,10 +41,11 @@ def convert(config, source):
   if tf.train.latest_checkpoint(config.model_dir):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
-  if config.optimizer == 'adam' and 'beta1_power' not in stored:
+  trained = _optimizer_of(stored)
+  if config.optimizer == 'adam' and trained != 'adam':
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
-                       'its Estimator trained with another --optimizer; '
-                       'give migrate the run\'s')
+                       f'its Estimator trained with --optimizer={trained}; '
+                       f'give migrate --optimizer={trained}')
   _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
   job = job_lib.Job(config)
   names = job.weight_names
@@ -84,6 +85,15 @@ def convert(config, source):
   path = tf.train.latest_checkpoint(config.model_dir)
   _logger.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
+
+
+def _optimizer_of(stored):
+  """The --optimizer whose v1 slots the checkpoint's variables (`stored`)
+  hold: sgd when none."""
+  for name, slots in optimizers.SLOTS.items():
+    if slots and any(key.endswith(f'/{slots[0][0]}') for key in stored):
+      return name
+  return 'sgd'
 
 
 def _carry_preprocessing(source_dir, model_dir):
