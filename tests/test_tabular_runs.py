@@ -366,7 +366,7 @@ def _relative(a, b):
 
 
 @pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
-    pytest.mark.estimator)), 'ctl'])
+    pytest.mark.estimator)), 'ctl', 'keras'])
 @pytest.mark.parametrize('head', INVARIANCE)
 def test_2_replicas_step_as_1_with_weights(sets, tmp_path, head, engine):
   """Each replica sums its examples' weighted losses and divides by the
