@@ -18,28 +18,13 @@ from estimator_trainer import early_stopping
 from estimator_trainer import export_policy
 from estimator_trainer import layout
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+from cluster_launch import LAUNCHER, launch, task_lines
 import scripts_dir
 
 # Clusters on free ports, picked before they bind; their tasks race.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 launcher = scripts_dir.load('local_cluster')
-LAUNCHER = scripts_dir.SCRIPTS / 'local_cluster.py'
-
-
-def _launch(cluster_args, trainer_flags, timeout=600):
-  return subprocess.run(
-      [sys.executable, str(LAUNCHER), *cluster_args, '--', *trainer_flags],
-      capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _task_lines(output, text):
-  """{task: [lines containing text]} from the launcher's prefixed output."""
-  found = {}
-  for line in output.splitlines():
-    if text in line and line.startswith('['):
-      found.setdefault(line[1:line.index(']')], []).append(line)
-  return found
 
 
 def _flags(model_dir, idx_dir, *extra):
@@ -50,7 +35,7 @@ def _flags(model_dir, idx_dir, *extra):
 @pytest.mark.estimator
 def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2', '--evaluator'], _flags(
+  result = launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
       # Checkpoints 0, 100, ..., 400: the evaluator, slower to start than
       # training, still finds some before the last.
@@ -59,24 +44,24 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   # The evaluator exports after each evaluation; nobody else exports.
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 2
-  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'evaluator:0'}
   # Each worker reads its own half of the data.
-  assert set(_task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
+  assert set(task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
       'worker:0'}
-  assert set(_task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
+  assert set(task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
       'worker:1'}
   # Checkpoints in model_dir come from the chief (worker 0) only, and the
   # other worker's scratch directory is gone.
-  assert set(_task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
+  assert set(task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
       'worker:0'}
   assert not list(model_dir.glob('tmp_*'))
   # One training event file in model_dir: the chief's.
   assert len(list(model_dir.glob('events.out.tfevents.*'))) == 1
   # The evaluator evaluated while training ran and wrote the final metrics.
-  assert set(_task_lines(result.stdout, 'Final evaluation')) == {
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {
       'evaluator:0'}
-  evaluated = _task_lines(result.stdout, 'Saving dict for global step')
+  evaluated = task_lines(result.stdout, 'Saving dict for global step')
   assert len(evaluated['evaluator:0']) >= 2
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 400
@@ -88,18 +73,18 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
 @pytest.mark.estimator
 def test_parameter_server_cluster(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
-  result = _launch(['--chief', '--workers=1', '--ps=1'], _flags(
+  result = launch(['--chief', '--workers=1', '--ps=1'], _flags(
       model_dir, mnist_small_dir, '--strategy=parameter_server',
       '--train_steps=200', '--save_checkpoints_steps=100'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: chief:0=0, worker:0=0, ps:0=0' in result.stdout
-  assert set(_task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
-  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'chief:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   # Asynchronous training may pass the last step: chief and worker both
   # step until each sees 200.
-  finished = _task_lines(result.stdout, 'Training finished at step ')
+  finished = task_lines(result.stdout, 'Training finished at step ')
   assert set(finished) == {'ps:0'}
   assert int(finished['ps:0'][0].split('at step ')[1].split(':')[0]) >= 200
   metrics = json.loads((model_dir / 'metrics.json').read_text())
@@ -116,7 +101,7 @@ def test_best_export_of_an_evaluator_that_falls_behind(tmp_path,
   ends with the best model it could export; no export that failed raises
   the bar or leaves a temp-*; --exports_to_keep holds there too."""
   model_dir = tmp_path / 'model'
-  result = _launch(['--chief', '--workers=1', '--ps=1', '--evaluator'],
+  result = launch(['--chief', '--workers=1', '--ps=1', '--evaluator'],
                    _flags(model_dir, fashion_mnist_dir,
                           '--strategy=parameter_server', '--train_steps=800',
                           '--save_checkpoints_steps=40',
@@ -174,7 +159,7 @@ def test_two_workers_step_like_one_at_the_same_global_batch(tmp_path,
       capture_output=True, text=True, timeout=600, check=False,
       env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'})
   assert one.returncode == 0, one.stderr[-3000:]
-  two = _launch(['--workers=2'], _flags(
+  two = launch(['--workers=2'], _flags(
       tmp_path / 'two', mnist_small_dir, '--strategy=multi_worker_mirrored',
       *common))
   assert two.returncode == 0, two.stdout[-5000:]
@@ -249,13 +234,13 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
   and the final export are of it); both workers, which follow its
   evaluations, stop together soon after."""
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2', '--evaluator'], _flags(
+  result = launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
       '--optimizer=sgd', '--learning_rate=1e-12', '--lr_decay=none',
       '--train_steps=2000', '--save_checkpoints_steps=20',
       '--throttle_secs=0', '--early_stopping_evals=2', '--export=final'))
   assert result.returncode == 0, result.stdout[-5000:]
-  assert set(_task_lines(result.stdout, 'Early stopping requested')) == {
+  assert set(task_lines(result.stdout, 'Early stopping requested')) == {
       'worker:0', 'worker:1'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] < 2000
@@ -279,14 +264,14 @@ def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
   """Each worker decides from the evaluation they run together: both stop
   at the same step (apart, the all-reduce would hang)."""
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2'], _flags(
+  result = launch(['--workers=2'], _flags(
       model_dir, mnist_small_dir, '--engine=ctl',
       '--strategy=multi_worker_mirrored', '--optimizer=sgd',
       '--learning_rate=1e-12', '--lr_decay=none', '--train_steps=2000',
       '--save_checkpoints_steps=20', '--throttle_secs=0',
       '--early_stopping_evals=2', '--export=none'))
   assert result.returncode == 0, result.stdout[-5000:]
-  assert set(_task_lines(result.stdout, 'Early stopping: no better')) == {
+  assert set(task_lines(result.stdout, 'Early stopping: no better')) == {
       'worker:0', 'worker:1'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 60
@@ -296,18 +281,18 @@ def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
 def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
                                               engine):
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2'], _flags(
+  result = launch(['--workers=2'], _flags(
       model_dir, mnist_small_dir, f'--engine={engine}',
       '--strategy=multi_worker_mirrored', '--train_steps=100',
       '--save_checkpoints_steps=50', '--steps_per_loop=10'))
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0' in result.stdout
-  assert set(_task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
+  assert set(task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
       'worker:0'}
-  assert set(_task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
+  assert set(task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
       'worker:1'}
   # Both workers evaluate (collectively); the chief alone writes results.
-  assert set(_task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 100 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
@@ -337,7 +322,7 @@ def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
       capture_output=True, text=True, timeout=600, check=False,
       env={**os.environ, 'PYTHONPATH': tests_dir})
   assert result.returncode == 0, result.stdout[-5000:]
-  assert set(_task_lines(result.stdout, 'Recomputed the moving statistics')
+  assert set(task_lines(result.stdout, 'Recomputed the moving statistics')
              ) == {'worker:0', 'worker:1'}
   alone = subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.run',
@@ -362,7 +347,7 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   sends the steps to the workers; an evaluator task, or else the chief,
   evaluates the checkpoints."""
   model_dir = tmp_path / 'model'
-  result = _launch(
+  result = launch(
       ['--chief', '--workers=2', '--ps=1',
        *(['--evaluator'] if evaluator else [])],
       _flags(model_dir, mnist_small_dir, f'--engine={engine}',
@@ -375,15 +360,15 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   # The chief alone saves, at exact steps: it joins the workers' closures
   # (ctl) or Keras does at the end of each fit; the last step no multiple
   # of 50 (keras trained to 150 in epochs of 50).
-  assert set(_task_lines(result.stdout, 'Saved checkpoint')) == {'chief:0'}
+  assert set(task_lines(result.stdout, 'Saved checkpoint')) == {'chief:0'}
   assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
       'ckpt-100.index', 'ckpt-140.index', 'ckpt-50.index']
   # The workers and the ps serve until the chief has trained to the end.
-  assert set(_task_lines(result.stdout, 'Training finished at step 140')) == {
+  assert set(task_lines(result.stdout, 'Training finished at step 140')) == {
       'worker:0', 'worker:1', 'ps:0'}
   evaluating = 'evaluator:0' if evaluator else 'chief:0'
-  assert set(_task_lines(result.stdout, 'Final evaluation')) == {evaluating}
-  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {evaluating}
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
       evaluating}
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 1
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
@@ -397,7 +382,7 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
 
 def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2', '--evaluator'], _flags(
+  result = launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--engine=keras',
       '--strategy=multi_worker_mirrored', '--train_steps=100',
       '--save_checkpoints_steps=50', '--steps_per_loop=10'))
@@ -405,11 +390,11 @@ def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   # The workers train without evaluating; the evaluator evaluates, exports
   # and writes the results.
-  assert not _task_lines(result.stdout, 'Evaluation at step').keys() - {
+  assert not task_lines(result.stdout, 'Evaluation at step').keys() - {
       'evaluator:0'}
-  assert set(_task_lines(result.stdout, 'Final evaluation')) == {
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {
       'evaluator:0'}
-  assert set(_task_lines(result.stdout, 'Exported a SavedModel to')) == {
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'evaluator:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
   metrics = json.loads((model_dir / 'metrics.json').read_text())

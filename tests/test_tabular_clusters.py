@@ -6,19 +6,16 @@ export, a multi-worker run, and the chief's statistics that every task uses
 import csv
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from estimator_trainer import layout
-import scripts_dir
+from cluster_launch import launch, task_lines
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
-LAUNCHER = scripts_dir.SCRIPTS / 'local_cluster.py'
 NUM_BINS = 1_000_000
 EMBEDDING_DIM = 4
 TABLE = 'dnn/embedding_user/embeddings'
@@ -50,32 +47,21 @@ def data_dir(tmp_path_factory):
 
 
 def _launch(cluster_args, model_dir, data_dir, *extra):
-  return subprocess.run(
-      [sys.executable, str(LAUNCHER), *cluster_args, '--',
-       f'--model_dir={model_dir}', f'--feature_spec={data_dir}/spec.json',
-       f'--train_files={data_dir}/train.csv',
-       f'--eval_files={data_dir}/test.csv', '--model=dnn',
-       '--model_kwargs={"hidden_units": [8]}', '--optimizer=adagrad',
-       '--global_batch_size=32', '--train_steps=20',
-       '--cluster_timeout_secs=120', *extra],
-      capture_output=True, text=True, timeout=600, check=False)
-
-
-def _task_lines(output, text):
-  """{task: [lines containing text]} from the launcher's prefixed output."""
-  found = {}
-  for line in output.splitlines():
-    if text in line and line.startswith('['):
-      found.setdefault(line[1:line.index(']')], []).append(line)
-  return found
+  return launch(cluster_args, [
+      f'--model_dir={model_dir}', f'--feature_spec={data_dir}/spec.json',
+      f'--train_files={data_dir}/train.csv',
+      f'--eval_files={data_dir}/test.csv', '--model=dnn',
+      '--model_kwargs={"hidden_units": [8]}', '--optimizer=adagrad',
+      '--global_batch_size=32', '--train_steps=20',
+      '--cluster_timeout_secs=120', *extra])
 
 
 def _check_statistics(output, model_dir, chief, others):
   """The chief alone computed the statistics; the `others` read its file."""
   path = layout.statistics_file(str(model_dir))
-  assert set(_task_lines(output, 'Tabular statistics of 512 training '
+  assert set(task_lines(output, 'Tabular statistics of 512 training '
                          f'examples written to {path}')) == {chief}
-  assert set(_task_lines(output, f'Tabular statistics read from {path}')
+  assert set(task_lines(output, f'Tabular statistics read from {path}')
              ) >= set(others)
 
 
@@ -109,7 +95,7 @@ def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
                    f'--engine={engine}', '--strategy=parameter_server')
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: chief:0=0, worker:0=0, ps:0=0, ps:1=0' in result.stdout
-  placed = _task_lines(result.stdout, f'Partitioned {TABLE} ')
+  placed = task_lines(result.stdout, f'Partitioned {TABLE} ')
   assert set(placed) == {'chief:0'} and len(placed['chief:0']) == 1
   print(placed['chief:0'][0])
   shards = re.findall(r'rows (\d+) on /job:ps/replica:0/task:(\d+)',
@@ -148,7 +134,7 @@ def test_two_workers_use_the_chiefs_statistics(tmp_path, data_dir, engine):
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0' in result.stdout
   _check_statistics(result.stdout, model_dir, 'worker:0', ['worker:1'])
-  assert not _task_lines(result.stdout, 'Partitioned ')
+  assert not task_lines(result.stdout, 'Partitioned ')
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 20 and metrics['num_examples'] == 128
   assert 0 <= metrics['auc'] <= 1
