@@ -72,7 +72,43 @@ def _pipeline_options():
   return options
 
 
-_PIPELINE_OPTIONS = _pipeline_options()
+PIPELINE_OPTIONS = _pipeline_options()
+
+
+def pipeline_layout(mode, input_context, global_batch_size):
+  """(pipelines, this pipeline's index, batch per replica, replicas this
+  pipeline feeds) of an input_fn call in `mode` with `input_context`
+  (None: one pipeline, one replica)."""
+  if input_context is None:
+    return 1, 0, global_batch_size, 1
+  num_pipelines = input_context.num_input_pipelines
+  # Evaluation may run on another strategy than training: any split of the
+  # batch will do there, as long as it does not fail.
+  batch_size = (
+      input_context.get_per_replica_batch_size(global_batch_size)
+      if mode == ModeKeys.TRAIN else
+      max(1, global_batch_size // input_context.num_replicas_in_sync))
+  return (num_pipelines, input_context.input_pipeline_id, batch_size,
+          input_context.num_replicas_in_sync // num_pipelines)
+
+
+def shuffled_repeat(ds, config, seeded):
+  """A TRAIN pipeline's examples: cached, shuffled (seeded unless not
+  `seeded`: see make_input_fn), repeated."""
+  ds = ds.cache()
+  if config.shuffle_buffer:
+    ds = ds.shuffle(config.shuffle_buffer,
+                    seed=config.seed if seeded else None)
+  return ds.repeat()
+
+
+def with_eval_padding(ds, padding, padded_size):
+  """`ds`'s elements (tuples, or single tensors) each with weight 1.0, then
+  `padding` (an element's tensors) with weight 0.0, to `padded_size`
+  (eval_padded_size) elements."""
+  padding = tf.data.Dataset.from_tensors((*padding, 0.0)).repeat()
+  return ds.map(lambda *element: (*element, 1.0)).concatenate(
+      padding).take(padded_size)
 
 
 def make_input_fn(config, global_batch_size, source=None, seeded=True,
@@ -102,18 +138,8 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
   def input_fn(mode, input_context=None):
-    num_pipelines, pipeline_id, batch_size, local_replicas = 1, 0, (
-        global_batch_size), 1
-    if input_context is not None:
-      num_pipelines = input_context.num_input_pipelines
-      pipeline_id = input_context.input_pipeline_id
-      # Evaluation may run on another strategy than training: any split of
-      # the batch will do there, as long as it does not fail.
-      batch_size = (
-          input_context.get_per_replica_batch_size(global_batch_size)
-          if mode == ModeKeys.TRAIN else
-          max(1, global_batch_size // input_context.num_replicas_in_sync))
-      local_replicas = input_context.num_replicas_in_sync // num_pipelines
+    num_pipelines, pipeline_id, batch_size, local_replicas = pipeline_layout(
+        mode, input_context, global_batch_size)
 
     if mode == ModeKeys.PREDICT:
       ds = source.dataset(TEST).take(config.num_predictions)
@@ -127,11 +153,7 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
     ds = source.dataset(split, num_pipelines, pipeline_id)
 
     if mode == ModeKeys.TRAIN:
-      ds = ds.cache()
-      if config.shuffle_buffer:
-        ds = ds.shuffle(config.shuffle_buffer,
-                        seed=config.seed if seeded else None)
-      ds = ds.repeat()
+      ds = shuffled_repeat(ds, config, seeded)
       if config.augment == 'crop_flip':
         # After the cache: new crops every epoch. Seeded per pipeline.
         ds = ds.enumerate().map(crop_flip(
@@ -143,16 +165,14 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
       if train_window > 1:
         ds = ds.batch(train_window, drop_remainder=True)
     else:
-      padded = eval_padded_size(num_test, num_pipelines, local_replicas,
-                                batch_size)
-      padding = tf.data.Dataset.from_tensors(
-          (tf.zeros(source.spec.image_shape, tf.uint8),
-           tf.constant(0, tf.int64),
-           0.0)).repeat()
-      ds = ds.map(lambda x, y: (x, y, 1.0)).concatenate(padding).take(padded)
+      ds = with_eval_padding(
+          ds, (tf.zeros(source.spec.image_shape, tf.uint8),
+               tf.constant(0, tf.int64)),
+          eval_padded_size(num_test, num_pipelines, local_replicas,
+                           batch_size))
       ds = ds.batch(batch_size).map(
           _features, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(_PIPELINE_OPTIONS)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(PIPELINE_OPTIONS)
 
   return input_fn
 

@@ -6,7 +6,8 @@ import logging
 
 import tensorflow as tf
 
-from estimator_trainer.data import _PIPELINE_OPTIONS, ModeKeys, eval_padded_size
+from estimator_trainer import data
+from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular.encoder import Encoder
@@ -53,16 +54,8 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
   def input_fn(mode, input_context=None):
-    num_pipelines, pipeline_id, batch_size, local_replicas = 1, 0, (
-        global_batch_size), 1
-    if input_context is not None:
-      num_pipelines = input_context.num_input_pipelines
-      pipeline_id = input_context.input_pipeline_id
-      batch_size = (
-          input_context.get_per_replica_batch_size(global_batch_size)
-          if mode == ModeKeys.TRAIN else
-          max(1, global_batch_size // input_context.num_replicas_in_sync))
-      local_replicas = input_context.num_replicas_in_sync // num_pipelines
+    num_pipelines, pipeline_id, batch_size, local_replicas = (
+        data.pipeline_layout(mode, input_context, global_batch_size))
     # Here, not in a map function: the tables live in the caller's graph,
     # where Estimator's scaffold initialises them.
     encoding = encoder or Encoder(feature_spec, statistics)
@@ -88,20 +81,16 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
                    pipeline_id, num_pipelines, split)
     ds = source.records(split, num_pipelines, pipeline_id)
     if mode == ModeKeys.TRAIN:
-      ds = ds.cache()
-      if config.shuffle_buffer:
-        ds = ds.shuffle(config.shuffle_buffer,
-                        seed=config.seed if seeded else None)
-      ds = ds.repeat().batch(batch_size, drop_remainder=True).map(
+      ds = data.shuffled_repeat(ds, config, seeded).batch(
+          batch_size, drop_remainder=True).map(
           features, num_parallel_calls=tf.data.AUTOTUNE)
     else:
-      padded = eval_padded_size(num_test, num_pipelines, local_replicas,
-                                batch_size)
-      padding = tf.data.Dataset.from_tensors(
-          (tf.constant(source.padding_record), 0.0)).repeat()
-      ds = ds.map(lambda r: (r, 1.0)).concatenate(padding).take(padded)
+      ds = data.with_eval_padding(
+          ds, (tf.constant(source.padding_record),),
+          data.eval_padded_size(num_test, num_pipelines, local_replicas,
+                                batch_size))
       ds = ds.batch(batch_size).map(features,
                                     num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(_PIPELINE_OPTIONS)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(data.PIPELINE_OPTIONS)
 
   return input_fn
