@@ -95,6 +95,21 @@ def test_missing_tfrecords_are_a_one_line_error(tmp_path):
     data.make_input_fn(config, 64)
 
 
+def _tfma_metrics(trainer_spec, export_dir_base, files):
+  """What TFX's Trainer does after training: exports the eval graph for
+  TFMA, which computes the model's own metrics from the serialized
+  examples (with their labels) of `files`."""
+  eval_model_dir = tfma.export.export_eval_savedmodel(
+      estimator=trainer_spec['estimator'],
+      export_dir_base=str(export_dir_base),
+      eval_input_receiver_fn=trainer_spec['eval_input_receiver_fn'])
+  eval_model = tfma_load.EvalSavedModel(eval_model_dir.decode())
+  eval_model.metrics_reset_update_get_list([
+      record.numpy() for record in tf.data.TFRecordDataset(
+          sorted(map(str, files)))])
+  return eval_model.get_metric_values()
+
+
 def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
   args = types.SimpleNamespace(
       train_files=[str(tfrecords / 'train-*')],
@@ -113,14 +128,8 @@ def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
 
   # What TFX's Trainer does next: export the eval graph for TFMA, which
   # computes the model's own metrics from serialized examples and labels.
-  eval_model_dir = tfma.export.export_eval_savedmodel(
-      estimator=spec['estimator'], export_dir_base=str(tmp_path / 'eval'),
-      eval_input_receiver_fn=spec['eval_input_receiver_fn'])
-  eval_model = tfma_load.EvalSavedModel(eval_model_dir.decode())
-  examples = [record.numpy() for record in tf.data.TFRecordDataset(
-      sorted(map(str, tfrecords.glob('test-*'))))]
-  eval_model.metrics_reset_update_get_list(examples)
-  tfma_metrics = eval_model.get_metric_values()
+  tfma_metrics = _tfma_metrics(spec, tmp_path / 'eval',
+                               tfrecords.glob('test-*'))
   assert tfma_metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert tfma_metrics['accuracy'] == pytest.approx(metrics['accuracy'],
                                                    abs=1e-6)
@@ -159,14 +168,8 @@ def test_trainer_fn_on_structured_data_through_custom_config(tmp_path):
   metrics, _ = tf.estimator.train_and_evaluate(
       spec['estimator'], spec['train_spec'], spec['eval_spec'])
   assert metrics['global_step'] == 40 and 'auc' in metrics
-  eval_model_dir = tfma.export.export_eval_savedmodel(
-      estimator=spec['estimator'], export_dir_base=str(tmp_path / 'eval'),
-      eval_input_receiver_fn=spec['eval_input_receiver_fn'])
-  eval_model = tfma_load.EvalSavedModel(eval_model_dir.decode())
-  examples = [record.numpy() for record in tf.data.TFRecordDataset(
-      sorted(map(str, data_dir.glob('test-*.tfrecord'))))]
-  eval_model.metrics_reset_update_get_list(examples)
-  tfma_metrics = eval_model.get_metric_values()
+  tfma_metrics = _tfma_metrics(spec, tmp_path / 'eval',
+                               data_dir.glob('test-*.tfrecord'))
   # The weight column weighs TFMA's metrics as the trainer's.
   for name in ('num_examples', 'accuracy', 'auc', 'average_loss'):
     assert tfma_metrics[name] == pytest.approx(metrics[name], rel=1e-4), name
