@@ -26,20 +26,6 @@ def per_example_loss(labels, logits, label_smoothing=0.0):
   return (1.0 - label_smoothing) * plain + label_smoothing * uniform
 
 
-class KerasLoss(tf.keras.losses.Loss):
-  """per_example_loss for `Model.compile`. Under a strategy, Model.fit sums
-  it over each replica's batch and divides by the global batch, as
-  replica_training_loss does."""
-
-  def __init__(self, label_smoothing=0.0):
-    super().__init__(name='cross_entropy')
-    self._label_smoothing = label_smoothing
-
-  def call(self, y_true, y_pred):
-    labels = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-    return per_example_loss(labels, y_pred, self._label_smoothing)
-
-
 def num_replicas_in_sync():
   """Replicas whose gradients get summed: the same in a replica context,
   in a strategy's cross-replica context and with no strategy (1)."""

@@ -121,14 +121,6 @@ def resnet20(input_shape=(32, 32, 3), num_classes=10, seed=None,
   return tf.keras.Model(images, logits, name='resnet20')
 
 
-def predictions(logits):
-  """What a classifier's logits give in every engine's predictions and
-  SavedModels: `classes` (int64), `probabilities` and the `logits`."""
-  return {'classes': tf.argmax(logits, axis=1),
-          'probabilities': tf.nn.softmax(logits),
-          'logits': logits}
-
-
 def _is_tabular(model_input):
   return isinstance(model_input, collections.abc.Mapping)
 

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import heads
 from estimator_trainer import losses
 
 LABELS = tf.constant([0, 3, 9, 1], tf.int64)
@@ -97,7 +98,8 @@ def test_keras_loss_in_fit_is_the_replica_loss_summed_over_replicas():
   with strategy.scope():
     model = make_model()
     model.compile(optimizer=tf.keras.optimizers.SGD(1.0),
-                  loss=losses.KerasLoss(0.2))
+                  loss=heads.make('multiclass', tuple('0123456789'),
+                                    label_smoothing=0.2).keras_loss())
   model.fit(tf.data.Dataset.from_tensor_slices((images, labels)).batch(8),
             epochs=1, verbose=0)
 

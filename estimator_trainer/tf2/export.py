@@ -20,7 +20,6 @@ import tensorflow as tf
 from estimator_trainer import checkpoints
 from estimator_trainer import export_policy
 from estimator_trainer import layout
-from estimator_trainer import models
 from estimator_trainer.data import model_images
 from estimator_trainer.examples import EXAMPLES_SIGNATURE, ExampleFormat
 from estimator_trainer.tf2 import job as job_lib
@@ -31,9 +30,10 @@ _logger = logging.getLogger(__name__)
 class _Serving(tf.Module):
   """The model and its two serving functions."""
 
-  def __init__(self, model, example_format):
+  def __init__(self, model, head, example_format):
     super().__init__()
     self.model = model
+    self._head = head
     self._example_format = example_format
     self.serve_images = tf.function(
         self._serve_images, input_signature=[tf.TensorSpec(
@@ -43,7 +43,7 @@ class _Serving(tf.Module):
             [None], tf.string, name='examples')])
 
   def _serve_images(self, image):
-    return models.predictions(self.model(image, training=False))
+    return self._head.predictions(self.model(image, training=False))
 
   def _serve_examples(self, examples):
     return self._serve_images(
@@ -85,7 +85,7 @@ class _TabularServing(tf.Module):
 
 def _serving_module(model, head, example_format):
   if isinstance(example_format, ExampleFormat):
-    return _Serving(model, example_format)
+    return _Serving(model, head, example_format)
   return _TabularServing(model, head, example_format)
 
 
