@@ -21,6 +21,8 @@ from estimator_trainer.errors import UsageError
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
 TRAINING_MODES = ('train_and_evaluate', 'train')
+# What structured data's logits mean (heads.py).
+HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -139,8 +141,7 @@ class TrainConfig:
       None, 'Structured data: multiclass (softmax cross-entropy), binary '
       '(sigmoid cross-entropy), multilabel (sigmoid cross-entropy per label) '
       'or regression (squared error); default: the feature spec\'s. Images '
-      'are multiclass.', choices=('multiclass', 'binary', 'multilabel',
-                                  'regression'))
+      'are multiclass.', choices=HEADS)
   huber_delta: Optional[float] = _option(
       None, '--head=regression: Huber loss with this delta instead of the '
       'squared error.', above=0)

@@ -9,19 +9,17 @@ losses and divides by the global batch (canned heads' SUM_OVER_BATCH_SIZE).
 
 import tensorflow as tf
 
+from estimator_trainer import config
 from estimator_trainer import losses
 from estimator_trainer import metrics as metrics_lib
 
-KINDS = ('multiclass', 'binary', 'multilabel', 'regression')
+KINDS = config.HEADS
 
 
 class Head:
   """The common part: `class_names` (classes, or multilabel's labels)."""
 
   kind = None
-  # The evaluation metric that ranks checkpoints (--export=best, early
-  # stopping), and whether higher is better.
-  best_metric, higher_is_better = 'accuracy', True
   has_accuracy = False  # `correct` gives a training accuracy.
 
   def __init__(self, class_names=()):
@@ -236,7 +234,6 @@ class MultilabelHead(Head):
   `class_names` the labels' names."""
 
   kind = 'multilabel'
-  best_metric = 'auc'
 
   def per_example_loss(self, labels, logits):
     return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
@@ -262,7 +259,6 @@ class RegressionHead(Head):
   float32 [batch]."""
 
   kind = 'regression'
-  best_metric, higher_is_better = 'average_loss', False
 
   def __init__(self, huber_delta=None):
     super().__init__(())

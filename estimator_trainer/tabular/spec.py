@@ -23,13 +23,14 @@ from typing import Optional, Tuple, Union
 import tensorflow as tf
 import yaml
 
+from estimator_trainer import config
 from estimator_trainer.errors import UsageError, first_line
 
 FLOAT_KINDS = ('float', 'float_normalized', 'float_discretized')
 CATEGORICAL_KINDS = ('integer_categorical', 'string_categorical')
 HASHED_KINDS = ('string_hashed', 'integer_hashed')
 KINDS = FLOAT_KINDS + CATEGORICAL_KINDS + HASHED_KINDS
-HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
+HEADS = config.HEADS
 
 
 @dataclasses.dataclass(frozen=True)
