@@ -110,13 +110,15 @@ class HeadMetrics:
     if head.kind == 'multiclass':
       self.images['confusion_matrix'].update_state(labels, class_ids,
                                                    weights)
+    # What prediction/mean averages: the probability of class 1, or the
+    # predicted value.
+    prediction = (tf.sigmoid(logits[:, 0]) if head.kind == 'binary' else
+                  logits[:, 0])
     if head.kind == 'binary':
-      probability = tf.sigmoid(logits[:, 0])
       for name in ('auc', 'auc_precision_recall', 'precision', 'recall'):
-        scalars[name].update_state(labels, probability,
+        scalars[name].update_state(labels, prediction,
                                    sample_weight=weights)
     if head.kind == 'regression':
-      probability = logits[:, 0]  # The prediction.
       for name in ('mean_absolute_error', 'root_mean_squared_error'):
         # [batch, 1] both: Keras's errors reduce over the last axis.
         scalars[name].update_state(tf.cast(labels, tf.float32)[:, None],
@@ -124,7 +126,7 @@ class HeadMetrics:
     if head.kind in ('binary', 'regression'):
       scalars['label/mean'].update_state(tf.cast(labels, tf.float32),
                                          sample_weight=weights)
-      scalars['prediction/mean'].update_state(probability,
+      scalars['prediction/mean'].update_state(prediction,
                                               sample_weight=weights)
     if head.kind == 'multilabel':
       probabilities = tf.sigmoid(logits)
