@@ -110,10 +110,11 @@ class HeadMetrics:
     if head.kind == 'multiclass':
       self.images['confusion_matrix'].update_state(labels, class_ids,
                                                    weights)
-    # What prediction/mean averages: the probability of class 1, or the
-    # predicted value.
-    prediction = (tf.sigmoid(logits[:, 0]) if head.kind == 'binary' else
-                  logits[:, 0])
+    if head.kind in ('binary', 'regression'):
+      # What prediction/mean averages: the probability of class 1, or the
+      # predicted value.
+      prediction = (tf.sigmoid(logits[:, 0]) if head.kind == 'binary' else
+                    logits[:, 0])
     if head.kind == 'binary':
       for name in ('auc', 'auc_precision_recall', 'precision', 'recall'):
         scalars[name].update_state(labels, prediction,
