@@ -179,10 +179,12 @@ def check_compatible(model_dir, model_fn, params, training, model_input,
   # PREDICT's graph serves both without building the metrics.
   mode = (tf.estimator.ModeKeys.TRAIN if training else
           tf.estimator.ModeKeys.PREDICT)
-  # One step per run: the same variables as a loop of them (whose count
-  # is a local variable), without the input iterator a loop reads.
-  expected = _graph_variables(model_fn, dict(params, steps_per_run=1), mode,
-                              model_input)
+  # One step per run of one micro-batch: the same variables as a loop of
+  # them (whose count is a local variable), without the input iterator a
+  # loop reads.
+  expected = _graph_variables(
+      model_fn, dict(params, steps_per_run=1, accumulate_steps=1), mode,
+      model_input)
   missing = sorted(set(expected) - set(stored))
   reshaped = sorted(name for name in set(expected) & set(stored)
                     if list(stored[name]) != expected[name])

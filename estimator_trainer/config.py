@@ -200,6 +200,21 @@ class TrainConfig:
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
       'none: constant.', choices=('cosine', 'none'))
   weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
+  clip_global_norm: Optional[float] = _option(
+      None, 'Clip the gradient of the global batch to this global norm, '
+      'after the replicas\' gradients are summed (so a step is the same on '
+      'any number of replicas); its norm before clipping is the '
+      'gradient_norm summary (engines estimator and ctl; keras clips with '
+      'its optimizer\'s global_clipnorm, after the sum too, and writes no '
+      'gradient_norm).', above=0)
+  accumulate_steps: int = _option(
+      1, 'Micro-batches per optimizer step: each step reads this many '
+      'batches (of --batch_size_per_replica per replica) and applies the sum '
+      'of their gradients, as one step on a batch this many times larger. '
+      'Steps, the schedule, checkpoints and summaries count optimizer '
+      'steps; no checkpoint falls mid-accumulation. Batch norm updates its '
+      'moving statistics on every micro-batch. Engines estimator and ctl.',
+      at_least=1)
   label_smoothing: float = _option(
       0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
       'reports the plain cross-entropy.', at_least=0)
@@ -321,6 +336,10 @@ class TrainConfig:
     if self.eval_strategy != 'default':
       raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
                        'under the training --strategy')
+    if self.accumulate_steps > 1 and self.engine == 'keras':
+      raise UsageError('--accumulate_steps: --engine=keras applies a '
+                       'gradient per batch (Model.fit); use --engine=ctl or '
+                       'estimator')
     if self.linear_optimizer and self.engine == 'keras':
       raise UsageError('--linear_optimizer: --engine=keras trains with one '
                        'optimizer (Model.fit); use --engine=ctl or estimator')
@@ -345,11 +364,13 @@ class TrainConfig:
 
   def resolve_train_steps(self, num_train_examples: int,
                           global_batch_size: int) -> int:
-    """`train_steps`, or the steps of `train_epochs` (10 by default)."""
+    """`train_steps`, or the optimizer steps of `train_epochs` (10 by
+    default): each reads `accumulate_steps` global batches."""
     if self.train_steps is not None:
       return self.train_steps
     epochs = self.train_epochs or DEFAULT_TRAIN_EPOCHS
-    return max(1, math.ceil(epochs * num_train_examples / global_batch_size))
+    return max(1, math.ceil(epochs * num_train_examples /
+                            (global_batch_size * self.accumulate_steps)))
 
   @property
   def resolved_predictions_file(self) -> str:
@@ -382,7 +403,8 @@ class TrainConfig:
         f'batch {per_replica} per replica, {global_batch_size} global']
     if train_steps is not None:
       epochs = self.train_epochs or (
-          train_steps * global_batch_size / num_train_examples)
+          train_steps * global_batch_size * self.accumulate_steps /
+          num_train_examples)
       parts.append(f'{train_steps} steps ({epochs:.4g} '
                    f'epoch{"" if epochs == 1 else "s"} of '
                    f'{num_train_examples} training examples)')

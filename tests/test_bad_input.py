@@ -209,6 +209,13 @@ CASES = [
           '--batch_size_per_replica must be > 0, got 0'),
     _case('negative-train-steps', ['--train_steps=-5'], 2,
           '--train_steps must be > 0, got -5'),
+    _case('clip-global-norm-0', ['--clip_global_norm=0'], 2,
+          '--clip_global_norm must be > 0, got 0.0'),
+    _case('accumulate-steps-0', ['--accumulate_steps=0'], 2,
+          '--accumulate_steps must be >= 1, got 0'),
+    _case('keras-accumulate-steps', ['--engine=keras', '--accumulate_steps=2'],
+          2, '--accumulate_steps: --engine=keras applies a gradient per '
+          'batch'),
     _case('zero-train-steps', ['--train_steps=0'], 2,
           '--train_steps must be > 0, got 0'),
     _case('negative-train-epochs', ['--train_epochs=-1'], 2,

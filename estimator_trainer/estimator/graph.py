@@ -3,6 +3,7 @@ Estimator, with the package's loss scaling and eval metrics."""
 
 import tensorflow as tf
 
+from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
 from estimator_trainer import losses
 from estimator_trainer import models
@@ -17,23 +18,29 @@ from estimator_trainer.tabular.encoder import EncodedInput
 ModeKeys = tf.estimator.ModeKeys
 
 
-def train_op(parts, loss):
-  """Applies the gradients of `loss`, which is already per global batch, with
-  each optimizer of `parts` (optimizers.by_part) to its variables; the last
-  one counts the global step.
+def train_op(parts, gradients, clip_norm=None):
+  """Applies `gradients` (of optimizers.variables_of(parts), of a loss
+  already per global batch) with each optimizer of `parts`
+  (optimizers.by_part) to its variables; the last one counts the global
+  step. With `clip_norm`, the replicas' summed gradient is clipped to that
+  global norm. Returns (the op, that norm before clipping or None).
 
-  Not `optimizer.minimize`: under Estimator its `compute_gradients` divides
-  the loss again by the replica count (`Optimizer._scale_loss`, tensorflow
-  #35333). `apply_gradients` sums the replicas' gradients, which is right for
-  a loss divided by the global batch.
+  Gradients not of `optimizer.minimize`: under Estimator its
+  `compute_gradients` divides the loss again by the replica count
+  (`Optimizer._scale_loss`, tensorflow#35333). `apply_gradients` sums the
+  replicas' gradients, which is right for a loss divided by the global
+  batch; so clipping scales each replica's share (gradients.clip_shares).
   """
-  gradients = tf.compat.v1.gradients(loss, optimizers.variables_of(parts))
+  norm = None
+  if clip_norm is not None:
+    gradients, norm = gradients_lib.clip_shares(gradients, clip_norm)
   *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
   updates = [other.apply_gradients(other_pairs)
              for other, other_pairs in others]
   with tf.control_dependencies(updates):
     return optimizer.apply_gradients(
-        pairs, global_step=tf.compat.v1.train.get_or_create_global_step())
+        pairs, global_step=tf.compat.v1.train.get_or_create_global_step()
+    ), norm
 
 
 def _batch_reader(features, labels):
@@ -49,9 +56,9 @@ def _batch_reader(features, labels):
   get_next = tensors[0].op
   if get_next.type != 'IteratorGetNext' or any(
       tensor.op is not get_next for tensor in tensors):
-    raise ValueError('model_fn: steps_per_run > 1 needs the TRAIN features '
-                     'and labels of an input_fn that returns a tf.data '
-                     'Dataset')
+    raise ValueError('model_fn: steps_per_run > 1 or accumulate_steps > 1 '
+                     'needs the TRAIN features and labels of an input_fn '
+                     'that returns a tf.data Dataset')
 
   def read():
     with tf.compat.v1.colocate_with(get_next):
@@ -162,32 +169,53 @@ def _train_spec(model, head, features, labels, params):
   parts = optimizers.by_part(optimizer, model.trainable_variables,
                              linear or None)
 
+  variables = optimizers.variables_of(parts)
+  micro_batches = params.accumulate_steps
+  read = micro_batches > 1 and _batch_reader(features, labels)
+
   def step(features, labels):
-    inputs = models.model_inputs(features)
-    logits = model(inputs, training=True)
-    loss = head.replica_training_loss(labels, logits,
-                                      params.global_batch_size, model.losses,
-                                      features.get('weight'))
+    """One optimizer step on `features` and `labels` and, with
+    accumulate_steps > 1, on the further micro-batches it reads: the sum
+    of their gradients, each of a loss per global batch times the
+    micro-batches. Each updates batch norm's moving statistics."""
+    gradients = [None] * len(variables)
+    loss = correct = 0.0
+    updates = []
+    for micro_batch in range(micro_batches):
+      if micro_batch:  # Read in order, after the one before.
+        with tf.control_dependencies(tf.nest.flatten((features, labels))):
+          features, labels = read()
+      inputs = models.model_inputs(features)
+      logits = model(inputs, training=True)
+      micro_loss = head.replica_training_loss(
+          labels, logits, params.global_batch_size, model.losses,
+          features.get('weight')) / micro_batches
+      gradients = [gradients_lib.add(total, gradient) for total, gradient in
+                   zip(gradients, tf.compat.v1.gradients(micro_loss,
+                                                         variables))]
+      loss += micro_loss
+      updates += model.get_updates_for(inputs)
+      if head.has_accuracy:
+        correct += tf.reduce_sum(head.correct(labels, logits))
     rate = learning_rate()  # This step's: read before the step counts.
     # Keras layers' own updates (batch norm's moving statistics) are not in
     # a v1 graph's train op unless put there: this call's, in this graph
     # (in a loop body, not the first step's).
     graph = tf.compat.v1.get_default_graph()
-    with tf.control_dependencies([rate, *model.get_updates_for(inputs), *(
+    with tf.control_dependencies([rate, *updates, *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
-      op = train_op(parts, loss)
+      op, norm = train_op(parts, gradients, params.clip_global_norm)
     # This replica's share of the global batch's accuracy, as its loss is.
-    accuracy = (tf.reduce_sum(head.correct(labels, logits)) /
-                params.global_batch_size if head.has_accuracy else
-                tf.constant(0.0))
-    return op, (loss, accuracy, rate)
+    accuracy = (correct / (params.global_batch_size * micro_batches)
+                if head.has_accuracy else tf.constant(0.0))
+    return op, (loss, accuracy, rate, *([] if norm is None else [norm]))
 
   if params.steps_per_run > 1:
-    op, (loss, accuracy, rate) = train_steps(
+    op, (loss, accuracy, rate, *norm) = train_steps(
         step, features, labels, train_loop.steps_per_run_variable())
   else:
-    op, (loss, accuracy, rate) = step(features, labels)
+    op, (loss, accuracy, rate, *norm) = step(features, labels)
   # v1 summaries, which Estimator writes for the first replica only: of the
   # global batch, the same on every replica.
   if head.has_accuracy:
@@ -195,6 +223,8 @@ def _train_spec(model, head, features, labels, params):
   tf.compat.v1.summary.scalar('learning_rate', rate)
   if head.has_accuracy:
     tf.compat.v1.summary.scalar('accuracy', accuracy)
+  if norm:  # Of the summed gradient, before clipping.
+    tf.compat.v1.summary.scalar('gradient_norm', norm[0])
   # The sum in the train op: under multi_worker_mirrored every worker must
   # take part in it at every step, and only the chief fetches summaries.
   return tf.estimator.EstimatorSpec(ModeKeys.TRAIN, loss=loss,

@@ -24,6 +24,9 @@ class ModelParams:
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
   columns: name -> EncodedInput's fields), `huber_delta` (regression),
   `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part).
+  `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
+  `accumulate_steps` > 1 reads its further micro-batches from the iterator
+  too.
   """
 
   global_batch_size: int
@@ -34,6 +37,8 @@ class ModelParams:
   lr_decay: str = TrainConfig.lr_decay
   decay_steps: Optional[int] = None
   weight_decay: float = TrainConfig.weight_decay
+  clip_global_norm: Optional[float] = None
+  accumulate_steps: int = TrainConfig.accumulate_steps
   label_smoothing: float = TrainConfig.label_smoothing
   precision: str = TrainConfig.precision
   seed: Optional[int] = TrainConfig.seed
@@ -79,6 +84,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       linear_optimizer=config.linear_optimizer,
       linear_learning_rate=config.linear_learning_rate,
       decay_steps=train_steps, weight_decay=config.weight_decay,
+      clip_global_norm=config.clip_global_norm,
+      accumulate_steps=config.accumulate_steps,
       label_smoothing=config.label_smoothing,
       precision=config.precision, seed=config.seed,
       sync_batch_norm=config.sync_batch_norm,

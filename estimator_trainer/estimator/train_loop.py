@@ -54,10 +54,11 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
                steps_per_run):
     self._config = config
     self._max_steps = max_steps
-    self._global_batch_size = global_batch_size
+    # Examples per optimizer step.
+    self._global_batch_size = global_batch_size * config.accumulate_steps
     self._num_replicas = num_replicas
     self._steps_per_run = steps_per_run
-    self._progress = progress_lib.Progress(max_steps, global_batch_size)
+    self._progress = progress_lib.Progress(max_steps, self._global_batch_size)
 
   def begin(self):
     self._global_step = tf.compat.v1.train.get_global_step()

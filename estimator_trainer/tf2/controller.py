@@ -42,8 +42,9 @@ class TrainSummaries:
     self._writer = job_lib.writer(job)
     self._step = start_step  # Of the previous update.
     self._timer = cadence.Timer()
-    self._progress = (progress_lib.Progress(job.max_steps,
-                                            job.global_batch_size)
+    # Examples per optimizer step.
+    self._examples = job.global_batch_size * job.config.accumulate_steps
+    self._progress = (progress_lib.Progress(job.max_steps, self._examples)
                       if job.is_chief else None)
     with self._writer.as_default(step=start_step):
       for summary in summaries.hparams_summaries(job.hparams()):
@@ -53,8 +54,10 @@ class TrainSummaries:
     """After training to `step` (`loss`: the latest, for the progress line).
 
     `read_metrics()` returns the mean loss and accuracy (None for a head
-    without classes) per example since the previous summary; it is called only when a summary is due (reading
-    metrics costs a few ops per call). Returns True when it wrote a summary
+    without classes) per example since the previous summary, and a dict of
+    the engine's other training scalars (name -> mean since then); it is
+    called only when a summary is due (reading metrics costs a few ops per
+    call). Returns True when it wrote a summary
     (so the caller resets its metrics).
     """
     now = time.monotonic()
@@ -70,15 +73,17 @@ class TrainSummaries:
       self._timer.start(step, now)
     with self._writer.as_default(step=step):
       if summary_due:
-        mean_loss, accuracy = read_metrics()
+        mean_loss, accuracy, others = read_metrics()
         tf.summary.scalar('loss', mean_loss)
         if accuracy is not None:  # A head with classes.
           tf.summary.scalar('accuracy', accuracy)
+        for name, value in others.items():
+          tf.summary.scalar(name, value)
         tf.summary.scalar('learning_rate',
                           job_lib.current_learning_rate(self._job.optimizer))
       if summary_due and timed:
         steps, seconds = self._timer.since('summary', step, now)
-        examples = steps * self._job.global_batch_size / seconds
+        examples = steps * self._examples / seconds
         tf.summary.scalar('examples_per_second', examples)
         tf.summary.scalar('examples_per_second_per_replica',
                           examples / self._job.num_replicas)

@@ -8,6 +8,7 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
+from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer.data import ModeKeys
@@ -28,38 +29,58 @@ class _Trainer:
       self.loss = tf.keras.metrics.Mean()
       self.accuracy = (tf.keras.metrics.Mean() if job.head.has_accuracy
                        else None)
+      # The mean over steps of the summed gradient's norm (the same on
+      # every replica) before clipping.
+      self.gradient_norm = tf.keras.metrics.Mean()
 
-  def _replica_step(self, features, labels):
-    model, head = self._job.model, self._job.head
-    weights = features.get('weight')
-    with tf.GradientTape() as tape:
-      logits = model(models.model_inputs(features), training=True)
-      loss = head.replica_training_loss(
-          labels, logits, self._job.global_batch_size, model.losses, weights)
+  def _replica_step(self, batches):
+    """One optimizer step on `batches`, --accumulate_steps micro-batches of
+    this replica: their gradients summed, each of a loss per global batch
+    times the micro-batches (so the step is one on all of them at once)."""
+    model, head, config = self._job.model, self._job.head, self._job.config
     parts = self._job.optimizer_parts
-    gradients = tape.gradient(loss, optimizers.variables_of(parts))
+    variables = optimizers.variables_of(parts)
+    gradients, step_loss = [None] * len(variables), 0.0
+    for features, labels in batches:
+      weights = features.get('weight')
+      with tf.GradientTape() as tape:
+        logits = model(models.model_inputs(features), training=True)
+        loss = head.replica_training_loss(
+            labels, logits, self._job.global_batch_size, model.losses,
+            weights) / len(batches)
+      gradients = [gradients_lib.add(total, gradient) for total, gradient in
+                   zip(gradients, tape.gradient(loss, variables))]
+      step_loss += loss
+      self.loss.update_state(head.per_example_loss(labels, logits),
+                             sample_weight=weights)
+      if self.accuracy is not None:
+        self.accuracy.update_state(head.correct(labels, logits),
+                                   sample_weight=weights)
+    # Keras's apply_gradients sums the replicas' gradients (right for a loss
+    # per global batch) unless they are summed here, to clip the sum.
+    summed = config.clip_global_norm is not None
+    if summed:
+      gradients, norm = gradients_lib.clip_summed(gradients,
+                                                  config.clip_global_norm)
+      self.gradient_norm.update_state(norm)
     for optimizer, pairs in optimizers.per_part(parts, gradients):
-      # Sums the replicas' gradients: right for a loss per global batch.
-      optimizer.apply_gradients(pairs)
-    self.loss.update_state(head.per_example_loss(labels, logits),
-                           sample_weight=weights)
-    if self.accuracy is not None:
-      self.accuracy.update_state(head.correct(labels, logits),
-                                 sample_weight=weights)
-    return loss
+      optimizer.apply_gradients(pairs, skip_gradients_aggregation=summed)
+    return step_loss
 
   def read_metrics(self):
+    clipped = self._job.config.clip_global_norm is not None
     return float(self.loss.result()), (
-        float(self.accuracy.result()) if self.accuracy is not None else None)
+        float(self.accuracy.result()) if self.accuracy is not None else None
+    ), {'gradient_norm': float(self.gradient_norm.result())} if clipped else {}
 
   @tf.function
   def train_steps(self, iterator, num_steps):
     """Runs `num_steps` steps in one call; returns the last step's loss."""
     loss = tf.constant(0.0)
     for _ in tf.range(num_steps):
-      features, labels = next(iterator)
-      per_replica = self._job.strategy.run(self._replica_step,
-                                           (features, labels))
+      batches = [next(iterator)
+                 for _ in range(self._job.config.accumulate_steps)]
+      per_replica = self._job.strategy.run(self._replica_step, (batches,))
       loss = self._job.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                        per_replica, axis=None)
     return loss
@@ -89,6 +110,7 @@ class _Trainer:
     self.loss.reset_state()
     if self.accuracy is not None:
       self.accuracy.reset_state()
+    self.gradient_norm.reset_state()
 
 
 def _train(job, evaluate):

@@ -113,7 +113,9 @@ class Job:
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
                              config.lr_decay, self.max_steps)
-        self.optimizer = spec.keras()
+        # ctl clips the sum of both parts' gradients itself (ctl.py).
+        self.optimizer = spec.keras(
+            config.clip_global_norm if config.engine == 'keras' else None)
         if config.linear_optimizer:
           self.linear_optimizer = spec.for_linear_part(
               config.linear_optimizer, config.linear_learning_rate).keras()

@@ -37,7 +37,7 @@ class _Callback(tf.keras.callbacks.Callback):
     loss = float(logs['loss'])
     accuracy = logs.get('accuracy')
     if controller.after_steps(controller.job.step, loss, lambda: (
-        loss, None if accuracy is None else float(accuracy))):
+        loss, None if accuracy is None else float(accuracy), {})):
       self.model.reset_metrics()  # The next summary's: from this step on.
     if controller.checkpoint_due(previous):
       controller.checkpoint()

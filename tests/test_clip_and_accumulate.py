@@ -1,0 +1,157 @@
+"""--clip_global_norm and --accumulate_steps: a step is the same however the
+global batch is spread over replicas and micro-batches (the invariance
+score, as the CNN's tests measure it)."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer import gradients as gradients_lib
+from estimator_trainer import models
+from estimator_trainer import weights as weights_lib
+from estimator_trainer.config import TrainConfig
+from test_engines import _summary_values
+import engine_params
+
+IMAGE_SHAPE, CLASSES, SEED = (28, 28, 1), 10, 42
+LEARNING_RATE = 0.05
+# Far below the CNN's gradient norm at its start: every step clips (the
+# gradient_norm summary is checked against it).
+CLIP = 0.05
+
+
+def _train(model_dir, idx_dir, engine, replicas=1, **overrides):
+  """Trains the CNN with SGD on unshuffled data; returns the final step."""
+  config = TrainConfig(
+      model_dir=str(model_dir), dataset='mnist', idx_dir=str(idx_dir),
+      engine=engine, mode=overrides.pop('mode', 'train'),
+      strategy='mirrored' if replicas > 1 else 'default',
+      cpu_replicas=replicas if replicas > 1 else 0, optimizer='sgd',
+      learning_rate=LEARNING_RATE, lr_decay='none', shuffle_buffer=0,
+      export='none', save_summary_steps=1, seed=SEED, **overrides)
+  return engines.ENGINES[engine].run(config)
+
+
+def _changes(model_dir, step):
+  """The change of each CNN weight from the fresh build to checkpoint
+  `step` of `model_dir` (either engine kind's)."""
+  names = models.check('cnn', IMAGE_SHAPE, CLASSES)
+
+  def build():
+    return models.build('cnn', IMAGE_SHAPE, CLASSES, seed=SEED)
+  path = tf.train.latest_checkpoint(str(model_dir))
+  assert path.endswith(f'-{step}'), path  # Counts optimizer steps.
+  initial = [w.numpy() for w in build().weights]
+  final = weights_lib.read_weights(path, names, build)
+  return {name: f - i for name, f, i in zip(names, final, initial)}
+
+
+def _score(a, b):
+  """The invariance score: the largest relative difference of a weight's
+  change."""
+  for name, change in b.items():
+    assert np.linalg.norm(change) > 0, f'{name} did not train'
+  return max(float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(b[k]))
+             for k in b)
+
+
+def _global_norm(changes):
+  return float(np.sqrt(sum(np.sum(c**2) for c in changes.values())))
+
+
+def _per_replica_clip(engine):
+  """The engine's clipping as TensorFlow's bug does it: each replica's
+  gradient (its share of the global batch) clipped alone, then summed."""
+  if engine == 'estimator':  # apply_gradients sums the replicas'.
+    return 'clip_shares', tf.clip_by_global_norm
+
+  def clip_then_sum(gradients, clip_norm):
+    clipped, norm = tf.clip_by_global_norm(gradients, clip_norm)
+    return gradients_lib._summed_over_replicas(clipped), norm  # pylint: disable=protected-access
+  return 'clip_summed', clip_then_sum
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
+    tmp_path, mnist_small_dir, engine, monkeypatch):
+  """With every step clipped, 2 replicas step as 1: the SUMMED gradient is
+  clipped (an SGD step of norm rate x C, its norm before clipping > C the
+  gradient_norm summary). Clipping each replica's share instead fails."""
+  flags = dict(global_batch_size=32, train_steps=1, clip_global_norm=CLIP)
+  changes = {}
+  for replicas in (1, 2):
+    model_dir = tmp_path / str(replicas)
+    assert _train(model_dir, mnist_small_dir, engine, replicas, **flags) == 1
+    changes[replicas] = _changes(model_dir, 1)
+  score = _score(changes[2], changes[1])
+  print(f'clip on {engine}: invariance score {score:.1e}')
+  assert score < 0.01
+  np.testing.assert_allclose(_global_norm(changes[1]), LEARNING_RATE * CLIP,
+                             rtol=1e-4)
+  if engine != 'keras':  # Keras clips inside its optimizer, unseen.
+    norms = _summary_values(tmp_path / '1', 'gradient_norm')
+    assert list(norms) == [1] and norms[1] > 10 * CLIP, norms
+    monkeypatch.setattr(gradients_lib, *_per_replica_clip(engine))
+    assert _train(tmp_path / 'bug', mnist_small_dir, engine, 2, **flags) == 1
+    bug = _score(_changes(tmp_path / 'bug', 1), changes[1])
+    print(f'clip on {engine}: per-replica clipping would score {bug:.2f}')
+    assert bug > 0.1
+
+
+ACCUMULATING = [engine for engine in engine_params.ENGINES
+                if engine != 'keras']
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', ACCUMULATING)
+def test_2_accumulated_micro_batches_step_as_one_batch_of_both(
+    tmp_path, mnist_small_dir, engine):
+  """1 replica x 2 micro-batches of 32 steps as 2 replicas x 32 and as 1
+  replica x 64 (the same 64 examples: the replicas' shards interleave);
+  the step counter counts optimizer steps."""
+  steps, changes = 3, {}
+  for name, replicas, batch, micro_batches in [
+      ('accumulated', 1, 32, 2), ('replicas', 2, 64, 1), ('batch', 1, 64, 1)]:
+    assert _train(tmp_path / name, mnist_small_dir, engine, replicas,
+                  global_batch_size=batch, accumulate_steps=micro_batches,
+                  train_steps=steps) == steps
+    changes[name] = _changes(tmp_path / name, steps)
+  for reference in ('replicas', 'batch'):
+    score = _score(changes['accumulated'], changes[reference])
+    print(f'accumulate on {engine}: invariance score against {reference} '
+          f'{score:.1e}')
+    assert score < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', ACCUMULATING)
+def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
+    tmp_path, mnist_small_dir, engine):
+  """Stopped after 2 optimizer steps of 2 micro-batches and resumed to 4,
+  with clipping: as 1 x 64 stopped and resumed alike (each resume restarts
+  the data alike); metrics.json's global_step is the optimizer's."""
+  changes = {}
+  for name, batch, micro_batches in [('accumulated', 32, 2),
+                                     ('batch', 64, 1)]:
+    model_dir = tmp_path / name
+    for steps, mode in [(2, 'train'), (4, 'train_and_evaluate')]:
+      _train(model_dir, mnist_small_dir, engine, global_batch_size=batch,
+             accumulate_steps=micro_batches, clip_global_norm=1.0,
+             train_steps=steps, mode=mode)
+    changes[name] = _changes(model_dir, 4)
+    metrics = json.loads((model_dir / 'metrics.json').read_text())
+    assert metrics['global_step'] == 4
+  score = _score(changes['accumulated'], changes['batch'])
+  print(f'accumulate and resume on {engine}: invariance score {score:.1e}')
+  assert score < 0.01
+
+
+def test_epochs_count_optimizer_steps_of_every_micro_batch(tmp_path):
+  """An epoch of 1000 examples in global batches of 50, 4 a step."""
+  config = TrainConfig(model_dir=str(tmp_path), train_epochs=1,
+                       accumulate_steps=4)
+  assert config.resolve_train_steps(1000, 50) == 5
