@@ -14,6 +14,7 @@ from estimator_trainer import models
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
 from test_engines import _summary_values
+from cluster_launch import launch
 import engine_params
 
 IMAGE_SHAPE, CLASSES, SEED = (28, 28, 1), 10, 42
@@ -147,6 +148,33 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
     assert metrics['global_step'] == 4
   score = _score(changes['accumulated'], changes['batch'])
   print(f'accumulate and resume on {engine}: invariance score {score:.1e}')
+  assert score < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # A cluster on free ports.
+@pytest.mark.parametrize('engine', ACCUMULATING)
+def test_two_workers_clip_and_accumulate_like_one_process(
+    tmp_path, mnist_small_dir, engine):
+  """2 multi_worker_mirrored workers x 2 micro-batches of 32, every step
+  clipped, step as 1 process at the same global batch."""
+  steps = 3
+  flags = dict(global_batch_size=64, accumulate_steps=2,
+               clip_global_norm=CLIP, train_steps=steps)
+  assert _train(tmp_path / 'one', mnist_small_dir, engine, **flags) == steps
+  two = launch(['--workers=2'], [
+      f'--model_dir={tmp_path / "two"}', '--dataset=mnist',
+      f'--idx_dir={mnist_small_dir}', f'--engine={engine}',
+      '--strategy=multi_worker_mirrored', '--cluster_timeout_secs=120',
+      '--optimizer=sgd', f'--learning_rate={LEARNING_RATE}',
+      '--lr_decay=none', '--shuffle_buffer=0', '--export=none',
+      f'--seed={SEED}', *(f'--{name}={value}' for name, value in
+                          flags.items())])
+  assert two.returncode == 0, two.stdout[-5000:]
+  score = _score(_changes(tmp_path / 'two', steps),
+                 _changes(tmp_path / 'one', steps))
+  print(f'clip and accumulate on 2 {engine} workers: invariance score '
+        f'{score:.1e}')
   assert score < 0.01
 
 
