@@ -24,12 +24,16 @@ _logger = logging.getLogger(__name__)
 # --train_epochs). A task restarted after the end trusts the chief's finished
 # mark only for the same ones: a rerun with more --train_steps trains on.
 _LENGTH_FLAGS = ('train_steps', 'train_epochs', 'batch_size_per_replica',
-                 'global_batch_size', 'accumulate_steps', 'dataset',
-                 'train_split', 'train_files', 'idx_dir', 'data_dir')
+                 'global_batch_size', 'dataset', 'train_split', 'train_files',
+                 'idx_dir', 'data_dir')
 
 
 def _length_flags(config):
-  return {name: getattr(config, name) for name in _LENGTH_FLAGS}
+  flags = {name: getattr(config, name) for name in _LENGTH_FLAGS}
+  # Only when set: the train specs of versions before it still match.
+  if config.accumulate_steps != 1:
+    flags['accumulate_steps'] = config.accumulate_steps
+  return flags
 
 
 class TrainingProgress:
