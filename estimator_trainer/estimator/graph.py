@@ -159,7 +159,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
 
 def _train_spec(model, head, features, labels, params):
   """The TRAIN spec: one step per session.run, or up to `steps_per_run`, a
-  batch each (the steps train_loop's hook sets for the run)."""
+  batch each (the steps train_loop's hook sets for the run); with
+  `accumulate_steps` > 1, that many batches each."""
   spec = OptimizerSpec.from_params(params)
   optimizer, learning_rate = spec.v1()
   linear = params.linear_optimizer and (
@@ -168,10 +169,9 @@ def _train_spec(model, head, features, labels, params):
       tabular_models.linear_part(model))
   parts = optimizers.by_part(optimizer, model.trainable_variables,
                              linear or None)
-
   variables = optimizers.variables_of(parts)
   micro_batches = params.accumulate_steps
-  read = micro_batches > 1 and _batch_reader(features, labels)
+  read = _batch_reader(features, labels) if micro_batches > 1 else None
 
   def step(features, labels):
     """One optimizer step on `features` and `labels` and, with

@@ -68,10 +68,11 @@ class _Trainer:
     return step_loss
 
   def read_metrics(self):
-    clipped = self._job.config.clip_global_norm is not None
-    return float(self.loss.result()), (
-        float(self.accuracy.result()) if self.accuracy is not None else None
-    ), {'gradient_norm': float(self.gradient_norm.result())} if clipped else {}
+    accuracy = (float(self.accuracy.result()) if self.accuracy is not None
+                else None)
+    others = ({'gradient_norm': float(self.gradient_norm.result())}
+              if self._job.config.clip_global_norm is not None else {})
+    return float(self.loss.result()), accuracy, others
 
   @tf.function
   def train_steps(self, iterator, num_steps):
