@@ -28,11 +28,11 @@ def _train(model_dir, idx_dir, engine, replicas=1, **overrides):
   """Trains the CNN with SGD on unshuffled data; returns the final step."""
   config = TrainConfig(
       model_dir=str(model_dir), dataset='mnist', idx_dir=str(idx_dir),
-      engine=engine, mode=overrides.pop('mode', 'train'),
-      strategy='mirrored' if replicas > 1 else 'default',
+      engine=engine, strategy='mirrored' if replicas > 1 else 'default',
       cpu_replicas=replicas if replicas > 1 else 0, optimizer='sgd',
       learning_rate=LEARNING_RATE, lr_decay='none', shuffle_buffer=0,
-      export='none', save_summary_steps=1, seed=SEED, **overrides)
+      export='none', seed=SEED,
+      **{'mode': 'train', 'save_summary_steps': 1, **overrides})
   return engines.ENGINES[engine].run(config)
 
 
@@ -112,14 +112,14 @@ ACCUMULATING = [engine for engine in engine_params.ENGINES
 def test_2_accumulated_micro_batches_step_as_one_batch_of_both(
     tmp_path, mnist_small_dir, engine):
   """1 replica x 2 micro-batches of 32 steps as 2 replicas x 32 and as 1
-  replica x 64 (the same 64 examples: the replicas' shards interleave);
-  the step counter counts optimizer steps."""
+  replica x 64 (the same 64 examples: the replicas' shards interleave), in
+  one loop of steps per call; the step counter counts optimizer steps."""
   steps, changes = 3, {}
   for name, replicas, batch, micro_batches in [
       ('accumulated', 1, 32, 2), ('replicas', 2, 64, 1), ('batch', 1, 64, 1)]:
     assert _train(tmp_path / name, mnist_small_dir, engine, replicas,
                   global_batch_size=batch, accumulate_steps=micro_batches,
-                  train_steps=steps) == steps
+                  train_steps=steps, save_summary_steps=100) == steps
     changes[name] = _changes(tmp_path / name, steps)
   for reference in ('replicas', 'batch'):
     score = _score(changes['accumulated'], changes[reference])
