@@ -113,13 +113,15 @@ def test_2_accumulated_micro_batches_step_as_one_batch_of_both(
     tmp_path, mnist_small_dir, engine):
   """1 replica x 2 micro-batches of 32 steps as 2 replicas x 32 and as 1
   replica x 64 (the same 64 examples: the replicas' shards interleave), in
-  one loop of steps per call; the step counter counts optimizer steps."""
+  one loop of steps per call, the L2 penalty counted once per step; the
+  step counter counts optimizer steps."""
   steps, changes = 3, {}
   for name, replicas, batch, micro_batches in [
       ('accumulated', 1, 32, 2), ('replicas', 2, 64, 1), ('batch', 1, 64, 1)]:
     assert _train(tmp_path / name, mnist_small_dir, engine, replicas,
                   global_batch_size=batch, accumulate_steps=micro_batches,
-                  train_steps=steps, save_summary_steps=100) == steps
+                  train_steps=steps, save_summary_steps=100,
+                  weight_decay=0.05) == steps
     changes[name] = _changes(tmp_path / name, steps)
   for reference in ('replicas', 'batch'):
     score = _score(changes['accumulated'], changes[reference])
