@@ -65,8 +65,9 @@ def _python(args, ok=(0,)):
   return result.stdout
 
 
-def _cell(text):
-  return ' '.join((text or '').split()).replace('|', '\\|')
+def _text(text):
+  """One line of Markdown."""
+  return ' '.join((text or '').split())
 
 
 def command_flags(argv):
@@ -91,12 +92,10 @@ def flags_page():
       '(`--verbosity`, `--helpfull`, ...): `--helpfull` lists them.', '']
   for title, argv in COMMANDS:
     usage, rows = command_flags(argv)
-    lines += [f'## `{title}`', '', '```text', usage.strip(), '```', '',
-              '| flag | type | default | meaning |', '|---|---|---|---|']
-    lines += [f'| `--{name}` | {kind} | '
-              f'{"`" + _cell(default) + "`" if default else ""} | '
-              f'{_cell(meaning)} |' for name, kind, default, meaning in rows]
-    lines.append('')
+    lines += [f'## `{title}`', '', '```text', usage.strip(), '```', '']
+    for name, kind, default, meaning in rows:
+      default = f', default `{_text(default)}`' if default else ''
+      lines += [f'`--{name}` ({kind}{default})', f':   {_text(meaning)}', '']
   return '\n'.join(lines)
 
 
@@ -108,17 +107,16 @@ def config_page():
       '[`TrainConfig`][estimator_trainer.config.TrainConfig]. A field with '
       'help text is also a [flag](flags.md) of the same name; its flag may '
       'show a different default where the field\'s `None` means "decided '
-      'from the data or the stack".', '',
-      '| field | type | default | flag | help |', '|---|---|---|---|---|']
+      'from the data or the stack".', '']
   for row in rows:
     choices = (f' One of: {", ".join(row["choices"])}.'
                if row['choices'] else '')
-    default = '(required)' if row['default'] is None else (
-        f'`{_cell(row["default"])}`')
-    lines.append(f'| `{row["name"]}` | `{_cell(row["type"])}` | {default} | '
-                 f'{"yes" if row["flag"] else "no"} | '
-                 f'{_cell(row["help"] + choices)} |')
-  return '\n'.join(lines) + '\n'
+    default = 'required' if row['default'] is None else (
+        f'default `{_text(row["default"])}`')
+    flag = '' if row['flag'] else '; no flag'
+    lines += [f'`{row["name"]}` (`{_text(row["type"])}`, {default}{flag})',
+              f':   {_text(row["help"] + choices) or "(no help text)"}', '']
+  return '\n'.join(lines)
 
 
 def on_files(files, config):
