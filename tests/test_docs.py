@@ -160,6 +160,26 @@ def test_flags_in_the_docs_commands_exist():
   assert not unknown, '\n'.join(unknown)
 
 
+# Inline code that runs another program, whose flags are its own.
+_OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
+
+
+def test_flags_named_in_the_text_exist():
+  """Every `--flag` the text names (outside code blocks) is a flag of one
+  of the package's commands or scripts."""
+  known = frozenset().union(*(_defined_flags(command) for command in
+                              [*_ABSL_COMMANDS, 'scripts/local_cluster.py']))
+  unknown = []
+  for path in [README, *PAGES]:
+    text = re.sub(r'```.*?```', '', path.read_text(), flags=re.S)
+    for code in re.findall(r'`([^`]+)`', text):
+      if code.split()[0] in _OTHER_PROGRAMS:
+        continue
+      unknown += [f'{path.relative_to(REPO)}: --{name}'
+                  for name in _FLAG.findall(code) if name not in known]
+  assert not unknown, '\n'.join(unknown)
+
+
 def _slug(heading):
   """Python-Markdown's toc anchor of a heading (its default slugify)."""
   text = re.sub(r'[`*]', '', heading)
