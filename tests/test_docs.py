@@ -215,3 +215,10 @@ def test_architecture_page_names_every_module():
              not re.search(rf'(?<![\w.]){re.escape(path.name)}', page)]
   assert not missing, ('docs/contributing/architecture.md: add '
                        f'{", ".join(missing)} to the module list')
+
+
+def test_api_reference_documents_what_the_package_exports():
+  import estimator_trainer  # pylint: disable=g-import-not-at-top
+  page = (DOCS / 'reference' / 'api.md').read_text()
+  documented = set(re.findall(r'^::: [\w.]+\.(\w+)$', page, re.M))
+  assert documented == set(estimator_trainer.__all__)
