@@ -23,6 +23,8 @@ DEFAULT_TRAIN_EPOCHS = 10
 TRAINING_MODES = ('train_and_evaluate', 'train')
 # What structured data's logits mean (heads.py).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
+# The --optimizer and --linear_optimizer choices (optimizers.py builds them).
+OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -183,8 +185,17 @@ class TrainConfig:
       'adam', 'The optimizer: adam, sgd, or the canned Estimators\' '
       'defaults, adagrad (DNNs) and ftrl (linear models), whose updates of '
       'large embeddings touch only the rows a batch looks up.',
-      choices=('adam', 'sgd', 'adagrad', 'ftrl'))
+      choices=OPTIMIZERS)
   learning_rate: float = _option(2e-3, 'Learning rate.', above=0)
+  linear_optimizer: Optional[str] = _option(
+      None, 'An optimizer for the wide part of --model=wide_deep, as canned '
+      'DNNLinearCombined Estimators\' linear_optimizer (they default to ftrl '
+      'for it, adagrad for the deep part); --optimizer trains the rest. '
+      'Engines estimator and ctl (Keras\'s fit takes one optimizer).',
+      choices=OPTIMIZERS)
+  linear_learning_rate: Optional[float] = _option(
+      None, "The wide part's learning rate with --linear_optimizer "
+      '(default: --learning_rate), on the same schedule.', above=0)
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
       'none: constant.', choices=('cosine', 'none'))
@@ -287,6 +298,8 @@ class TrainConfig:
     if self.label_smoothing >= 1:
       raise UsageError(
           f'--label_smoothing must be < 1, got {self.label_smoothing}')
+    if self.linear_learning_rate and not self.linear_optimizer:
+      raise UsageError('--linear_learning_rate needs --linear_optimizer')
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
@@ -308,6 +321,9 @@ class TrainConfig:
     if self.eval_strategy != 'default':
       raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
                        'under the training --strategy')
+    if self.linear_optimizer and self.engine == 'keras':
+      raise UsageError('--linear_optimizer: --engine=keras trains with one '
+                       'optimizer (Model.fit); use --engine=ctl or estimator')
     if self.early_stopping_evals and self.cluster and (
         self.cluster.has_evaluator):
       raise UsageError(

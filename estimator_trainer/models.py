@@ -244,10 +244,10 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
 
 
 def check(builder, model_input, num_classes, model_kwargs=None,
-          precision='float32', sync_batch_norm=False):
+          precision='float32', sync_batch_norm=False, inspect=None):
   """Builds the model in a scratch graph (no variables or layer names left
-  behind) and checks its logits for a batch of 2: a bad builder fails here,
-  before anything is written.
+  behind) and checks its logits for a batch of 2, and `inspect(model)` when
+  given: a bad builder fails here, before anything is written.
 
   Returns the names of the model's weights, in `model.weights` order, as
   an Estimator checkpoint keys them (model_fn builds in a fresh graph too;
@@ -258,6 +258,8 @@ def check(builder, model_input, num_classes, model_kwargs=None,
   with tf.Graph().as_default():
     model = build(builder, model_input, num_classes, model_kwargs,
                   precision=precision, sync_batch_norm=sync_batch_norm)
+    if inspect:
+      inspect(model)
     batch = model_inputs({
         name: tf.zeros([2, *spec.shape[1:]], spec.dtype)
         for name, spec in input_signature(model_input).items()})

@@ -13,7 +13,6 @@ ADAM_BETA_1 = 0.9  # Both defaults; migrate.py checks Estimator's steps by it.
 # tf.compat.v1.train's Adagrad and FTRL start their accumulators at 0.1 (as
 # Keras's do); v1's Adagrad divides by sqrt(accumulator) with no epsilon.
 INITIAL_ACCUMULATOR = 0.1
-NAMES = ('adam', 'sgd', 'adagrad', 'ftrl')
 # The v1 optimizer's slot names (migrate.py) -> the Keras optimizer's lists
 # of slot variables, in the order of its built variables.
 SLOTS = {'adam': (('Adam', '_momentums'), ('Adam_1', '_velocities')),
@@ -24,7 +23,7 @@ SLOTS = {'adam': (('Adam', '_momentums'), ('Adam_1', '_velocities')),
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` (NAMES: Adam, plain SGD, and the canned Estimators' defaults:
+  """`name` (config.OPTIMIZERS: Adam, plain SGD, and the canned Estimators' defaults:
   Adagrad for DNNs, FTRL for linear models, whose sparse updates touch only
   the embedding rows a batch looks up) with `learning_rate`, decayed by a
   cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
@@ -63,7 +62,7 @@ class OptimizerSpec:
       optimizer = tf.compat.v1.train.AdagradOptimizer(
           learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     elif self.name == 'ftrl':
-      optimizer = tf.compat.v1.train.FtrlOptimizer(
+      optimizer = _FtrlOptimizer(
           learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     else:
       optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
@@ -94,6 +93,55 @@ class OptimizerSpec:
       return tf.keras.optimizers.Ftrl(
           learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     return tf.keras.optimizers.SGD(learning_rate)
+
+  def for_linear_part(self, name, learning_rate=None):
+    """The wide part's spec (canned wide & deep's `linear_optimizer`):
+    optimizer `name` at `learning_rate` (default: this spec's), on this
+    spec's schedule."""
+    return dataclasses.replace(self, name=name,
+                               learning_rate=learning_rate or
+                               self.learning_rate)
+
+
+def by_part(optimizer, variables, linear=None):
+  """[(optimizer, its variables)] that apply a step's gradients: `linear`,
+  (the wide part's optimizer, its variables) or None, takes those variables;
+  `optimizer` the others, last: it counts the step once the others have
+  applied theirs, as canned wide & deep's train op does."""
+  if linear is None:
+    return [(optimizer, list(variables))]
+  linear_optimizer, linear_variables = linear
+  wide = {variable.ref() for variable in linear_variables}
+  return [(linear_optimizer, list(linear_variables)),
+          (optimizer, [variable for variable in variables
+                       if variable.ref() not in wide])]
+
+
+def variables_of(parts):
+  """The variables of `parts` (by_part), in order."""
+  return [variable for _, part in parts for variable in part]
+
+
+def per_part(parts, gradients):
+  """[(optimizer, its (gradient, variable) pairs)] of `parts`, given the
+  `gradients` of variables_of(parts)."""
+  gradients = iter(gradients)
+  return [(optimizer, [(next(gradients), variable) for variable in part])
+          for optimizer, part in parts]
+
+
+class _FtrlOptimizer(tf.compat.v1.train.FtrlOptimizer):
+  """v1 FTRL that takes a callable rate, as v1's Adam, Adagrad and SGD do
+  (its own `_prepare` converts the rate as it is): called at every
+  `apply_gradients`, so each step of a loop of steps reads its own."""
+
+  def _prepare(self):
+    rate = self._learning_rate
+    self._learning_rate = self._call_if_callable(rate)
+    try:
+      super()._prepare()
+    finally:
+      self._learning_rate = rate
 
 
 @tf.keras.utils.register_keras_serializable('estimator_trainer')

@@ -87,17 +87,24 @@ _CHECKPOINT_DEFINED = {
     'image_shape': config_lib._ints('image_shape', 3),
     'num_classes': int,
 }
+# The optimizers whose slots the checkpoints hold, as the run recorded them.
+_RUN_DEFINED = ('optimizer', 'linear_optimizer')
 
 
 def _check_given(model_dir, record, values, given):
-  for name, parse in _CHECKPOINT_DEFINED.items():
-    if name not in given or record.get(name) is None:
+  run = record.get('run') or {}
+  for name in given:
+    if name in _CHECKPOINT_DEFINED and record.get(name) is not None:
+      parse = _CHECKPOINT_DEFINED[name]
+      value, recorded = parse(values[name]), parse(record[name])
+    elif name in _RUN_DEFINED and name in run:
+      value, recorded = values[name], run[name]
+    else:
       continue
-    value, recorded = parse(values[name]), parse(record[name])
     if value != recorded:
       raise UsageError(
           f'--{name}={shown(values[name])} disagrees with {model_dir}, '
-          f'whose checkpoints are of --{name}={shown(record[name])} (its '
+          f'whose checkpoints are of --{name}={shown(recorded)} (its '
           f'{layout.MODEL_FILE}): drop the flag, or use another --model_dir')
 
 

@@ -3,10 +3,13 @@
 import dataclasses
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -159,11 +162,20 @@ def test_local_cluster_ports_are_free_distinct_and_not_ephemeral():
 
 class _FakeCluster:
   """scripts/local_cluster.py running two workers that are `script`s (each
-  stands in for the Python of a trainer), and what it printed so far."""
+  stands in for the Python of a trainer), and what it printed so far.
+
+  Every wait is bounded: a launcher that does not print or end in time
+  fails the test, and the tasks (in sessions of their own, which the
+  launcher would have stopped) are killed, by the process groups they
+  note in `pids`."""
+
+  TIMEOUT = 60
 
   def __init__(self, tmp_path, script):
     task = tmp_path / 'task'
-    task.write_text(script)
+    self.pids = tmp_path / 'pids'
+    task.write_text(script.replace(
+        '\n', f'\necho $$ >> {self.pids}\n', 1))
     task.chmod(0o755)
     driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
               'import local_cluster as l; '
@@ -174,17 +186,47 @@ class _FakeCluster:
         [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
         stdout=subprocess.PIPE, text=True)
     self.output = ''
+    self._lines = queue.Queue()
+    self._reader = threading.Thread(target=self._read, daemon=True)
+    self._reader.start()
+
+  def _read(self):
+    for line in self.launcher.stdout:
+      self._lines.put(line)
+    self._lines.put(None)  # End of output.
 
   def read_until(self, text, count):
+    deadline = time.monotonic() + self.TIMEOUT
     while self.output.count(text) < count:
-      line = self.launcher.stdout.readline()
-      assert line, self.output  # Not ended before.
+      try:
+        line = self._lines.get(timeout=max(0, deadline - time.monotonic()))
+      except queue.Empty:
+        self._kill()
+        pytest.fail(f'no {count} x {text!r} in {self.TIMEOUT} s: '
+                    f'{self.output}')
+      assert line is not None, self.output  # Not ended before.
       self.output += line
 
   def end(self):
     """The launcher's exit code, once it has ended (all read)."""
-    self.output += self.launcher.stdout.read()
-    return self.launcher.wait(timeout=60)
+    try:
+      code = self.launcher.wait(timeout=self.TIMEOUT)
+    except subprocess.TimeoutExpired:
+      self._kill()
+      pytest.fail(f'the launcher did not end in {self.TIMEOUT} s: '
+                  f'{self.output}')
+    self._reader.join(timeout=self.TIMEOUT)
+    while not self._lines.empty():
+      self.output += self._lines.get() or ''
+    return code
+
+  def _kill(self):
+    self.launcher.kill()
+    for pid in self.pids.read_text().split():
+      try:
+        os.killpg(int(pid), signal.SIGKILL)
+      except ProcessLookupError:
+        pass
 
 
 def test_local_cluster_passes_sigterm_on_to_every_task(tmp_path):

@@ -6,27 +6,34 @@ import tensorflow as tf
 from estimator_trainer import heads
 from estimator_trainer import losses
 from estimator_trainer import models
+from estimator_trainer import optimizers
 from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
+from estimator_trainer.tabular import models as tabular_models
 from estimator_trainer.tabular.encoder import EncodedInput
 
 ModeKeys = tf.estimator.ModeKeys
 
 
-def train_op(optimizer, loss, variables):
-  """Applies the gradients of `loss`, which is already per global batch.
+def train_op(parts, loss):
+  """Applies the gradients of `loss`, which is already per global batch, with
+  each optimizer of `parts` (optimizers.by_part) to its variables; the last
+  one counts the global step.
 
   Not `optimizer.minimize`: under Estimator its `compute_gradients` divides
   the loss again by the replica count (`Optimizer._scale_loss`, tensorflow
   #35333). `apply_gradients` sums the replicas' gradients, which is right for
   a loss divided by the global batch.
   """
-  grads = tf.compat.v1.gradients(loss, variables)
-  return optimizer.apply_gradients(
-      zip(grads, variables),
-      global_step=tf.compat.v1.train.get_or_create_global_step())
+  gradients = tf.compat.v1.gradients(loss, optimizers.variables_of(parts))
+  *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
+  updates = [other.apply_gradients(other_pairs)
+             for other, other_pairs in others]
+  with tf.control_dependencies(updates):
+    return optimizer.apply_gradients(
+        pairs, global_step=tf.compat.v1.train.get_or_create_global_step())
 
 
 def _batch_reader(features, labels):
@@ -146,7 +153,14 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
 def _train_spec(model, head, features, labels, params):
   """The TRAIN spec: one step per session.run, or up to `steps_per_run`, a
   batch each (the steps train_loop's hook sets for the run)."""
-  optimizer, learning_rate = OptimizerSpec.from_params(params).v1()
+  spec = OptimizerSpec.from_params(params)
+  optimizer, learning_rate = spec.v1()
+  linear = params.linear_optimizer and (
+      spec.for_linear_part(params.linear_optimizer,
+                           params.linear_learning_rate).v1()[0],
+      tabular_models.linear_part(model))
+  parts = optimizers.by_part(optimizer, model.trainable_variables,
+                             linear or None)
 
   def step(features, labels):
     inputs = models.model_inputs(features)
@@ -162,7 +176,7 @@ def _train_spec(model, head, features, labels, params):
     with tf.control_dependencies([rate, *model.get_updates_for(inputs), *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
-      op = train_op(optimizer, loss, model.trainable_variables)
+      op = train_op(parts, loss)
     # This replica's share of the global batch's accuracy, as its loss is.
     accuracy = (tf.reduce_sum(head.correct(labels, logits)) /
                 params.global_batch_size if head.has_accuracy else

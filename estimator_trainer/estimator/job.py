@@ -26,6 +26,7 @@ from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
+from estimator_trainer.tabular import models as tabular_models
 
 _logger = logging.getLogger(__name__)
 
@@ -107,7 +108,9 @@ class Job:
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta)
     models.check(config.model, spec.model_input, self.head.logits_dimension,
-                 config.model_kwargs, config.precision, config.sync_batch_norm)
+                 config.model_kwargs, config.precision, config.sync_batch_norm,
+                 inspect=(config.linear_optimizer and
+                          tabular_models.linear_part))
     self.example_format = data.example_format(config, self.source)
     warm_start = None
     if config.warm_start_from:

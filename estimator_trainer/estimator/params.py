@@ -22,12 +22,15 @@ class ModelParams:
   to that many batches of its iterator (the estimator engine's
   --steps_per_loop, with its train_loop hook). Structured data: `head`
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
-  columns: name -> EncodedInput's fields), `huber_delta` (regression).
+  columns: name -> EncodedInput's fields), `huber_delta` (regression),
+  `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part).
   """
 
   global_batch_size: int
   optimizer: str = TrainConfig.optimizer
   learning_rate: float = TrainConfig.learning_rate
+  linear_optimizer: Optional[str] = None
+  linear_learning_rate: Optional[float] = None
   lr_decay: str = TrainConfig.lr_decay
   decay_steps: Optional[int] = None
   weight_decay: float = TrainConfig.weight_decay
@@ -73,6 +76,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
   return dataclasses.asdict(ModelParams(
       global_batch_size=global_batch_size, optimizer=config.optimizer,
       learning_rate=config.learning_rate, lr_decay=config.lr_decay,
+      linear_optimizer=config.linear_optimizer,
+      linear_learning_rate=config.linear_learning_rate,
       decay_steps=train_steps, weight_decay=config.weight_decay,
       label_smoothing=config.label_smoothing,
       precision=config.precision, seed=config.seed,

@@ -261,3 +261,16 @@ def variables_by_part(model):
                        f'neither part ({", ".join(PARTS)})')
     parts[part].extend(layer.trainable_weights)
   return parts
+
+
+def linear_part(model):
+  """The wide part's trainable variables, for --linear_optimizer: a model
+  with a wide and a deep part (wide_deep, or a builder that names its layers
+  as it does) has them."""
+  parts = variables_by_part(model)
+  if not parts['linear'] or not parts['dnn']:
+    raise UsageError(f'--linear_optimizer: --model {model.name} has no '
+                     f'{"wide" if not parts["linear"] else "deep"} part; '
+                     'an optimizer per part needs --model=wide_deep (or '
+                     'give --optimizer alone)')
+  return parts['linear']

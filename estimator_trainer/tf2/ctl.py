@@ -9,6 +9,7 @@ tutorial's loop for seconds on tf.data's autotune thread.
 import tensorflow as tf
 
 from estimator_trainer import models
+from estimator_trainer import optimizers
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
@@ -35,10 +36,11 @@ class _Trainer:
       logits = model(models.model_inputs(features), training=True)
       loss = head.replica_training_loss(
           labels, logits, self._job.global_batch_size, model.losses, weights)
-    gradients = tape.gradient(loss, model.trainable_variables)
-    # Sums the replicas' gradients: right for a loss per global batch.
-    self._job.optimizer.apply_gradients(
-        zip(gradients, model.trainable_variables))
+    parts = self._job.optimizer_parts
+    gradients = tape.gradient(loss, optimizers.variables_of(parts))
+    for optimizer, pairs in optimizers.per_part(parts, gradients):
+      # Sums the replicas' gradients: right for a loss per global batch.
+      optimizer.apply_gradients(pairs)
     self.loss.update_state(head.per_example_loss(labels, logits),
                            sample_weight=weights)
     if self.accuracy is not None:

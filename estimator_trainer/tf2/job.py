@@ -16,10 +16,12 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import weights
 from estimator_trainer import models
+from estimator_trainer import optimizers
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
+from estimator_trainer.tabular import models as tabular_models
 from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
@@ -49,8 +51,9 @@ def _adopt_old_learning_rate(optimizer, path):
 
 
 class Job:
-  """A TF2 run: strategy, data, model and optimizer under its scope, and a
-  CheckpointManager (step = the optimizer's `iterations`).
+  """A TF2 run: strategy, data, model and optimizer (with --linear_optimizer,
+  one per part) under its scope, and a CheckpointManager (step = the
+  optimizer's `iterations`).
 
   `training=False` (evaluate mode) builds no strategy: it restores the model
   alone, on this process's default devices.
@@ -96,7 +99,8 @@ class Job:
                               config.huber_delta, image_summaries=True)
     self.weight_names = models.check(
         config.model, spec.model_input, self.head.logits_dimension,
-        config.model_kwargs, config.precision, config.sync_batch_norm)
+        config.model_kwargs, config.precision, config.sync_batch_norm,
+        inspect=config.linear_optimizer and tabular_models.linear_part)
     if training and self.is_chief:
       data.persist(config.model_dir, self.source)
     with self.strategy.scope():
@@ -105,14 +109,26 @@ class Job:
           config.model_kwargs, seed=config.seed, precision=config.precision,
           sync_batch_norm=config.sync_batch_norm,
           weight_decay=config.weight_decay)
-      self.optimizer = (OptimizerSpec(config.optimizer, config.learning_rate,
-                                      config.lr_decay, self.max_steps).keras()
-                        if training else None)
+      self.optimizer = self.linear_optimizer = None
+      if training:
+        spec = OptimizerSpec(config.optimizer, config.learning_rate,
+                             config.lr_decay, self.max_steps)
+        self.optimizer = spec.keras()
+        if config.linear_optimizer:
+          self.linear_optimizer = spec.for_linear_part(
+              config.linear_optimizer, config.linear_learning_rate).keras()
+    # [(optimizer, variables)]: the wide part's first, with its own.
+    self.optimizer_parts = training and optimizers.by_part(
+        self.optimizer, self.model.trainable_variables,
+        self.linear_optimizer and (self.linear_optimizer,
+                                   tabular_models.linear_part(self.model)))
     self._batch_norm = (self._batch_norm_statistics() if training
                                 else None)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
+    if self.linear_optimizer:
+      objects['linear_optimizer'] = self.linear_optimizer
     self.checkpoint = tf.train.Checkpoint(**objects)
     # Every worker of a collective strategy saves; only the chief's counts.
     self.checkpoint_dir = config.model_dir if self.is_chief else (

@@ -54,31 +54,38 @@ def convert(config, source):
                  checkpoint)
   step = int(reader.get_tensor('global_step'))
   placed = {*names, 'global_step'}
-  trainable = job.model.trainable_variables
-  job.optimizer.build(trainable)
-  job.optimizer.iterations.assign(step)
-  if config.optimizer == 'adam':
-    _check_adam_steps(reader, checkpoint, step)
-    placed |= {'beta1_power', 'beta2_power'}
   name_of = {weight.ref(): name for weight, name in zip(job.model.weights,
                                                         names)}
-  for v1_slot, keras_slots in optimizers.SLOTS[config.optimizer]:
-    # Keras 2's optimizers keep a variable's slot at its index in the built
-    # var_list (no public slot accessor).
-    keras_slots = getattr(job.optimizer, keras_slots)
-    for index, variable in enumerate(trainable):
-      key = f'{name_of[variable.ref()]}/{v1_slot}'
-      if key not in stored:
-        raise TrainerError(f'{checkpoint} has no {key}: was it trained '
-                           f'with --optimizer={config.optimizer}?')
-      keras_slots[index].assign(reader.get_tensor(key))
-      placed.add(key)
+  flag_of = {job.optimizer: ('optimizer', config.optimizer)}
+  if job.linear_optimizer:
+    flag_of[job.linear_optimizer] = ('linear_optimizer',
+                                     config.linear_optimizer)
+  for optimizer, part in job.optimizer_parts:
+    flag, name = flag_of[optimizer]
+    optimizer.build(part)
+    optimizer.iterations.assign(step)
+    if name == 'adam':
+      _check_adam_steps(reader, checkpoint, step)
+      placed |= {'beta1_power', 'beta2_power'}
+    for v1_slot, keras_slots in optimizers.SLOTS[name]:
+      # Keras 2's optimizers keep a variable's slot at its index in the
+      # built var_list (no public slot accessor).
+      keras_slots = getattr(optimizer, keras_slots)
+      for index, variable in enumerate(part):
+        key = f'{name_of[variable.ref()]}/{v1_slot}'
+        if key not in stored:
+          raise TrainerError(f'{checkpoint} has no {key}: was it trained '
+                             f'with --{flag}={name}?')
+        keras_slots[index].assign(reader.get_tensor(key))
+        placed.add(key)
   unplaced = sorted(set(stored) - placed)
   if unplaced:
+    linear = (f'--linear_optimizer={config.linear_optimizer}, '
+              if config.linear_optimizer else '')
     more = f' and {len(unplaced) - 1} more' if len(unplaced) > 1 else ''
     raise TrainerError(f'{checkpoint}: cannot place {unplaced[0]}{more} '
-                       f'(--optimizer={config.optimizer}, --model='
-                       f'{config.model})')
+                       f'(--optimizer={config.optimizer}, {linear}'
+                       f'--model={config.model})')
   job.save(step)
   checkpoints.record_model(config.model_dir, config, job.source.spec)
   job.finish(trained=False)

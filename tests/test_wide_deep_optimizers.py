@@ -1,0 +1,146 @@
+"""An optimizer per part of wide & deep (--linear_optimizer, as canned
+DNNLinearCombined Estimators' linear_optimizer and dnn_optimizer): each part
+steps with its own optimizer and rate, in the estimator and ctl engines
+alike, on 1 and 2 replicas; the step counts once; migrate carries both
+optimizers' slots, so a carried run steps on as the Estimator's does."""
+
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer import stack
+import tabular_sets
+from test_tabular_runs import FLAGS, config, model_weights
+
+pytestmark = pytest.mark.slow
+
+ENGINES = [pytest.param('estimator', marks=pytest.mark.estimator), 'ctl']
+WIDE_DEEP = {**FLAGS, 'model': 'wide_deep', 'mode': 'train',
+             'export': 'none'}
+# Canned wide & deep's pair: FTRL for the wide part, Adagrad for the deep.
+CANNED = {'optimizer': 'adagrad', 'linear_optimizer': 'ftrl',
+          'learning_rate': 0.05, 'linear_learning_rate': 0.2}
+
+
+@pytest.fixture(scope='module')
+def census(tmp_path_factory):
+  return tabular_sets.write_census(tmp_path_factory.mktemp('tabular'))
+
+
+def train(model_dir, data, engine, replicas=1, **flags):
+  engines.ENGINES[engine].run(config(
+      model_dir, data, engine=engine,
+      strategy='mirrored' if replicas > 1 else 'default',
+      cpu_replicas=replicas if replicas > 1 else 0,
+      **{**WIDE_DEEP, **flags}))
+  return model_weights(model_dir)
+
+
+def changes(model_dir, data, engine, replicas=1, **flags):
+  """Each weight's change in one step (from the fresh build, which is
+  every engine's start)."""
+  initial = model_weights(model_dir, 'initial') if (
+      model_dir / 'model.json').exists() else None
+  final = train(model_dir, data, engine, replicas, train_steps=1, **flags)
+  initial = initial or model_weights(model_dir, 'initial')
+  return {name: final[name] - value for name, value in initial.items()}
+
+
+def _relative(a, b, names):
+  return max(float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(b[k]))
+             for k in names)
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_each_part_steps_with_its_own_rate_and_optimizer(census, tmp_path,
+                                                         engine):
+  """One SGD step with the wide part's rate 3x: its change triples, the deep
+  part's stays; FTRL on the wide part moves it otherwise and leaves the deep
+  part's step alone."""
+  sgd = {'optimizer': 'sgd', 'learning_rate': 0.1}
+  whole = changes(tmp_path / 'whole', census, engine, **sgd)
+  tripled = changes(tmp_path / 'tripled', census, engine, **sgd,
+                    linear_optimizer='sgd', linear_learning_rate=0.3)
+  ftrl = changes(tmp_path / 'ftrl', census, engine, **sgd,
+                 linear_optimizer='ftrl')
+  wide = [name for name in whole if name.startswith('linear/')]
+  deep = [name for name in whole if name.startswith('dnn/')]
+  assert wide and deep and len(wide) + len(deep) == len(whole), list(whole)
+  for name, change in whole.items():
+    assert np.linalg.norm(change) > 0, f'{name} did not train'
+  assert _relative(tripled, {k: 3 * whole[k] for k in wide}, wide) < 1e-4
+  assert _relative(tripled, whole, deep) < 1e-5
+  assert _relative(ftrl, whole, deep) < 1e-5
+  assert _relative(ftrl, whole, wide) > 0.1
+  # One step counted, not one per optimizer.
+  for model_dir in ('whole', 'tripled', 'ftrl'):
+    assert tf.train.latest_checkpoint(str(tmp_path / model_dir)).endswith(
+        '-1'), model_dir
+
+
+def test_the_engines_and_2_replicas_step_alike(census, tmp_path):
+  """FTRL + Adagrad, 3 steps: estimator and ctl, and ctl on 2 replicas,
+  reach the same weights (the per-part steps are of the global batch)."""
+  runs = [('ctl', 1), ('ctl', 2)]
+  if stack.has_estimator():
+    runs.append(('estimator', 1))
+  trained = {run: train(tmp_path / f'{run[0]}{run[1]}', census, *run,
+                        train_steps=3, **CANNED) for run in runs}
+  reference = trained['ctl', 1]
+  for run, weights in trained.items():
+    score = _relative(weights, reference, reference)
+    print(f'{run}: {score:.1e} from ctl on 1 replica')
+    assert score < 1e-3, run
+
+
+@pytest.mark.estimator
+def test_migrate_carries_both_optimizers_slots(census, tmp_path):
+  """An Estimator's wide & deep, FTRL + Adagrad, carried to ctl at step 2,
+  steps to 3 as the Estimator does: both slot sets placed, each with its
+  part."""
+  estimator_dir = tmp_path / 'estimator'
+  train(estimator_dir, census, 'estimator', train_steps=2, **CANNED)
+  carried = tmp_path / 'ctl'
+  flags = [f'--{name}={value}' for name, value in {
+      'train_files': census.train_files, 'eval_files': census.eval_files,
+      'feature_spec': census.feature_spec, 'model': 'wide_deep',
+      'model_kwargs': '{"hidden_units": [16, 8]}', **CANNED}.items()]
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.migrate',
+       f'--from={estimator_dir}', f'--to={carried}', *flags],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  resumed = tmp_path / 'estimator_resumed'
+  shutil.copytree(estimator_dir, resumed)
+  expected = train(resumed, census, 'estimator', train_steps=3, **CANNED)
+  weights = train(carried, census, 'ctl', train_steps=3, **CANNED)
+  assert tf.train.latest_checkpoint(str(carried)).endswith('ckpt-3')
+  at_2 = model_weights(estimator_dir)
+  moved = {k: expected[k] - at_2[k] for k in expected}
+  score = _relative({k: weights[k] - at_2[k] for k in expected}, moved,
+                    moved)
+  print(f'carried ctl step 3 vs the Estimator\'s: {score:.1e}')
+  assert score < 1e-3
+
+
+def test_a_resume_cannot_change_the_optimizers(census, tmp_path):
+  """The checkpoint holds the optimizers' slots: a resumed run given another
+  --linear_optimizer fails with a usage error (exit 2), naming both."""
+  model_dir = tmp_path / 'run'
+  train(model_dir, census, 'ctl', train_steps=1, optimizer='sgd')
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run', f'--model_dir={model_dir}',
+       '--train_steps=2', '--linear_optimizer=ftrl'],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 2, result.stderr[-2000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert '--linear_optimizer=ftrl disagrees with' in last, last
+  assert 'Traceback' not in result.stderr
+  assert pathlib.Path(tf.train.latest_checkpoint(str(model_dir))).name == (
+      'ckpt-1')
