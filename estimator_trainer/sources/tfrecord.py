@@ -94,6 +94,9 @@ def tfrecord_spec(config, train_files):
                      'or --image_shape=H,W,C and --num_classes')
   spec = DatasetSpec.read(spec_path)
   if config.image_shape or config.num_classes:
+    num_classes = config.num_classes or spec.num_classes
+    # The file's class names name the classes unless the count changed.
     spec = DatasetSpec(spec.name, config.image_shape or spec.image_shape,
-                       config.num_classes or spec.num_classes)
+                       num_classes, spec.class_names
+                       if num_classes == spec.num_classes else ())
   return spec
