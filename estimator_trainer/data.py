@@ -1,4 +1,4 @@
-"""The Estimator `input_fn` over any source (sources.py): each pipeline
+"""The Estimator `input_fn` over any source (sources/): each pipeline
 reads its own shard, each replica its share of the global batch."""
 
 import logging

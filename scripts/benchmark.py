@@ -45,9 +45,20 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
                         batch in memory, --summary_steps steps per
                         tf.function call: the ceiling of any engine.
 
+--workload=census_wide_deep: the same set, --model=wide_deep with an
+optimizer per part (--optimizer for the deep part, FTRL at 0.2 for the
+wide part, canned DNNLinearCombined's defaults), which Keras's fit cannot
+take:
+
+  canned_wide_deep      tf.estimator.DNNLinearCombinedClassifier, the
+                        linear part on the categorical columns, the DNN
+                        part as canned_dnn's (TensorFlow 2.15);
+  estimator_default,    the package's engines: --model=wide_deep
+  ctl_default           --linear_optimizer=ftrl.
+
 Every row also gets accuracy and AUC on the test split after training
 (not timed); "vs canned" and "vs keras" replace "vs step" and "vs fit",
-and the target lines check issue 34's: every engine >= 1.0x canned_dnn and
+and the target lines check issue 34's: every engine >= 1.0x the canned row and
 >= 0.95x fit_tabular.
 
 examples/s is the median over intervals of --summary_steps steps, leaving
@@ -207,7 +218,7 @@ def main(argv):
   if unknown:
     errors.fail(2, f'unknown --configs {", ".join(unknown)}; choose from '
                 f'{", ".join(runs_lib.CONFIGS)}')
-  census = FLAGS.workload == 'census'
+  census = FLAGS.workload in runs_lib.TABULAR_WORKLOADS
   misplaced = [name for name in configs
                if (name in runs_lib.TABULAR_CONFIGS) != census and
                runs_lib.CONFIGS[name][0] not in runs_lib.ENGINES]
@@ -216,7 +227,7 @@ def main(argv):
                 f'{FLAGS.workload}')
   if census and (FLAGS.synthetic_shape or FLAGS['model'].present or
                  FLAGS.precision != 'float32'):
-    errors.fail(2, '--workload=census trains --model=dnn on its own data '
+    errors.fail(2, f'--workload={FLAGS.workload} trains its own model on its own data '
                 'in float32: no --model, --synthetic_shape or --precision')
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
@@ -244,8 +255,9 @@ def main(argv):
       setup.update(_run_in_subprocess(_synthetic_data, work_dir, shape))
     if census:
       census_dir, schema = _run_in_subprocess(_census_data, work_dir)
-      setup = runs_lib.census_setup(census_dir, FLAGS.optimizer,
-                                    FLAGS.learning_rate)
+      setup = runs_lib.census_setup(
+          census_dir, FLAGS.optimizer, FLAGS.learning_rate,
+          wide_deep=FLAGS.workload == 'census_wide_deep')
     settings = runs_lib.Settings(
         steps=FLAGS.steps, batch_size=FLAGS.batch_size,
         summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,

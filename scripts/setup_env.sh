@@ -1,12 +1,13 @@
-# Sourced by train.sh and test.sh: creates the virtualenv and fetches data.
+# Sourced by train.sh, test.sh and docs.sh: creates the virtualenv and fetches data.
 # Idempotent; a no-op (well under a second) once done. STACK picks the
-# install: tf215 (default: TensorFlow 2.15 with Estimator and TFX, in .venv)
+# install: tf215 (default: TensorFlow 2.15 with Estimator, TFX and the docs
+# tools, in .venv)
 # or tf221 (TensorFlow 2.21 with tf-keras: the TF2 engines, in .venv-tf221).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK=${STACK:-tf215}
 case "$STACK" in
-  tf215) CONSTRAINTS=constraints.txt EXTRAS=test,tfx,estimator VENV=${VENV:-$ROOT/.venv} ;;
+  tf215) CONSTRAINTS=constraints.txt EXTRAS=test,tfx,estimator,docs VENV=${VENV:-$ROOT/.venv} ;;
   tf221) CONSTRAINTS=constraints-tf221.txt EXTRAS=test VENV=${VENV:-$ROOT/.venv-tf221} ;;
   *) echo "error: STACK must be tf215 or tf221, got '$STACK'" >&2; exit 2 ;;
 esac

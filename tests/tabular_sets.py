@@ -170,6 +170,12 @@ def _diabetes(directory):
   return _split(directory, 'diabetes', table, spec, 300, 'csv')
 
 
+def write_census(directory):
+  """The census-like set alone (_census), written under `directory`."""
+  directory.mkdir(parents=True, exist_ok=True)
+  return _census(directory, census.WEIGHT)
+
+
 def _census(directory, weight):
   """The census-like set (benchmark/census.py) with missing values, string
   labels and weights, small: 240 training rows, 60 test rows, as TFRecords

@@ -465,7 +465,7 @@ def test_tfds_offline_fails_after_a_few_retries_per_file(tmp_path):
     # TensorFlow 2.21's run puts no urllib3 retry line on stderr (seen on
     # 2026-11-25, cause not yet found): the count is checked on 2.15 only.
     pytest.xfail('no urllib3 retry lines logged on this stack')
-  assert retries and max(retries.values()) <= sources._DOWNLOAD_RETRIES, (  # pylint: disable=protected-access
+  assert retries and max(retries.values()) <= sources.tfds._DOWNLOAD_RETRIES, (  # pylint: disable=protected-access
       retries)
   assert not (tmp_path / 'model').exists()
 

@@ -442,3 +442,22 @@ def test_a_record_that_is_no_tf_example_is_a_data_error():
                      r'not a tf.Example \(.*\): the files must be TFRecords '
                      r'of serialized tf.train.Example$'):
     example_format.check_record(b'\xff\xff\xff', 'the first record of x.tfrecord')
+
+
+@pytest.mark.parametrize('flags, names', [
+    ({'image_shape': (8, 8, 1)}, ('a', 'b', 'c')),
+    ({'num_classes': 3}, ('a', 'b', 'c')),
+    ({'num_classes': 4}, ('0', '1', '2', '3')),
+])
+def test_tfrecord_flags_keep_the_spec_files_class_names(tmp_path, flags,
+                                                        names):
+  """--image_shape (or an unchanged --num_classes) beside a
+  dataset_spec.json keeps its class names; another class count cannot."""
+  (tmp_path / sources.SPEC_FILE).write_text(sources.DatasetSpec(
+      'letters', (4, 4, 1), 3, ('a', 'b', 'c')).to_json())
+  config = TrainConfig(model_dir=str(tmp_path / 'm'),
+                       train_files=str(tmp_path / 'x'),
+                       eval_files=str(tmp_path / 'x'), **flags)
+  spec = sources.tfrecord_spec(config, [str(tmp_path / 'train.tfrecord')])
+  assert spec.class_names == names
+  assert spec.image_shape == flags.get('image_shape', (4, 4, 1))

@@ -22,6 +22,7 @@ from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 import scripts_dir
+import tabular_sets
 
 # Kills and signals trainers at real moments, and bounds how long they take.
 pytestmark = pytest.mark.serial
@@ -212,6 +213,43 @@ def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
 
   rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
   assert _restored_step(rerun_log, model_dir) == step
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+
+
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
+    tmp_path, engine):
+  """Preemption is the same on structured data: a wide & deep model with an
+  optimizer per part, stopped by SIGTERM, saves its step (both optimizers'
+  slots with it) and the same command resumes there to the end."""
+  data = tabular_sets.write_census(tmp_path / "data")
+  model_dir = tmp_path / 'model'
+  steps = 2000
+  command = [sys.executable, '-m', 'estimator_trainer.run',
+             f'--model_dir={model_dir}', f'--engine={engine}',
+             f'--train_files={data.train_files}',
+             f'--eval_files={data.eval_files}',
+             f'--feature_spec={data.feature_spec}', '--model=wide_deep',
+             '--model_kwargs={"hidden_units": [16, 8]}',
+             '--optimizer=adagrad', '--linear_optimizer=ftrl',
+             '--global_batch_size=16', f'--train_steps={steps}',
+             '--save_checkpoints_steps=100000', '--export=final',
+             '--log_step_count_steps=10', '--verbosity=1']
+  log = tmp_path / 'stopped.log'
+  proc = _start(command, log)
+  _wait_for_line(proc, log, r'loss = .*, step = [1-9]')
+  output, _ = _preempt(proc, log)
+  assert 'Traceback' not in output
+  step = _stopped_step(output)
+  assert 10 <= step < steps
+  assert max(_check_checkpoints(model_dir)) == step
+  assert not (model_dir / 'metrics.json').exists()
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
+  if engine == 'estimator':
+    assert _restored_step(rerun_log, model_dir) == step
+  else:
+    assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
 

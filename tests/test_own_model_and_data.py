@@ -346,7 +346,7 @@ def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
   statistics included, within the CNN's bound (per-replica statistics make
   the steps differ by design: see the next test). In float64: in float32 the
   same batch in another order already moves this model's gradient by ~1 %
-  (see the README)."""
+  (docs/guide/performance.md, synchronized batch norm)."""
   synced = invariance_score(tmp_path, mnist_small_dir, True, steps=1)
   print(f'resnet20 invariance score (1 step, 1 vs 2 replicas, float64, sync '
         f'batch norm): {synced:.1e}')

@@ -1,4 +1,5 @@
-"""Legacy-pipeline integration: TFRecord input, trainer_fn, README example."""
+"""Legacy-pipeline integration: TFRecord input, trainer_fn, the docs' pipeline
+example."""
 
 import importlib.util
 import pathlib
@@ -135,16 +136,20 @@ def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
                                                    abs=1e-6)
 
 
-def test_readme_pipeline_example_runs(tmp_path, fashion_mnist_dir):
-  """Runs the README's legacy-pipeline example exactly, in a temp model_dir."""
-  readme = (REPO / 'README.md').read_text()
+PIPELINE_PAGE = REPO / 'docs' / 'guide' / 'python-api.md'
+
+
+def test_docs_pipeline_example_runs(tmp_path, fashion_mnist_dir):
+  """Runs the legacy-pipeline example of the Python API page exactly, in a
+  temp model_dir."""
+  page = PIPELINE_PAGE.read_text()
   code = re.search(r'<!-- pipeline-example -->\s*```python\n(.*?)```',
-                   readme, re.S).group(1)
+                   page, re.S).group(1)
   code, count = re.subn(r"MODEL_DIR = '.*'", f"MODEL_DIR = '{tmp_path}'",
                         code)
   assert count == 1
   namespace = {}
-  exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  exec(compile(code, str(PIPELINE_PAGE), 'exec'), namespace)  # pylint: disable=exec-used
   assert namespace['metrics']['global_step'] == 200
   assert namespace['metrics']['accuracy'] > 0.6
 

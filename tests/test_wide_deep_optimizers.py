@@ -30,7 +30,7 @@ CANNED = {'optimizer': 'adagrad', 'linear_optimizer': 'ftrl',
 
 @pytest.fixture(scope='module')
 def census(tmp_path_factory):
-  return tabular_sets.write(tmp_path_factory.mktemp('tabular'))['census']
+  return tabular_sets.write_census(tmp_path_factory.mktemp('tabular'))
 
 
 def train(model_dir, data, engine, replicas=1, **flags):

@@ -18,7 +18,8 @@ from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 
 # name -> (kind, strategy). Engines (estimator, ctl, keras) run the CLI with
 # --engine=<kind> --strategy=<strategy>; fit, plain_estimator (TensorFlow
-# 2.15 only), input and step run a workload; canned_dnn (2.15 only),
+# 2.15 only), input and step run a workload; canned_dnn and
+# canned_wide_deep (2.15 only),
 # fit_tabular and fit_package_dnn the tabular peers (`tabular`), and
 # tabular_input and tabular_step the engines' parts alone (`tabular_parts`),
 # on the census-like set.
@@ -35,14 +36,15 @@ CONFIGS = {
     'input_pipeline': ('input', None),
     'model_step': ('step', 'default'),
     'canned_dnn': ('canned_dnn', 'default'),
+    'canned_wide_deep': ('canned_wide_deep', 'default'),
     'fit_tabular': ('fit_tabular', 'default'),
     'fit_package_dnn': ('fit_package_dnn', 'default'),
     'tabular_input': ('tabular_input', None),
     'tabular_step': ('tabular_step', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
-TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn',
-                   'tabular_input', 'tabular_step')
+TABULAR_CONFIGS = ('canned_dnn', 'canned_wide_deep', 'fit_tabular',
+                   'fit_package_dnn', 'tabular_input', 'tabular_step')
 # The configurations of each workload (scripts/benchmark.py --workload).
 # Census: the package's engines train --model=dnn on it through the CLI
 # (`census_setup`: --feature_spec and the files), evaluated on its test
@@ -50,8 +52,18 @@ TABULAR_CONFIGS = ('canned_dnn', 'fit_tabular', 'fit_package_dnn',
 WORKLOADS = {
     'image': tuple(name for name in CONFIGS if name not in TABULAR_CONFIGS),
     'census': ('estimator_default', 'ctl_default', 'keras_default',
-               *TABULAR_CONFIGS),
+               *(name for name in TABULAR_CONFIGS
+                 if name != 'canned_wide_deep')),
+    # Wide & deep with an optimizer per part (FTRL for the wide part), which
+    # Keras's fit cannot take: the canned DNNLinearCombinedClassifier beside
+    # the estimator and ctl engines.
+    'census_wide_deep': ('estimator_default', 'ctl_default',
+                         'canned_wide_deep'),
 }
+TABULAR_WORKLOADS = ('census', 'census_wide_deep')
+# canned DNNLinearCombined's linear learning rate, min(0.2, 1/sqrt(linear
+# columns)): 0.2 for the census-like set's 9 categorical columns.
+WIDE_LEARNING_RATE = 0.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,14 +131,18 @@ def command(name, model_dir, settings):
                           cpu_replicas=settings.cpu_replicas))]
 
 
-def census_setup(census_dir, optimizer, learning_rate):
-  """The setup of the census workload: the engines' CLI flags, train
-  --model=dnn on the set's TFRecords by its feature spec, one optimizer
-  and constant rate, the plain loss (as the peers: no decay, no label
-  smoothing, the CLI's defaults), the peers' shuffle buffer and seed; the
-  tabular workloads read the same (`tabular`)."""
+def census_setup(census_dir, optimizer, learning_rate, wide_deep=False):
+  """The setup of the census workloads: the engines' CLI flags, train
+  --model=dnn (or `wide_deep`, its wide part with FTRL at
+  WIDE_LEARNING_RATE) on the set's TFRecords by its feature spec, one
+  optimizer and constant rate, the plain loss (as the peers: no decay, no
+  label smoothing, the CLI's defaults), the peers' shuffle buffer and seed;
+  the tabular workloads read the same (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
-  return {'model': 'dnn',
+  return {'model': 'wide_deep' if wide_deep else 'dnn',
+          **({'linear_optimizer': 'ftrl',
+              'linear_learning_rate': WIDE_LEARNING_RATE} if wide_deep
+             else {}),
           'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),

@@ -86,28 +86,32 @@ def _embedding_dims(schema):
   return dims
 
 
-def run_canned_dnn(setup, steps, batch_size, every_steps):
-  """tf.estimator.DNNClassifier with the equivalent feature columns:
-  numeric_column normalized by the train split's mean and variance,
-  embedding_column of categorical_column_with_vocabulary_list and of
-  categorical_column_with_hash_bucket; timed by a hook."""
+def _canned_columns(schema):
+  """The feature columns equivalent to the feature spec: numeric_column
+  normalized by the train split's mean and variance; the categorical
+  columns (vocabulary lists and the hash bucket); embedding_columns of
+  those for a DNN."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  schema = _schema(setup)
   fc = tf.feature_column
-  columns = []
+  numbers = []
   for name in schema['numbers']:
     mean, std = schema['means'][name], schema['variances'][name] ** 0.5
-    columns.append(fc.numeric_column(
+    numbers.append(fc.numeric_column(
         name, normalizer_fn=lambda x, m=mean, s=std: (x - m) / s))
+  categorical = {name: fc.categorical_column_with_vocabulary_list(
+      name, vocabulary) for name, vocabulary in schema['strings'].items()}
+  categorical[schema['hashed']] = fc.categorical_column_with_hash_bucket(
+      schema['hashed'], schema['hash_bins'])
   dims = _embedding_dims(schema)
-  for name, vocabulary in schema['strings'].items():
-    columns.append(fc.embedding_column(
-        fc.categorical_column_with_vocabulary_list(name, vocabulary),
-        dims[name]))
-  columns.append(fc.embedding_column(
-      fc.categorical_column_with_hash_bucket(schema['hashed'],
-                                             schema['hash_bins']),
-      dims[schema['hashed']]))
+  embedded = [fc.embedding_column(column, dims[name])
+              for name, column in categorical.items()]
+  return numbers, list(categorical.values()), embedded
+
+
+def _run_canned(setup, steps, batch_size, every_steps, make_estimator):
+  """Trains and evaluates `make_estimator(model_dir, run_config)`; timed by
+  a hook."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   timer = IntervalTimer(batch_size, every_steps)
 
   class TimerHook(tf.compat.v1.train.SessionRunHook):
@@ -116,12 +120,8 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
       timer.step()
 
   with tempfile.TemporaryDirectory() as model_dir:
-    estimator = tf.estimator.DNNClassifier(
-        hidden_units=list(HIDDEN_UNITS), feature_columns=columns,
-        label_vocabulary=schema['label_vocabulary'],
-        optimizer=lambda: _optimizer(setup, legacy=True),
-        model_dir=model_dir, config=tf.estimator.RunConfig(
-            tf_random_seed=census.SEED, save_summary_steps=every_steps))
+    estimator = make_estimator(model_dir, tf.estimator.RunConfig(
+        tf_random_seed=census.SEED, save_summary_steps=every_steps))
     estimator.train(lambda: _dataset(setup, 'train', batch_size, True),
                     max_steps=steps, hooks=[TimerHook()])
     result = estimator.evaluate(
@@ -129,6 +129,39 @@ def run_canned_dnn(setup, steps, batch_size, every_steps):
   return {'rates': timer.rates,
           'metrics': {'accuracy': float(result['accuracy']),
                       'auc': float(result['auc'])}}
+
+
+def run_canned_dnn(setup, steps, batch_size, every_steps):
+  """tf.estimator.DNNClassifier on the equivalent feature columns: the
+  numbers and an embedding of each categorical column."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  numbers, _, embedded = _canned_columns(_schema(setup))
+  return _run_canned(
+      setup, steps, batch_size, every_steps,
+      lambda model_dir, config: tf.estimator.DNNClassifier(
+          hidden_units=list(HIDDEN_UNITS), feature_columns=numbers + embedded,
+          label_vocabulary=_schema(setup)['label_vocabulary'],
+          optimizer=lambda: _optimizer(setup, legacy=True),
+          model_dir=model_dir, config=config))
+
+
+def run_canned_wide_deep(setup, steps, batch_size, every_steps):
+  """tf.estimator.DNNLinearCombinedClassifier: the linear part on the
+  categorical columns with FTRL at setup's `linear_learning_rate`, the
+  DNN part as canned_dnn's with setup's optimizer."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  numbers, categorical, embedded = _canned_columns(_schema(setup))
+  return _run_canned(
+      setup, steps, batch_size, every_steps,
+      lambda model_dir, config: tf.estimator.DNNLinearCombinedClassifier(
+          linear_feature_columns=categorical,
+          linear_optimizer=lambda: tf.keras.optimizers.legacy.Ftrl(
+              setup['linear_learning_rate']),
+          dnn_feature_columns=numbers + embedded,
+          dnn_hidden_units=list(HIDDEN_UNITS),
+          dnn_optimizer=lambda: _optimizer(setup, legacy=True),
+          label_vocabulary=_schema(setup)['label_vocabulary'],
+          model_dir=model_dir, config=config))
 
 
 def _plain_model(schema, cardinality):
@@ -214,6 +247,8 @@ def run_fit_tabular(setup, steps, batch_size, every_steps,
                       'auc': float(result['auc'])}}
 
 
-WORKLOADS = {'canned_dnn': run_canned_dnn, 'fit_tabular': run_fit_tabular,
+WORKLOADS = {'canned_dnn': run_canned_dnn,
+             'canned_wide_deep': run_canned_wide_deep,
+             'fit_tabular': run_fit_tabular,
              'fit_package_dnn': functools.partial(run_fit_tabular,
                                                   package_model=True)}

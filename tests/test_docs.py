@@ -1,0 +1,224 @@
+"""The documentation (README.md, docs/) against the code: its runnable
+examples run, the flags its commands pass exist, its links resolve, and the
+architecture page names every module. The site's strict build is CI's
+(scripts/docs.sh, .ci/run)."""
+
+import functools
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+
+from estimator_trainer import stack
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DOCS = REPO / 'docs'
+README = REPO / 'README.md'
+PAGES = sorted(DOCS.rglob('*.md'))
+# A fenced block, with the HTML comment that may mark it just before it.
+_BLOCK = re.compile(r'(?:<!-- ([\w -]+) -->\n)?```(\w*)[^\n]*\n(.*?)\n```',
+                    re.S)
+# The first line of a runnable block that is a file for the next to import.
+_FILE = re.compile(r'# (\w+\.py)\b')
+
+
+def _blocks(path):
+  """(marker, language, code) of each fenced block of a Markdown file."""
+  return [(marker or '', language, code)
+          for marker, language, code in _BLOCK.findall(path.read_text())]
+
+
+def _runnable_pages():
+  return [page for page in PAGES
+          if any(marker.startswith('runnable')
+                 for marker, _, _ in _blocks(page))]
+
+
+def _run_env(tmp_path):
+  """This checkout's package first, then the example's own files."""
+  path = os.pathsep.join([str(tmp_path), str(REPO),
+                          os.environ.get('PYTHONPATH', '')])
+  return {**os.environ, 'PYTHONPATH': path}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('page', _runnable_pages(),
+                         ids=lambda page: str(page.relative_to(DOCS)))
+def test_runnable_examples_run(page, tmp_path, fashion_mnist_dir):
+  """The page's blocks marked runnable, in order, as one program in a fresh
+  directory; their /tmp paths moved into it."""
+  del fashion_mnist_dir  # The examples read the set-up's Fashion-MNIST.
+  script = []
+  for marker, language, code in _blocks(page):
+    if not marker.startswith('runnable'):
+      continue
+    assert language == 'python', f'{page}: a runnable {language} block'
+    if 'estimator' in marker.split() and not stack.has_estimator():
+      continue
+    code = code.replace("'/tmp/", f"'{tmp_path}/")
+    name = _FILE.match(code)
+    if name:
+      (tmp_path / name.group(1)).write_text(code + '\n')
+    else:
+      script.append(code)
+  if not script:
+    pytest.skip(f'{page.name}: every runnable block needs tf.estimator')
+  program = tmp_path / 'example.py'
+  program.write_text('\n\n'.join(script) + '\n')
+  result = subprocess.run([sys.executable, str(program)], cwd=tmp_path,
+                          env=_run_env(tmp_path), capture_output=True,
+                          text=True, timeout=900, check=False)
+  print(result.stdout)
+  assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_readme_python_is_a_checked_example():
+  """The README's Python is a copy of a docs example the tests run."""
+  checked = {code for page in PAGES
+             for marker, _, code in _blocks(page)
+             if marker.startswith('runnable') or marker == 'pipeline-example'}
+  readme = [code for _, language, code in _blocks(README)
+            if language == 'python']
+  assert readme
+  for code in readme:
+    assert code in checked, f'README.md: not a runnable docs example:\n{code}'
+
+
+# The commands the docs run, and how to ask each for its flags.
+_ABSL_COMMANDS = {
+    'estimator_trainer.run': ['-m', 'estimator_trainer.run'],
+    'scripts/train.sh': ['-m', 'estimator_trainer.run'],
+    'estimator_trainer.migrate': ['-m', 'estimator_trainer.migrate'],
+    'estimator_trainer.tabular.infer': ['-m',
+                                        'estimator_trainer.tabular.infer'],
+}
+for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
+                'make_census_like'):
+  _ABSL_COMMANDS[f'scripts/{_script}.py'] = [str(REPO / 'scripts' /
+                                                  f'{_script}.py')]
+_COMMAND = re.compile('|'.join(re.escape(name) for name in
+                               [*_ABSL_COMMANDS, 'scripts/local_cluster.py']))
+_FLAG = re.compile(r'(?<![\w-])--([a-z][a-z0-9_]*)')
+
+
+@functools.lru_cache(maxsize=None)
+def _defined_flags(command):
+  """The flag names `command` defines (absl's --helpxml, argparse's --help)."""
+  if command == 'scripts/local_cluster.py':
+    argv, pattern = [str(REPO / 'scripts' / 'local_cluster.py'), '--help'], (
+        r'(?<![\w-])--([a-z][a-z0-9_]*)')
+  else:
+    argv, pattern = [*_ABSL_COMMANDS[command], '--helpxml'], (
+        r'<name>([^<]+)</name>')
+  result = subprocess.run([sys.executable, *argv], cwd=REPO,
+                          env=_run_env(REPO), capture_output=True, text=True,
+                          timeout=300, check=False)
+  names = set(re.findall(pattern, result.stdout))
+  assert names, f'{command}: no flags in its help: {result.stderr[-2000:]}'
+  return frozenset(names)
+
+
+def _commands(code):
+  """(command, flag names) of each command line of a shell or YAML block:
+  lines joined at backslashes; a local_cluster's flags after `--` are the
+  trainer's."""
+  code = re.sub(r'\\\n', ' ', code)
+  for line in code.splitlines():
+    line = line.split(' #')[0]
+    found = _COMMAND.search(line)
+    if not found:
+      continue
+    command, rest = found.group(0), line[found.end():]
+    if command == 'scripts/local_cluster.py' and ' -- ' in f'{rest} ':
+      rest, trainer = f'{rest} '.split(' -- ', 1)
+      yield 'estimator_trainer.run', _FLAG.findall(trainer)
+    yield command, _FLAG.findall(rest)
+
+
+def _shell_and_yaml(path):
+  for _, language, code in _blocks(path):
+    if language in ('sh', 'bash', 'yaml'):
+      if language == 'yaml':  # A container's command: one JSON-like list.
+        code = ' '.join(code.split())
+      yield code
+
+
+def test_flags_in_the_docs_commands_exist():
+  """Every flag a command line in the docs passes is one that command
+  defines (so `--help` lists it)."""
+  unknown = []
+  for path in [README, *PAGES]:
+    for code in _shell_and_yaml(path):
+      for command, names in _commands(code):
+        missing = set(names) - _defined_flags(command)
+        unknown += [f'{path.relative_to(REPO)}: {command} --{name}'
+                    for name in sorted(missing)]
+  assert not unknown, '\n'.join(unknown)
+
+
+# Inline code that runs another program, whose flags are its own.
+_OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
+
+
+def test_flags_named_in_the_text_exist():
+  """Every `--flag` the text names (outside code blocks) is a flag of one
+  of the package's commands or scripts."""
+  known = frozenset().union(*(_defined_flags(command) for command in
+                              [*_ABSL_COMMANDS, 'scripts/local_cluster.py']))
+  unknown = []
+  for path in [README, *PAGES]:
+    text = re.sub(r'```.*?```', '', path.read_text(), flags=re.S)
+    for code in re.findall(r'`([^`]+)`', text):
+      if code.split()[0] in _OTHER_PROGRAMS:
+        continue
+      unknown += [f'{path.relative_to(REPO)}: --{name}'
+                  for name in _FLAG.findall(code) if name not in known]
+  assert not unknown, '\n'.join(unknown)
+
+
+def _slug(heading):
+  """Python-Markdown's toc anchor of a heading (its default slugify)."""
+  text = re.sub(r'[`*]', '', heading)
+  text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore')
+  text = re.sub(r'[^\w\s-]', '', text.decode('ascii')).strip().lower()
+  return re.sub(r'[-\s]+', '-', text)
+
+
+def test_readme_links_resolve():
+  """The README's relative links name files that exist, and headings in
+  them (the site's strict build checks the docs' own links)."""
+  broken = []
+  for target in re.findall(r'\]\(([^)]+)\)', README.read_text()):
+    if re.match(r'\w+://', target):
+      continue
+    path, _, anchor = target.partition('#')
+    if not (REPO / path).is_file():
+      broken.append(target)
+    elif anchor:
+      text = (REPO / path).read_text()
+      headings = re.findall(r'^#+ (.*)$', text, re.M)
+      if anchor not in {_slug(heading) for heading in headings}:
+        broken.append(target)
+  assert not broken, broken
+
+
+def test_architecture_page_names_every_module():
+  page = (DOCS / 'contributing' / 'architecture.md').read_text()
+  package = REPO / 'estimator_trainer'
+  missing = [str(path.relative_to(package))
+             for path in sorted(package.rglob('*.py'))
+             if path.name != '__init__.py' and
+             not re.search(rf'(?<![\w.]){re.escape(path.name)}', page)]
+  assert not missing, ('docs/contributing/architecture.md: add '
+                       f'{", ".join(missing)} to the module list')
+
+
+def test_api_reference_documents_what_the_package_exports():
+  import estimator_trainer  # pylint: disable=g-import-not-at-top
+  page = (DOCS / 'reference' / 'api.md').read_text()
+  documented = set(re.findall(r'^::: [\w.]+\.(\w+)$', page, re.M))
+  assert documented == set(estimator_trainer.__all__)
