@@ -207,7 +207,9 @@ class TrainConfig:
       'float32',
       'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
       '(faster only on CPUs with bfloat16 instructions, e.g. AVX512_BF16, '
-      'AMX).', choices=('float32', 'mixed_bfloat16'))
+      'AMX), or mixed_float16: compute in float16 (GPUs) with dynamic loss '
+      'scaling (a step whose gradients overflow is skipped).',
+      choices=('float32', 'mixed_bfloat16', 'mixed_float16'))
   train_steps: Optional[int] = _option(None, 'Global steps to train to.',
                                        above=0)
   train_epochs: Optional[float] = _option(
@@ -309,6 +311,14 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
+    if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
+        self.strategy not in ('default', 'one_device')):
+      # Its skip (a cond around the replicas' update) hangs the v1 session
+      # under every multi-replica strategy tried: refused, not hung.
+      raise UsageError(f'--precision=mixed_float16: --engine=estimator '
+                       f'trains on one replica (--strategy=default or '
+                       f'one_device), not --strategy={self.strategy}; use '
+                       '--engine=ctl or keras')
     if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '

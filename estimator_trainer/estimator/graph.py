@@ -4,6 +4,7 @@ Estimator, with the package's loss scaling and eval metrics."""
 import tensorflow as tf
 
 from estimator_trainer import heads
+from estimator_trainer import loss_scale as loss_scale_lib
 from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer import optimizers
@@ -17,23 +18,35 @@ from estimator_trainer.tabular.encoder import EncodedInput
 ModeKeys = tf.estimator.ModeKeys
 
 
-def train_op(parts, loss):
+def train_op(parts, loss, loss_scale=None):
   """Applies the gradients of `loss`, which is already per global batch, with
   each optimizer of `parts` (optimizers.by_part) to its variables; the last
-  one counts the global step.
+  one counts the global step. With `loss_scale` (a V1LossScale), through it.
 
   Not `optimizer.minimize`: under Estimator its `compute_gradients` divides
   the loss again by the replica count (`Optimizer._scale_loss`, tensorflow
   #35333). `apply_gradients` sums the replicas' gradients, which is right for
   a loss divided by the global batch.
   """
-  gradients = tf.compat.v1.gradients(loss, optimizers.variables_of(parts))
-  *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
-  updates = [other.apply_gradients(other_pairs)
-             for other, other_pairs in others]
-  with tf.control_dependencies(updates):
-    return optimizer.apply_gradients(
-        pairs, global_step=tf.compat.v1.train.get_or_create_global_step())
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  gradients = tf.compat.v1.gradients(
+      loss_scale.scaled(loss) if loss_scale else loss,
+      optimizers.variables_of(parts))
+
+  def apply(gradients, apply_gradients=_apply_gradients):
+    *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
+    updates = [apply_gradients(other, other_pairs)
+               for other, other_pairs in others]
+    with tf.control_dependencies(updates):
+      return apply_gradients(optimizer, pairs, global_step=global_step)
+
+  if loss_scale:
+    return loss_scale.apply(gradients, apply, global_step)
+  return apply(gradients)
+
+
+def _apply_gradients(optimizer, pairs, global_step=None):
+  return optimizer.apply_gradients(pairs, global_step=global_step)
 
 
 def _batch_reader(features, labels):
@@ -161,6 +174,8 @@ def _train_spec(model, head, features, labels, params):
       tabular_models.linear_part(model))
   parts = optimizers.by_part(optimizer, model.trainable_variables,
                              linear or None)
+  scale = (loss_scale_lib.V1LossScale()
+           if params.precision == loss_scale_lib.FLOAT16 else None)
 
   def step(features, labels):
     inputs = models.model_inputs(features)
@@ -176,7 +191,7 @@ def _train_spec(model, head, features, labels, params):
     with tf.control_dependencies([rate, *model.get_updates_for(inputs), *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
-      op = train_op(parts, loss)
+      op = train_op(parts, loss, scale)
     # This replica's share of the global batch's accuracy, as its loss is.
     accuracy = (tf.reduce_sum(head.correct(labels, logits)) /
                 params.global_batch_size if head.has_accuracy else
@@ -193,6 +208,11 @@ def _train_spec(model, head, features, labels, params):
   if head.has_accuracy:
     accuracy = _summed_over_replicas(accuracy)
   tf.compat.v1.summary.scalar('learning_rate', rate)
+  if scale:
+    with tf.control_dependencies([op]):  # After the step, as TF2's are.
+      tf.compat.v1.summary.scalar('loss_scale', tf.identity(scale.scale))
+      tf.compat.v1.summary.scalar('skipped_steps',
+                                  tf.identity(scale.skipped_steps))
   if head.has_accuracy:
     tf.compat.v1.summary.scalar('accuracy', accuracy)
   # The sum in the train op: under multi_worker_mirrored every worker must

@@ -8,6 +8,7 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
+from estimator_trainer import loss_scale
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer.data import ModeKeys
@@ -32,12 +33,17 @@ class _Trainer:
   def _replica_step(self, features, labels):
     model, head = self._job.model, self._job.head
     weights = features.get('weight')
-    with tf.GradientTape() as tape:
+    parts = self._job.optimizer_parts
+    # Each part's optimizer scales the loss its own way (mixed_float16).
+    with tf.GradientTape(persistent=len(parts) > 1) as tape:
       logits = model(models.model_inputs(features), training=True)
       loss = head.replica_training_loss(
           labels, logits, self._job.global_batch_size, model.losses, weights)
-    parts = self._job.optimizer_parts
-    gradients = tape.gradient(loss, optimizers.variables_of(parts))
+      scaled = [loss_scale.scaled_loss(optimizer, loss)
+                for optimizer, _ in parts]
+    gradients = [gradient for (optimizer, variables), part_loss in zip(
+        parts, scaled) for gradient in loss_scale.unscaled_gradients(
+            optimizer, tape.gradient(part_loss, variables))]
     for optimizer, pairs in optimizers.per_part(parts, gradients):
       # Sums the replicas' gradients: right for a loss per global batch.
       optimizer.apply_gradients(pairs)
@@ -56,10 +62,14 @@ class _Trainer:
   def train_steps(self, iterator, num_steps):
     """Runs `num_steps` steps in one call; returns the last step's loss."""
     loss = tf.constant(0.0)
+    optimizer, skipped = self._job.optimizer, self._job.skipped_steps
     for _ in tf.range(num_steps):
       features, labels = next(iterator)
+      scale = skipped is not None and optimizer.loss_scale
       per_replica = self._job.strategy.run(self._replica_step,
                                            (features, labels))
+      if skipped is not None:  # A skipped step halves the scale.
+        skipped.assign_add(tf.cast(optimizer.loss_scale < scale, tf.int64))
       loss = self._job.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                        per_replica, axis=None)
     return loss

@@ -14,6 +14,7 @@ from estimator_trainer import faults
 from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import loss_scale
 from estimator_trainer import weights
 from estimator_trainer import models
 from estimator_trainer import optimizers
@@ -113,10 +114,10 @@ class Job:
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
                              config.lr_decay, self.max_steps)
-        self.optimizer = spec.keras()
+        self.optimizer = self._scaled(spec.keras())
         if config.linear_optimizer:
-          self.linear_optimizer = spec.for_linear_part(
-              config.linear_optimizer, config.linear_learning_rate).keras()
+          self.linear_optimizer = self._scaled(spec.for_linear_part(
+              config.linear_optimizer, config.linear_learning_rate).keras())
     # [(optimizer, variables)]: the wide part's first, with its own.
     self.optimizer_parts = training and optimizers.by_part(
         self.optimizer, self.model.trainable_variables,
@@ -124,9 +125,18 @@ class Job:
                                    tabular_models.linear_part(self.model)))
     self._batch_norm = (self._batch_norm_statistics() if training
                                 else None)
+    # The steps skipped on overflow under mixed_float16, which ctl's loop
+    # counts (Keras's fit has no place to).
+    self.skipped_steps = None
+    if training and loss_scale.is_scaled(self.optimizer) and (
+        config.engine == 'ctl'):
+      with self.strategy.scope():
+        self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
+    if self.skipped_steps is not None:
+      objects['skipped_steps'] = self.skipped_steps
     if self.linear_optimizer:
       objects['linear_optimizer'] = self.linear_optimizer
     self.checkpoint = tf.train.Checkpoint(**objects)
@@ -136,6 +146,13 @@ class Job:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, self.checkpoint_dir,
         max_to_keep=config.keep_checkpoint_max, checkpoint_name='ckpt')
+
+  def _scaled(self, optimizer):
+    """`optimizer`, with dynamic loss scaling under mixed_float16 (its
+    scale then in the checkpoint)."""
+    if self.config.precision == loss_scale.FLOAT16:
+      return loss_scale.keras(optimizer)
+    return optimizer
 
   def _batch_norm_statistics(self):
     """The precise-BN recompute of --bn_recompute_batches; without it, on

@@ -1,0 +1,102 @@
+"""--precision=mixed_float16: dynamic loss scaling in every engine (float16
+runs on CPU, slowly: a few steps)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from estimator_trainer import engines
+from estimator_trainer import loss_scale
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+from estimator_trainer.models import cnn
+import engine_params
+
+# Overflows the CNN's float16 gradients of a batch of 32 (their largest is
+# about 2**-5 x the scale; float16's largest is 65504 < 2**16): the first
+# steps are skipped until the scale is small enough.
+OVERFLOWING_SCALE = 2.0**26
+GROWTH_STEPS = 4
+STEPS = 24
+# Two mirrored replicas, where the engine can (config.py: not the
+# estimator engine's float16).
+_REPLICAS = {'ctl': dict(strategy='mirrored', cpu_replicas=2),
+             'keras': dict(strategy='mirrored', cpu_replicas=2),
+             'estimator': {}}
+
+
+def _summaries(directory, tag):
+  """step -> value of the `tag` summaries in `directory`'s event files."""
+  accumulator = event_accumulator.EventAccumulator(  # All, not a sample.
+      str(directory), size_guidance={event_accumulator.TENSORS: 0,
+                                     event_accumulator.SCALARS: 0})
+  accumulator.Reload()
+  if tag in accumulator.Tags()['scalars']:
+    return {event.step: event.value for event in accumulator.Scalars(tag)}
+  return {event.step: float(tf.make_ndarray(event.tensor_proto))
+          for event in accumulator.Tensors(tag)}
+
+
+def _weights(model_dir, engine):
+  model = cnn()
+  path = tf.train.latest_checkpoint(str(model_dir))
+  if engine == 'estimator':
+    reader = tf.train.load_checkpoint(path)
+    with tf.Graph().as_default():
+      names = [w.name.split(':')[0] for w in cnn().weights]
+    return [reader.get_tensor(name) for name in names]
+  tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  return [w.numpy() for w in model.weights]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
+    tmp_path, mnist_small_dir, engine, monkeypatch):
+  """Step 1 overflows (on both replicas of the TF2 engines): nothing applied, the step counted,
+  the scale halved; a resume keeps the scale; later the scale halves on
+  each overflow and doubles after GROWTH_STEPS good steps; the loss falls."""
+  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
+  monkeypatch.setattr(loss_scale, 'GROWTH_STEPS', GROWTH_STEPS)
+
+  def train(steps):
+    config = TrainConfig(
+        model_dir=str(tmp_path), dataset='mnist', idx_dir=str(mnist_small_dir),
+        engine=engine, mode='train', precision='mixed_float16',
+        global_batch_size=32, **_REPLICAS[engine],
+        shuffle_buffer=0, train_steps=steps, save_summary_steps=1,
+        steps_per_loop=1, learning_rate=5e-3, lr_decay='none')
+    engines.ENGINES[engine].run(config)
+
+  train(1)
+  initial = [w.numpy() for w in cnn(seed=42).weights]
+  for skipped, start in zip(_weights(tmp_path, engine), initial):
+    np.testing.assert_array_equal(skipped, start)
+  train(STEPS)
+  trace = _summaries(tmp_path, 'loss_scale')
+  print(f'{engine} loss_scale trace (step: scale):',
+        {step: trace[step] for step in sorted(trace)})
+  assert sorted(trace) == list(range(1, STEPS + 1))
+  assert trace[1] == OVERFLOWING_SCALE / 2  # Skipped.
+  assert trace[2] == OVERFLOWING_SCALE / 4  # Resumed at the saved scale.
+  scales = [OVERFLOWING_SCALE] + [trace[step] for step in sorted(trace)]
+  changes = [after / before for before, after in zip(scales, scales[1:])]
+  assert set(changes) == {0.5, 1.0, 2.0}, changes
+  # A doubling after every GROWTH_STEPS steps unchanged (a good step at
+  # the old scale is GROWTH_STEPS - 1 unchanged scales then the change).
+  for i, change in enumerate(changes):
+    if change == 2.0:
+      assert changes[i - GROWTH_STEPS + 1:i] == [1.0] * (GROWTH_STEPS - 1)
+  skipped = changes.count(0.5)
+  assert 1 < skipped < STEPS // 2
+  if engine != 'keras':  # fit counts no skipped steps.
+    assert _summaries(tmp_path, 'skipped_steps')[STEPS] == skipped
+  losses = _summaries(tmp_path, 'loss')
+  assert losses[STEPS] < 0.9 * losses[1], losses
+
+
+def test_estimator_float16_refuses_more_than_one_replica(tmp_path):
+  with pytest.raises(UsageError, match='mixed_float16'):
+    TrainConfig(model_dir=str(tmp_path), engine='estimator',
+                precision='mixed_float16', strategy='mirrored')
