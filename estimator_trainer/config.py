@@ -200,6 +200,11 @@ class TrainConfig:
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
       'none: constant.', choices=('cosine', 'none'))
   weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
+  ema_decay: Optional[float] = _option(
+      None, 'Evaluate, export and report an exponential moving average of '
+      'the weights (and batch norm statistics), updated after every step '
+      'with this decay in (0, 1), e.g. 0.999; the raw weights train. TF2 '
+      'engines.', above=0)
   label_smoothing: float = _option(
       0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
       'reports the plain cross-entropy.', at_least=0)
@@ -302,6 +307,8 @@ class TrainConfig:
           f'--label_smoothing must be < 1, got {self.label_smoothing}')
     if self.linear_learning_rate and not self.linear_optimizer:
       raise UsageError('--linear_learning_rate needs --linear_optimizer')
+    if self.ema_decay is not None and self.ema_decay >= 1:
+      raise UsageError(f'--ema_decay must be < 1, got {self.ema_decay}')
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
@@ -311,6 +318,9 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
+    if self.engine == 'estimator' and self.ema_decay:
+      raise UsageError('--ema_decay: --engine=estimator keeps no average '
+                       'yet; use --engine=ctl or keras')
     if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
         self.strategy not in ('default', 'one_device')):
       # Its skip (a cond around the replicas' update) hangs the v1 session
@@ -331,6 +341,9 @@ class TrainConfig:
     if self.eval_strategy != 'default':
       raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
                        'under the training --strategy')
+    if self.ema_decay and self.strategy == 'parameter_server':
+      raise UsageError('--ema_decay: not under --strategy=parameter_server '
+                       '(its workers apply the steps)')
     if self.linear_optimizer and self.engine == 'keras':
       raise UsageError('--linear_optimizer: --engine=keras trains with one '
                        'optimizer (Model.fit); use --engine=ctl or estimator')

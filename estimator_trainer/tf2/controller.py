@@ -176,6 +176,10 @@ class Controller:
       self._evaluate(final)
 
   def _evaluate(self, final):
+    with self.job.averaged():  # Evaluation and export of --ema_decay's.
+      self._evaluate_and_export(final)
+
+  def _evaluate_and_export(self, final):
     self.result = self._evaluator.evaluate(self.step)
     self._last_eval = time.monotonic()
     patience = self.job.config.early_stopping_evals

@@ -1,5 +1,6 @@
 """A TF2 run: strategy, data, model, optimizer and checkpoints."""
 
+import contextlib
 import logging
 import os
 
@@ -23,7 +24,8 @@ from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.tabular import models as tabular_models
-from estimator_trainer.errors import TrainerError, first_line
+from estimator_trainer.tf2 import ema
+from estimator_trainer.errors import TrainerError, UsageError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
@@ -118,6 +120,10 @@ class Job:
         if config.linear_optimizer:
           self.linear_optimizer = self._scaled(spec.for_linear_part(
               config.linear_optimizer, config.linear_learning_rate).keras())
+      self.ema = config.ema_decay and ema.Average(self.model,
+                                                  config.ema_decay)
+      if self.ema and training:
+        self.ema.follow(self.optimizer)  # The optimizer that counts steps.
     # [(optimizer, variables)]: the wide part's first, with its own.
     self.optimizer_parts = training and optimizers.by_part(
         self.optimizer, self.model.trainable_variables,
@@ -137,6 +143,8 @@ class Job:
       objects['optimizer'] = self.optimizer
     if self.skipped_steps is not None:
       objects['skipped_steps'] = self.skipped_steps
+    if self.ema:
+      objects['ema'] = self.ema
     if self.linear_optimizer:
       objects['linear_optimizer'] = self.linear_optimizer
     self.checkpoint = tf.train.Checkpoint(**objects)
@@ -245,6 +253,10 @@ class Job:
     _logger.info('Restoring %s', path)
     if self.optimizer is not None and not checkpoint:
       _adopt_old_learning_rate(self.optimizer, path)
+    if self.ema and not checkpoint and not any(
+        name.startswith('ema/') for name, _ in tf.train.list_variables(path)):
+      raise UsageError(f'--ema_decay: {path} holds no average (trained '
+                       'without --ema_decay)')
     try:
       status = (checkpoint or self.checkpoint).restore(path)
       status.assert_existing_objects_matched()
@@ -256,7 +268,16 @@ class Job:
       raise TrainerError(
           f'{self.config.model_dir} holds a checkpoint of {other} (or of '
           f'another engine): {first_line(e)}') from None
+    if self.ema and self.optimizer is None and not checkpoint:
+      self.ema.copy_to_model()  # Evaluates, predicts or exports: averages.
     return layout.checkpoint_step(path)
+
+  def averaged(self):
+    """A context in which a training job's model holds the averages of
+    --ema_decay (evaluation and export); its own weights without."""
+    if self.ema and self.optimizer is not None:
+      return self.ema.swapped_in()
+    return contextlib.nullcontext()
 
   def save(self, step):
     """Checkpoints `step`, with the batch-norm statistics recomputed when
