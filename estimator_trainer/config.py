@@ -203,8 +203,8 @@ class TrainConfig:
   ema_decay: Optional[float] = _option(
       None, 'Evaluate, export and report an exponential moving average of '
       'the weights (and batch norm statistics), updated after every step '
-      'with this decay in (0, 1), e.g. 0.999; the raw weights train. TF2 '
-      'engines.', above=0)
+      'with this decay in (0, 1), e.g. 0.999; the raw weights train.',
+      above=0)
   label_smoothing: float = _option(
       0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
       'reports the plain cross-entropy.', at_least=0)
@@ -318,9 +318,6 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
-    if self.engine == 'estimator' and self.ema_decay:
-      raise UsageError('--ema_decay: --engine=estimator keeps no average '
-                       'yet; use --engine=ctl or keras')
     if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
         self.strategy not in ('default', 'one_device')):
       # Its skip (a cond around the replicas' update) hangs the v1 session

@@ -1,4 +1,4 @@
-"""--ema_decay in the TF2 engines: evaluation, metrics.json and the export
+"""--ema_decay in every engine: evaluation, metrics.json and the export
 are of the average, which the checkpoint keeps and a resume continues."""
 
 import json
@@ -8,10 +8,12 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import engines
+from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 from estimator_trainer.models import cnn
+import engine_params
 import serve_export
 
 DECAY = 0.5  # Large steps of the average: it differs from the weights.
@@ -26,7 +28,15 @@ def _config(model_dir, idx_dir, engine, **overrides):
       keep_checkpoint_max=STEPS + 1, steps_per_loop=1, **overrides)
 
 
+def _estimator_names():
+  """The CNN's weights' names in an estimator checkpoint."""
+  return models.check('cnn', (28, 28, 1), 10)
+
+
 def _weights(model_dir, step):
+  if list(model_dir.glob('model.ckpt-*')):  # The estimator engine's.
+    reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
+    return [reader.get_tensor(name) for name in _estimator_names()]
   model = cnn()
   tf.train.Checkpoint(model=model).restore(
       f'{model_dir}/ckpt-{step}').expect_partial()
@@ -34,6 +44,10 @@ def _weights(model_dir, step):
 
 
 def _averages(model_dir, step):
+  if list(model_dir.glob('model.ckpt-*')):
+    reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
+    return [reader.get_tensor(f'{name}/ExponentialMovingAverage')
+            for name in _estimator_names()]
   reader = tf.train.load_checkpoint(f'{model_dir}/ckpt-{step}')
   return [reader.get_tensor(f'ema/averages/{i}/.ATTRIBUTES/VARIABLE_VALUE')
           for i in range(len(cnn().weights))]
@@ -61,15 +75,17 @@ def _average_loss(weights, idx_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
                                                   engine):
-  """The checkpoint's average is the one computed from the raw weights of
-  every step's checkpoint; metrics.json and the export are of it; a run
-  stopped at step 2 and resumed continues its average."""
+  """On 2 mirrored replicas, the checkpoint's average is the one computed
+  from the raw weights of every step's checkpoint; metrics.json and the
+  export are of it; a run stopped at step 2 and resumed continues its
+  average."""
   once = tmp_path / 'once'
   engines.ENGINES[engine].run(_config(once, mnist_small_dir, engine,
-                                      train_steps=STEPS))
+                                      train_steps=STEPS, strategy='mirrored',
+                                      cpu_replicas=2))
   expected = _computed_average(once)
   for average, computed in zip(_averages(once, STEPS), expected):
     np.testing.assert_allclose(average, computed, rtol=1e-5, atol=1e-7)

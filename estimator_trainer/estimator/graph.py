@@ -9,6 +9,7 @@ from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer.estimator import batch_norm_hooks
+from estimator_trainer.estimator import moving_average
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
@@ -144,10 +145,13 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       return _train_spec(model, head, features, labels, params)
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
+    # Evaluation and exports of --ema_decay's averages.
+    scaffold = (moving_average.scaffold(model.weights, params.ema_decay)
+                if params.ema_decay else None)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,
-          export_outputs=head.export_outputs(predictions))
+          export_outputs=head.export_outputs(predictions), scaffold=scaffold)
 
     if mode == ModeKeys.EVAL:
       weights = features.get('weight', tf.ones(tf.shape(logits)[:1]))
@@ -158,7 +162,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       return tf.estimator.EstimatorSpec(
           mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
                                           weights),
-          eval_metric_ops=metrics.update(inputs, labels, logits, weights))
+          eval_metric_ops=metrics.update(inputs, labels, logits, weights),
+          scaffold=scaffold)
 
   return model_fn
 
@@ -176,6 +181,8 @@ def _train_spec(model, head, features, labels, params):
                              linear or None)
   scale = (loss_scale_lib.V1LossScale()
            if params.precision == loss_scale_lib.FLOAT16 else None)
+  average = params.ema_decay and moving_average.Average(model.weights,
+                                                       params.ema_decay)
 
   def step(features, labels):
     inputs = models.model_inputs(features)
@@ -192,6 +199,9 @@ def _train_spec(model, head, features, labels, params):
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
       op = train_op(parts, loss, scale)
+    if average:
+      with tf.control_dependencies([op]):  # Of the step's weights.
+        op = average.update()
     # This replica's share of the global batch's accuracy, as its loss is.
     accuracy = (tf.reduce_sum(head.correct(labels, logits)) /
                 params.global_batch_size if head.has_accuracy else
