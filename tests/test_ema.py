@@ -1,6 +1,7 @@
 """--ema_decay in every engine: evaluation, metrics.json and the export
 are of the average, which the checkpoint keeps and a resume continues."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,8 +12,9 @@ from estimator_trainer import engines
 from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.models import cnn
+from estimator_trainer.tf2 import migration
 import engine_params
 import serve_export
 
@@ -122,3 +124,19 @@ def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
 def test_ema_decay_outside_0_1_is_a_usage_error(tmp_path, decay):
   with pytest.raises(UsageError, match='--ema_decay must be'):
     TrainConfig(model_dir=str(tmp_path), ema_decay=decay)
+
+
+@pytest.mark.slow
+def test_migrate_carries_the_average(estimator, tmp_path, mnist_small_dir):
+  """An estimator run's averages become the ctl job's; without --ema_decay
+  migrate names what it cannot place."""
+  source, target = tmp_path / 'estimator', tmp_path / 'ctl'
+  estimator.train(_config(source, mnist_small_dir, 'estimator',
+                          train_steps=2))
+  with pytest.raises(TrainerError, match=r'ExponentialMovingAverage'):
+    migration.convert(dataclasses.replace(
+        _config(tmp_path / 'plain', mnist_small_dir, 'ctl'), ema_decay=None),
+                      str(source))
+  migration.convert(_config(target, mnist_small_dir, 'ctl'), str(source))
+  for carried, average in zip(_averages(target, 2), _averages(source, 2)):
+    np.testing.assert_array_equal(carried, average)

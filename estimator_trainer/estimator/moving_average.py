@@ -8,6 +8,8 @@ exports)."""
 
 import tensorflow as tf
 
+from estimator_trainer.layout import AVERAGE_SUFFIX
+
 
 def _naming(decay):
   return tf.compat.v1.train.ExponentialMovingAverage(decay)
@@ -23,7 +25,7 @@ class Average:
     # Of `weight.name`, the same on every replica (its op's is the
     # replica's): ExponentialMovingAverage's average_name otherwise.
     self._averages = [tf.compat.v1.get_variable(
-        f'{weight.name.split(":")[0]}/ExponentialMovingAverage',
+        f'{weight.name.split(":")[0]}/{AVERAGE_SUFFIX}',
         initializer=weight.initial_value,
         trainable=False,
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
