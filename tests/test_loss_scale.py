@@ -11,6 +11,7 @@ from estimator_trainer import loss_scale
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 from estimator_trainer.models import cnn
+from estimator_trainer.tf2 import migration
 import engine_params
 
 # Overflows the CNN's float16 gradients of a batch of 32 (their largest is
@@ -100,3 +101,23 @@ def test_estimator_float16_refuses_more_than_one_replica(tmp_path):
   with pytest.raises(UsageError, match='mixed_float16'):
     TrainConfig(model_dir=str(tmp_path), engine='estimator',
                 precision='mixed_float16', strategy='mirrored')
+
+
+@pytest.mark.slow
+def test_migrate_carries_adam_into_a_float16_run(estimator, tmp_path,
+                                                 mnist_small_dir):
+  """The Adam moments go to the loss-scaling optimizer's inner one."""
+  def config(model_dir, **overrides):
+    return TrainConfig(model_dir=str(model_dir), dataset='mnist',
+                       idx_dir=str(mnist_small_dir), global_batch_size=32,
+                       train_steps=2, mode='train', **overrides)
+  estimator.train(config(tmp_path / 'estimator', engine='estimator'))
+  migration.convert(config(tmp_path / 'ctl', engine='ctl',
+                           precision='mixed_float16'),
+                    str(tmp_path / 'estimator'))
+  moment = tf.train.load_checkpoint(str(tmp_path / 'estimator/model.ckpt-2')
+                                    ).get_tensor('conv1/kernel/Adam')
+  carried = tf.train.load_checkpoint(str(tmp_path / 'ctl/ckpt-2')).get_tensor(
+      'optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE')  # conv1's m.
+  assert np.abs(moment).max() > 0
+  np.testing.assert_array_equal(carried, moment)

@@ -71,8 +71,10 @@ def convert(config, source):
       placed |= {'beta1_power', 'beta2_power'}
     for v1_slot, keras_slots in optimizers.SLOTS[name]:
       # Keras 2's optimizers keep a variable's slot at its index in the
-      # built var_list (no public slot accessor).
-      keras_slots = getattr(optimizer, keras_slots)
+      # built var_list (no public slot accessor); under mixed_float16, the
+      # loss-scaling optimizer's inner one.
+      keras_slots = getattr(getattr(optimizer, 'inner_optimizer', optimizer),
+                            keras_slots)
       for index, variable in enumerate(part):
         key = f'{name_of[variable.ref()]}/{v1_slot}'
         if key not in stored:
