@@ -21,8 +21,11 @@ GROWTH_STEPS = 2000
 FLOAT16 = 'mixed_float16'
 
 
-def keras(optimizer):
-  """`optimizer` (Keras) wrapped for dynamic loss scaling."""
+def keras(optimizer, precision):
+  """`optimizer` (Keras), wrapped for dynamic loss scaling under
+  mixed_float16 (the scale is then in its checkpoint)."""
+  if precision != FLOAT16:
+    return optimizer
   return tf.keras.mixed_precision.LossScaleOptimizer(
       optimizer, initial_scale=INITIAL_SCALE,
       dynamic_growth_steps=GROWTH_STEPS)

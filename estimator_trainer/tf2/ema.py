@@ -14,6 +14,8 @@ import contextlib
 
 import tensorflow as tf
 
+from estimator_trainer.errors import UsageError
+
 
 class Average(tf.Module):
   """The averages of `model.weights`, checkpointed as the job's `ema`."""
@@ -61,3 +63,12 @@ class Average(tf.Module):
     finally:
       for weight, value in zip(self._weights, raw):
         weight.assign(value)
+
+
+def require_average(path):
+  """Fails unless checkpoint `path` holds an Average (a run resumed or
+  evaluated with --ema_decay must have trained with it)."""
+  if not any(name.startswith('ema/')
+             for name, _ in tf.train.list_variables(path)):
+    raise UsageError(f'--ema_decay: {path} holds no average (trained '
+                     'without --ema_decay)')

@@ -25,7 +25,7 @@ from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.tabular import models as tabular_models
 from estimator_trainer.tf2 import ema
-from estimator_trainer.errors import TrainerError, UsageError, first_line
+from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
@@ -116,10 +116,13 @@ class Job:
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
                              config.lr_decay, self.max_steps)
-        self.optimizer = self._scaled(spec.keras())
+        # Under mixed_float16, with dynamic loss scaling.
+        self.optimizer = loss_scale.keras(spec.keras(), config.precision)
         if config.linear_optimizer:
-          self.linear_optimizer = self._scaled(spec.for_linear_part(
-              config.linear_optimizer, config.linear_learning_rate).keras())
+          linear = spec.for_linear_part(config.linear_optimizer,
+                                        config.linear_learning_rate)
+          self.linear_optimizer = loss_scale.keras(linear.keras(),
+                                                   config.precision)
       self.ema = config.ema_decay and ema.Average(self.model,
                                                   config.ema_decay)
       if self.ema and training:
@@ -154,13 +157,6 @@ class Job:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, self.checkpoint_dir,
         max_to_keep=config.keep_checkpoint_max, checkpoint_name='ckpt')
-
-  def _scaled(self, optimizer):
-    """`optimizer`, with dynamic loss scaling under mixed_float16 (its
-    scale then in the checkpoint)."""
-    if self.config.precision == loss_scale.FLOAT16:
-      return loss_scale.keras(optimizer)
-    return optimizer
 
   def _batch_norm_statistics(self):
     """The precise-BN recompute of --bn_recompute_batches; without it, on
@@ -253,10 +249,8 @@ class Job:
     _logger.info('Restoring %s', path)
     if self.optimizer is not None and not checkpoint:
       _adopt_old_learning_rate(self.optimizer, path)
-    if self.ema and not checkpoint and not any(
-        name.startswith('ema/') for name, _ in tf.train.list_variables(path)):
-      raise UsageError(f'--ema_decay: {path} holds no average (trained '
-                       'without --ema_decay)')
+    if self.ema and not checkpoint:
+      ema.require_average(path)
     try:
       status = (checkpoint or self.checkpoint).restore(path)
       status.assert_existing_objects_matched()
