@@ -34,16 +34,21 @@ class _Trainer:
     model, head = self._job.model, self._job.head
     weights = features.get('weight')
     parts = self._job.optimizer_parts
-    # Each part's optimizer scales the loss its own way (mixed_float16).
-    with tf.GradientTape(persistent=len(parts) > 1) as tape:
+    scaled = loss_scale.is_scaled(self._job.optimizer)  # mixed_float16
+    with tf.GradientTape(persistent=scaled and len(parts) > 1) as tape:
       logits = model(models.model_inputs(features), training=True)
       loss = head.replica_training_loss(
           labels, logits, self._job.global_batch_size, model.losses, weights)
-      scaled = [loss_scale.scaled_loss(optimizer, loss)
-                for optimizer, _ in parts]
-    gradients = [gradient for (optimizer, variables), part_loss in zip(
-        parts, scaled) for gradient in loss_scale.unscaled_gradients(
-            optimizer, tape.gradient(part_loss, variables))]
+      scaled_losses = scaled and [optimizer.get_scaled_loss(loss)
+                                  for optimizer, _ in parts]
+    if scaled:  # Each part's optimizer has its own scale.
+      gradients = [
+          gradient for (optimizer, variables), scaled_loss in zip(
+              parts, scaled_losses)
+          for gradient in optimizer.get_unscaled_gradients(
+              tape.gradient(scaled_loss, variables))]
+    else:
+      gradients = tape.gradient(loss, optimizers.variables_of(parts))
     for optimizer, pairs in optimizers.per_part(parts, gradients):
       # Sums the replicas' gradients: right for a loss per global batch.
       optimizer.apply_gradients(pairs)
@@ -62,14 +67,10 @@ class _Trainer:
   def train_steps(self, iterator, num_steps):
     """Runs `num_steps` steps in one call; returns the last step's loss."""
     loss = tf.constant(0.0)
-    optimizer, skipped = self._job.optimizer, self._job.skipped_steps
     for _ in tf.range(num_steps):
       features, labels = next(iterator)
-      scale = skipped is not None and optimizer.loss_scale
       per_replica = self._job.strategy.run(self._replica_step,
                                            (features, labels))
-      if skipped is not None:  # A skipped step halves the scale.
-        skipped.assign_add(tf.cast(optimizer.loss_scale < scale, tf.int64))
       loss = self._job.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                        per_replica, axis=None)
     return loss

@@ -134,13 +134,12 @@ class Job:
                                    tabular_models.linear_part(self.model)))
     self._batch_norm = (self._batch_norm_statistics() if training
                                 else None)
-    # The steps skipped on overflow under mixed_float16, which ctl's loop
-    # counts (Keras's fit has no place to).
+    # The steps skipped on overflow under mixed_float16.
     self.skipped_steps = None
-    if training and loss_scale.is_scaled(self.optimizer) and (
-        config.engine == 'ctl'):
+    if training and loss_scale.is_scaled(self.optimizer):
       with self.strategy.scope():
         self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+      loss_scale.count_skips(self.optimizer, self.skipped_steps)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
