@@ -319,13 +319,13 @@ class TrainConfig:
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
     if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
-        self.strategy not in ('default', 'one_device')):
-      # Its skip (a cond around the replicas' update) hangs the v1 session
-      # under every multi-replica strategy tried: refused, not hung.
+        self.strategy not in ('default', 'one_device', 'mirrored')):
+      # Its replicas decide to skip from each other's gradients, which only
+      # one process holds.
       raise UsageError(f'--precision=mixed_float16: --engine=estimator '
-                       f'trains on one replica (--strategy=default or '
-                       f'one_device), not --strategy={self.strategy}; use '
-                       '--engine=ctl or keras')
+                       f'trains on the replicas of one process, not '
+                       f'--strategy={self.strategy}; use --engine=ctl or '
+                       'keras')
     if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '

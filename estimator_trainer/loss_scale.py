@@ -89,22 +89,23 @@ class V1LossScale:
     gradients = [None if gradient is None else gradient / self.scale
                  for gradient in gradients]
     context = tf.distribute.get_replica_context()
-    # Any replica's overflow overflows the sum: every replica decides on
-    # the same all-reduced count, so they all skip or all apply.
-    overflows = context.all_reduce(
-        tf.distribute.ReduceOp.SUM,
-        1.0 - tf.cast(_all_finite(gradients), tf.float32))
     return context.merge_call(
         functools.partial(self._update, apply_fn=apply_fn,
                           global_step=global_step),
-        args=(overflows, gradients))
+        args=(_all_finite(gradients), gradients))
 
-  def _update(self, strategy, overflows, gradients, apply_fn, global_step):
+  def _update(self, strategy, finite, gradients, apply_fn, global_step):
     # The cond in cross-replica context (as Keras's LossScaleOptimizer
     # has it): a strategy takes no merge_call inside a replica's cond
     # branch, so the optimizers apply the replicas' gradients from here,
     # as their apply_gradients' own merge_call would.
-    finite = tf.equal(strategy.experimental_local_results(overflows)[0], 0.0)
+    # Any replica's overflow overflows the sum: one decision for all, from
+    # every replica's finiteness, which this process holds. (Not an
+    # all_reduce in replica context: it hung the session under
+    # MirroredStrategy, probably a collective unordered against the
+    # accuracy's.)
+    finite = tf.reduce_all(tf.stack(
+        strategy.experimental_local_results(finite)))
 
     def apply_gradients(optimizer, pairs, global_step=None):
       if tf.distribute.has_strategy():

@@ -1,5 +1,5 @@
-"""--precision=mixed_float16: dynamic loss scaling in every engine (float16
-runs on CPU, slowly: a few steps)."""
+"""--precision=mixed_float16: dynamic loss scaling in every engine, on 2
+mirrored replicas (float16 runs on CPU, slowly: a few steps)."""
 
 import numpy as np
 import pytest
@@ -20,11 +20,6 @@ import engine_params
 OVERFLOWING_SCALE = 2.0**26
 GROWTH_STEPS = 4
 STEPS = 24
-# Two mirrored replicas, where the engine can (config.py: not the
-# estimator engine's float16).
-_REPLICAS = {'ctl': dict(strategy='mirrored', cpu_replicas=2),
-             'keras': dict(strategy='mirrored', cpu_replicas=2),
-             'estimator': {}}
 
 
 def _summaries(directory, tag):
@@ -55,7 +50,7 @@ def _weights(model_dir, engine):
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
     tmp_path, mnist_small_dir, engine, monkeypatch):
-  """Step 1 overflows (on both replicas of the TF2 engines): nothing applied, the step counted,
+  """Step 1 overflows on both replicas: nothing applied, the step counted,
   the scale halved; a resume keeps the scale; later the scale halves on
   each overflow and doubles after GROWTH_STEPS good steps; the loss falls."""
   monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
@@ -65,7 +60,7 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
     config = TrainConfig(
         model_dir=str(tmp_path), dataset='mnist', idx_dir=str(mnist_small_dir),
         engine=engine, mode='train', precision='mixed_float16',
-        global_batch_size=32, **_REPLICAS[engine],
+        strategy='mirrored', cpu_replicas=2, global_batch_size=32,
         shuffle_buffer=0, train_steps=steps, save_summary_steps=1,
         steps_per_loop=1, learning_rate=5e-3, lr_decay='none')
     engines.ENGINES[engine].run(config)
@@ -96,10 +91,10 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
   assert losses[STEPS] < 0.9 * losses[1], losses
 
 
-def test_estimator_float16_refuses_more_than_one_replica(tmp_path):
+def test_estimator_float16_refuses_replicas_of_several_processes(tmp_path):
   with pytest.raises(UsageError, match='mixed_float16'):
     TrainConfig(model_dir=str(tmp_path), engine='estimator',
-                precision='mixed_float16', strategy='mirrored')
+                precision='mixed_float16', strategy='multi_worker_mirrored')
 
 
 @pytest.mark.slow
