@@ -81,8 +81,8 @@ def _average_loss(weights, idx_dir):
 def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
                                                   engine):
   """On 2 mirrored replicas, the checkpoint's average is the one computed
-  from the raw weights of every step's checkpoint; metrics.json and the
-  export are of it; a run stopped at step 2 and resumed continues its
+  from the raw weights of every step's checkpoint; metrics.json, the export
+  and --mode=evaluate are of it; a run stopped at step 2 and resumed continues its
   average."""
   once = tmp_path / 'once'
   engines.ENGINES[engine].run(_config(once, mnist_small_dir, engine,
@@ -99,6 +99,9 @@ def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
         f'{raw_loss:.6f}')
   assert abs(raw_loss - averaged_loss) > 1e-3
   assert metrics['average_loss'] == pytest.approx(averaged_loss, rel=1e-5)
+  evaluated = engines.ENGINES[engine].run(_config(
+      once, mnist_small_dir, engine, train_steps=STEPS, mode='evaluate'))
+  assert evaluated['average_loss'] == pytest.approx(averaged_loss, rel=1e-5)
   export, = [path.parent for path in once.glob('export/**/saved_model.pb')]
   model = cnn()
   model.set_weights(expected)
@@ -140,3 +143,13 @@ def test_migrate_carries_the_average(estimator, tmp_path, mnist_small_dir):
   migration.convert(_config(target, mnist_small_dir, 'ctl'), str(source))
   for carried, average in zip(_averages(target, 2), _averages(source, 2)):
     np.testing.assert_array_equal(carried, average)
+
+
+@pytest.mark.slow
+def test_a_resume_with_ema_of_a_run_without_is_a_usage_error(
+    tmp_path, mnist_small_dir):
+  config = _config(tmp_path, mnist_small_dir, 'ctl', train_steps=1,
+                   mode='train')
+  engines.ENGINES['ctl'].run(dataclasses.replace(config, ema_decay=None))
+  with pytest.raises(UsageError, match='holds no average'):
+    engines.ENGINES['ctl'].run(dataclasses.replace(config, train_steps=2))
