@@ -8,11 +8,14 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import engines
 from estimator_trainer import loss_scale
+from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 from estimator_trainer.models import cnn
 from estimator_trainer.tf2 import migration
 import engine_params
+import tabular_sets
+import test_wide_deep_optimizers as wide_deep
 
 # Overflows the CNN's float16 gradients of a batch of 32 (their largest is
 # about 2**-5 x the scale; float16's largest is 65504 < 2**16): the first
@@ -115,3 +118,31 @@ def test_migrate_carries_adam_into_a_float16_run(estimator, tmp_path,
       'optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE')  # conv1's m.
   assert np.abs(moment).max() > 0
   np.testing.assert_array_equal(carried, moment)
+
+
+@pytest.fixture(scope='module')
+def census(tmp_path_factory):
+  return tabular_sets.write(tmp_path_factory.mktemp('tabular'))['census']
+
+
+@pytest.mark.slow
+def test_wide_and_deep_parts_step_in_float16_alike_in_both_engines(
+    census, tmp_path):
+  """Canned wide & deep's two optimizers, each with its own loss scale: one
+  float16 step moves every weight, the same in the ctl and estimator
+  engines (the float32 step's distance printed: float16's rounding)."""
+  runs = [('ctl', 'mixed_float16'), ('ctl', 'float32')]
+  if stack.has_estimator():
+    runs.append(('estimator', 'mixed_float16'))
+  steps = {run: wide_deep.changes(
+      tmp_path / '_'.join(run), census, run[0], precision=run[1],
+      **wide_deep.CANNED) for run in runs}
+  reference = steps['ctl', 'mixed_float16']
+  for name, change in reference.items():
+    assert np.linalg.norm(change) > 0, f'{name} did not train'
+  for run, step in steps.items():
+    score = wide_deep._relative(  # pylint: disable=protected-access
+        step, reference, reference)
+    print(f'{run}: {score:.1e} from ctl in float16')
+    if run[1] == 'mixed_float16':
+      assert score < 1e-3, run
