@@ -75,7 +75,8 @@ _MIGRATE_FLAGS = (
     'data_dir', 'idx_dir', 'train_files', 'eval_files', 'image_key',
     'label_key', 'image_shape', 'num_classes', 'feature_spec', 'head',
     'huber_delta', 'model', 'model_kwargs', 'sync_batch_norm', 'precision',
-    'weight_decay', 'optimizer', 'linear_optimizer', 'linear_learning_rate')
+    'weight_decay', 'optimizer', 'linear_optimizer', 'linear_learning_rate',
+    'ema_decay')
 
 
 def _flag(name, value):

@@ -215,6 +215,11 @@ class TrainConfig:
       'steps; no checkpoint falls mid-accumulation. Batch norm updates its '
       'moving statistics on every micro-batch. Engines estimator and ctl.',
       at_least=1)
+  ema_decay: Optional[float] = _option(
+      None, 'Evaluate, export and report an exponential moving average of '
+      'the weights (and batch norm statistics), updated after every step '
+      'with this decay in (0, 1), e.g. 0.999; the raw weights train.',
+      above=0)
   label_smoothing: float = _option(
       0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
       'reports the plain cross-entropy.', at_least=0)
@@ -222,7 +227,9 @@ class TrainConfig:
       'float32',
       'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
       '(faster only on CPUs with bfloat16 instructions, e.g. AVX512_BF16, '
-      'AMX).', choices=('float32', 'mixed_bfloat16'))
+      'AMX), or mixed_float16: compute in float16 (GPUs) with dynamic loss '
+      'scaling (a step whose gradients overflow is skipped).',
+      choices=('float32', 'mixed_bfloat16', 'mixed_float16'))
   train_steps: Optional[int] = _option(None, 'Global steps to train to.',
                                        above=0)
   train_epochs: Optional[float] = _option(
@@ -315,6 +322,8 @@ class TrainConfig:
           f'--label_smoothing must be < 1, got {self.label_smoothing}')
     if self.linear_learning_rate and not self.linear_optimizer:
       raise UsageError('--linear_learning_rate needs --linear_optimizer')
+    if self.ema_decay is not None and self.ema_decay >= 1:
+      raise UsageError(f'--ema_decay must be < 1, got {self.ema_decay}')
     if self.train_steps is not None and self.train_epochs is not None:
       raise UsageError('give --train_steps or --train_epochs, not both')
     cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
@@ -324,6 +333,14 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
+    if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
+        self.strategy not in ('default', 'one_device', 'mirrored')):
+      # Its replicas decide to skip from each other's gradients, which only
+      # one process holds.
+      raise UsageError(f'--precision=mixed_float16: --engine=estimator '
+                       f'trains on the replicas of one process, not '
+                       f'--strategy={self.strategy}; use --engine=ctl or '
+                       'keras')
     if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
@@ -340,6 +357,9 @@ class TrainConfig:
       raise UsageError('--accumulate_steps: --engine=keras applies a '
                        'gradient per batch (Model.fit); use --engine=ctl or '
                        'estimator')
+    if self.ema_decay and self.strategy == 'parameter_server':
+      raise UsageError('--ema_decay: not under --strategy=parameter_server '
+                       '(its workers apply the steps)')
     if self.linear_optimizer and self.engine == 'keras':
       raise UsageError('--linear_optimizer: --engine=keras trains with one '
                        'optimizer (Model.fit); use --engine=ctl or estimator')

@@ -19,6 +19,8 @@ PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
 MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
+# An estimator checkpoint's --ema_decay average of weight W: W/<this>.
+AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 # Structured data's preprocessing: the statistics computed from the training
 # split once and the feature spec they are of (tabular/statistics.py).
 PREPROCESSING_DIR = 'preprocessing'

@@ -206,7 +206,8 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
           precision='float32', sync_batch_norm=False, weight_decay=0.0):
   """The model of `builder` (a callable or a --model name) for data of
   `model_input` and `num_classes` logits, made under
-  `precision` ('mixed_bfloat16': bfloat16 compute, float32 variables), with
+  `precision` ('mixed_bfloat16', 'mixed_float16': bfloat16 or float16
+  compute, float32 variables), with
   `weight_decay` x the sum of its kernels' squares (Keras's L2, not on
   biases or batch-norm scales) in `model.losses`."""
   name = name_of(builder)
@@ -278,6 +279,6 @@ def check(builder, model_input, num_classes, model_kwargs=None,
                      f', got {shape}')
   if logits.dtype != tf.float32:
     raise UsageError(f'--model {name}: logits must be float32, got '
-                     f'{logits.dtype.name} (under mixed_bfloat16 give the '
+                     f'{logits.dtype.name} (under mixed precision give the '
                      "last layer dtype='float32')")
   return names

@@ -5,10 +5,12 @@ import tensorflow as tf
 
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
+from estimator_trainer import loss_scale as loss_scale_lib
 from estimator_trainer import losses
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer.estimator import batch_norm_hooks
+from estimator_trainer.estimator import moving_average
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
@@ -18,29 +20,43 @@ from estimator_trainer.tabular.encoder import EncodedInput
 ModeKeys = tf.estimator.ModeKeys
 
 
-def train_op(parts, gradients, clip_norm=None):
+def train_op(parts, gradients, clip_norm=None, loss_scale=None):
   """Applies `gradients` (of optimizers.variables_of(parts), of a loss
-  already per global batch) with each optimizer of `parts`
-  (optimizers.by_part) to its variables; the last one counts the global
-  step. With `clip_norm`, the replicas' summed gradient is clipped to that
-  global norm. Returns (the op, that norm before clipping or None).
+  already per global batch, multiplied by `loss_scale`'s scale when given:
+  a V1LossScale) with each optimizer of `parts` (optimizers.by_part) to its
+  variables; the last one counts the global step. With `clip_norm`, the
+  replicas' summed gradient is clipped to that global norm. Returns (the
+  op, that norm before clipping or None).
 
   Gradients not of `optimizer.minimize`: under Estimator its
   `compute_gradients` divides the loss again by the replica count
   (`Optimizer._scale_loss`, tensorflow#35333). `apply_gradients` sums the
   replicas' gradients, which is right for a loss divided by the global
   batch; so clipping scales each replica's share (gradients.clip_shares).
+  An overflow makes the clipped gradients NaN: the loss scale skips the
+  step.
   """
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  if loss_scale:
+    gradients = loss_scale.unscaled(gradients)
   norm = None
   if clip_norm is not None:
     gradients, norm = gradients_lib.clip_shares(gradients, clip_norm)
-  *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
-  updates = [other.apply_gradients(other_pairs)
-             for other, other_pairs in others]
-  with tf.control_dependencies(updates):
-    return optimizer.apply_gradients(
-        pairs, global_step=tf.compat.v1.train.get_or_create_global_step()
-    ), norm
+
+  def apply(gradients, apply_gradients=_apply_gradients):
+    *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
+    updates = [apply_gradients(other, other_pairs)
+               for other, other_pairs in others]
+    with tf.control_dependencies(updates):
+      return apply_gradients(optimizer, pairs, global_step=global_step)
+
+  if loss_scale:
+    return loss_scale.apply(gradients, apply, global_step), norm
+  return apply(gradients), norm
+
+
+def _apply_gradients(optimizer, pairs, global_step=None):
+  return optimizer.apply_gradients(pairs, global_step=global_step)
 
 
 def _batch_reader(features, labels):
@@ -138,10 +154,13 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       return _train_spec(model, head, features, labels, params)
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
+    # Evaluation and exports of --ema_decay's averages.
+    scaffold = (moving_average.scaffold(model.weights, params.ema_decay)
+                if params.ema_decay else None)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,
-          export_outputs=head.export_outputs(predictions))
+          export_outputs=head.export_outputs(predictions), scaffold=scaffold)
 
     if mode == ModeKeys.EVAL:
       weights = features.get('weight', tf.ones(tf.shape(logits)[:1]))
@@ -152,7 +171,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       return tf.estimator.EstimatorSpec(
           mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
                                           weights),
-          eval_metric_ops=metrics.update(inputs, labels, logits, weights))
+          eval_metric_ops=metrics.update(inputs, labels, logits, weights),
+          scaffold=scaffold)
 
   return model_fn
 
@@ -172,6 +192,10 @@ def _train_spec(model, head, features, labels, params):
   variables = optimizers.variables_of(parts)
   micro_batches = params.accumulate_steps
   read = _batch_reader(features, labels) if micro_batches > 1 else None
+  scale = (loss_scale_lib.V1LossScale()
+           if params.precision == loss_scale_lib.FLOAT16 else None)
+  average = params.ema_decay and moving_average.Average(model.weights,
+                                                       params.ema_decay)
 
   def step(features, labels):
     """One optimizer step on `features` and `labels` and, with
@@ -191,8 +215,9 @@ def _train_spec(model, head, features, labels, params):
           labels, logits, params.global_batch_size, model.losses,
           features.get('weight')) / micro_batches
       gradients = [gradients_lib.add(total, gradient) for total, gradient in
-                   zip(gradients, tf.compat.v1.gradients(micro_loss,
-                                                         variables))]
+                   zip(gradients, tf.compat.v1.gradients(
+                       scale.scaled(micro_loss) if scale else micro_loss,
+                       variables))]
       loss += micro_loss
       updates += model.get_updates_for(inputs)
       if head.has_accuracy:
@@ -205,7 +230,10 @@ def _train_spec(model, head, features, labels, params):
     with tf.control_dependencies([rate, *updates, *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
-      op, norm = train_op(parts, gradients, params.clip_global_norm)
+      op, norm = train_op(parts, gradients, params.clip_global_norm, scale)
+    if average:
+      with tf.control_dependencies([op]):  # Of the step's weights.
+        op = average.update()
     # This replica's share of the global batch's accuracy, as its loss is.
     accuracy = (correct / (params.global_batch_size * micro_batches)
                 if head.has_accuracy else tf.constant(0.0))
@@ -221,6 +249,11 @@ def _train_spec(model, head, features, labels, params):
   if head.has_accuracy:
     accuracy = _summed_over_replicas(accuracy)
   tf.compat.v1.summary.scalar('learning_rate', rate)
+  if scale:
+    with tf.control_dependencies([op]):  # After the step, as TF2's are.
+      tf.compat.v1.summary.scalar('loss_scale', tf.identity(scale.scale))
+      tf.compat.v1.summary.scalar('skipped_steps',
+                                  tf.identity(scale.skipped_steps))
   if head.has_accuracy:
     tf.compat.v1.summary.scalar('accuracy', accuracy)
   if norm:  # Of the summed gradient, before clipping.

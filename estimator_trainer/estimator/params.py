@@ -23,7 +23,8 @@ class ModelParams:
   --steps_per_loop, with its train_loop hook). Structured data: `head`
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
   columns: name -> EncodedInput's fields), `huber_delta` (regression),
-  `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part).
+  `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part);
+  `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
   `accumulate_steps` > 1 reads its further micro-batches from the iterator
   too.
@@ -41,6 +42,7 @@ class ModelParams:
   accumulate_steps: int = TrainConfig.accumulate_steps
   label_smoothing: float = TrainConfig.label_smoothing
   precision: str = TrainConfig.precision
+  ema_decay: Optional[float] = TrainConfig.ema_decay
   seed: Optional[int] = TrainConfig.seed
   sync_batch_norm: bool = TrainConfig.sync_batch_norm
   class_names: Tuple[str, ...] = KNOWN_CLASS_NAMES['fashion_mnist']
@@ -87,7 +89,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       clip_global_norm=config.clip_global_norm,
       accumulate_steps=config.accumulate_steps,
       label_smoothing=config.label_smoothing,
-      precision=config.precision, seed=config.seed,
+      precision=config.precision, ema_decay=config.ema_decay,
+      seed=config.seed,
       sync_batch_norm=config.sync_batch_norm,
       **({'class_names': tuple(spec.class_names)} if spec else {}),
       **({'head': spec.head, 'huber_delta': config.huber_delta,

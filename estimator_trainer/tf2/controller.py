@@ -18,6 +18,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
+from estimator_trainer import loss_scale
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
@@ -81,6 +82,12 @@ class TrainSummaries:
           tf.summary.scalar(name, value)
         tf.summary.scalar('learning_rate',
                           job_lib.current_learning_rate(self._job.optimizer))
+        if loss_scale.is_scaled(self._job.optimizer):
+          tf.summary.scalar('loss_scale',
+                            float(self._job.optimizer.loss_scale))
+        if self._job.skipped_steps is not None:
+          tf.summary.scalar('skipped_steps',
+                            int(self._job.skipped_steps.numpy()))
       if summary_due and timed:
         steps, seconds = self._timer.since('summary', step, now)
         examples = steps * self._examples / seconds
@@ -174,6 +181,10 @@ class Controller:
       self._evaluate(final)
 
   def _evaluate(self, final):
+    with self.job.averaged():  # Evaluation and export of --ema_decay's.
+      self._evaluate_and_export(final)
+
+  def _evaluate_and_export(self, final):
     self.result = self._evaluator.evaluate(self.step)
     self._last_eval = time.monotonic()
     patience = self.job.config.early_stopping_evals

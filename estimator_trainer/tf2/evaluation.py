@@ -87,6 +87,8 @@ class CheckpointEvaluator:
   def evaluate(self, path):
     """Restores the checkpoint at `path` and evaluates it."""
     self.job.checkpoint.restore(path).expect_partial()
+    if self.job.ema:
+      self.job.ema.copy_to_model()
     return self._evaluator.evaluate(layout.checkpoint_step(path))
 
 

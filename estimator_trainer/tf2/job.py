@@ -1,5 +1,6 @@
 """A TF2 run: strategy, data, model, optimizer and checkpoints."""
 
+import contextlib
 import logging
 import os
 
@@ -14,6 +15,7 @@ from estimator_trainer import faults
 from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import loss_scale
 from estimator_trainer import weights
 from estimator_trainer import models
 from estimator_trainer import optimizers
@@ -22,6 +24,7 @@ from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.tf2 import ema
 from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
@@ -113,12 +116,20 @@ class Job:
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
                              config.lr_decay, self.max_steps)
-        # ctl clips the sum of both parts' gradients itself (ctl.py).
-        self.optimizer = spec.keras(
-            config.clip_global_norm if config.engine == 'keras' else None)
+        # ctl clips the sum of both parts' gradients itself (ctl.py); under
+        # mixed_float16, with dynamic loss scaling.
+        self.optimizer = loss_scale.keras(spec.keras(
+            config.clip_global_norm if config.engine == 'keras' else None),
+            config.precision)
         if config.linear_optimizer:
-          self.linear_optimizer = spec.for_linear_part(
-              config.linear_optimizer, config.linear_learning_rate).keras()
+          linear = spec.for_linear_part(config.linear_optimizer,
+                                        config.linear_learning_rate)
+          self.linear_optimizer = loss_scale.keras(linear.keras(),
+                                                   config.precision)
+      self.ema = config.ema_decay and ema.Average(self.model,
+                                                  config.ema_decay)
+      if self.ema and training:
+        self.ema.follow(self.optimizer)  # The optimizer that counts steps.
     # [(optimizer, variables)]: the wide part's first, with its own.
     self.optimizer_parts = training and optimizers.by_part(
         self.optimizer, self.model.trainable_variables,
@@ -126,9 +137,19 @@ class Job:
                                    tabular_models.linear_part(self.model)))
     self._batch_norm = (self._batch_norm_statistics() if training
                                 else None)
+    # The steps skipped on overflow under mixed_float16.
+    self.skipped_steps = None
+    if training and loss_scale.is_scaled(self.optimizer):
+      with self.strategy.scope():
+        self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+      loss_scale.count_skips(self.optimizer, self.skipped_steps)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer
+    if self.skipped_steps is not None:
+      objects['skipped_steps'] = self.skipped_steps
+    if self.ema:
+      objects['ema'] = self.ema
     if self.linear_optimizer:
       objects['linear_optimizer'] = self.linear_optimizer
     self.checkpoint = tf.train.Checkpoint(**objects)
@@ -230,6 +251,8 @@ class Job:
     _logger.info('Restoring %s', path)
     if self.optimizer is not None and not checkpoint:
       _adopt_old_learning_rate(self.optimizer, path)
+    if self.ema and not checkpoint:
+      ema.require_average(path)
     try:
       status = (checkpoint or self.checkpoint).restore(path)
       status.assert_existing_objects_matched()
@@ -241,7 +264,16 @@ class Job:
       raise TrainerError(
           f'{self.config.model_dir} holds a checkpoint of {other} (or of '
           f'another engine): {first_line(e)}') from None
+    if self.ema and self.optimizer is None and not checkpoint:
+      self.ema.copy_to_model()  # Evaluates, predicts or exports: averages.
     return layout.checkpoint_step(path)
+
+  def averaged(self):
+    """A context in which a training job's model holds the averages of
+    --ema_decay (evaluation and export); its own weights without."""
+    if self.ema and self.optimizer is not None:
+      return self.ema.swapped_in()
+    return contextlib.nullcontext()
 
   def save(self, step):
     """Checkpoints `step`, with the batch-norm statistics recomputed when

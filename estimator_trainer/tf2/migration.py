@@ -3,7 +3,8 @@ its command line).
 
 Estimator keys a checkpoint by variable name, the TF2 engines by object.
 Every weight (by the names models.check gives), the global step (as the
-optimizer's `iterations`) and Adam's moments are placed; a variable that
+optimizer's `iterations`), Adam's moments and --ema_decay's averages are
+placed; a variable that
 cannot be placed fails, naming it.
 """
 
@@ -18,6 +19,7 @@ from estimator_trainer import layout
 from estimator_trainer import optimizers
 from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
+from estimator_trainer.layout import AVERAGE_SUFFIX
 from estimator_trainer.optimizers import ADAM_BETA_1
 from estimator_trainer.tf2 import job as job_lib
 
@@ -69,8 +71,10 @@ def convert(config, source):
       placed |= {'beta1_power', 'beta2_power'}
     for v1_slot, keras_slots in optimizers.SLOTS[name]:
       # Keras 2's optimizers keep a variable's slot at its index in the
-      # built var_list (no public slot accessor).
-      keras_slots = getattr(optimizer, keras_slots)
+      # built var_list (no public slot accessor); under mixed_float16, the
+      # loss-scaling optimizer's inner one.
+      keras_slots = getattr(getattr(optimizer, 'inner_optimizer', optimizer),
+                            keras_slots)
       for index, variable in enumerate(part):
         key = f'{name_of[variable.ref()]}/{v1_slot}'
         if key not in stored:
@@ -78,6 +82,7 @@ def convert(config, source):
                              f'with --{flag}={name}?')
         keras_slots[index].assign(reader.get_tensor(key))
         placed.add(key)
+  placed |= _carry_averages(job, reader, checkpoint, names)
   unplaced = sorted(set(stored) - placed)
   if unplaced:
     linear = (f'--linear_optimizer={config.linear_optimizer}, '
@@ -92,6 +97,20 @@ def convert(config, source):
   path = tf.train.latest_checkpoint(config.model_dir)
   _logger.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
+
+
+def _carry_averages(job, reader, checkpoint, names):
+  """With --ema_decay: places the Estimator's averages of the weights
+  `names` (estimator/moving_average.py) in the job's; returns their keys."""
+  if not job.ema:
+    return set()
+  keys = [f'{name}/{AVERAGE_SUFFIX}' for name in names]
+  for key, average in zip(keys, job.ema.averages):
+    if not reader.has_tensor(key):
+      raise TrainerError(f'{checkpoint} has no {key}: was it trained with '
+                         '--ema_decay?')
+    average.assign(reader.get_tensor(key))
+  return set(keys)
 
 
 def _optimizer_of(stored):

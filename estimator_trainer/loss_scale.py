@@ -1,0 +1,134 @@
+"""Dynamic loss scaling for --precision=mixed_float16, one recipe for every
+engine: Keras's LossScaleOptimizer in the TF2 engines, `V1LossScale` (its
+equivalent) in the estimator engine's v1 graph.
+
+The recipe is Keras's: the loss is multiplied by the scale (2**15 at
+first) before differentiation and the gradients divided by it after; a
+step whose summed gradients are not all finite applies nothing and halves
+the scale; GROWTH_STEPS finite steps in a row double it. A skipped step
+still counts as a step (the optimizer's `iterations`, the global step), as
+Keras's `do_not_apply_fn` counts it, so --train_steps counts the same
+steps in every engine.
+"""
+
+import functools
+
+import tensorflow as tf
+
+INITIAL_SCALE = 2.0**15
+GROWTH_STEPS = 2000
+
+FLOAT16 = 'mixed_float16'
+
+
+def keras(optimizer, precision):
+  """`optimizer` (Keras), wrapped for dynamic loss scaling under
+  mixed_float16 (the scale is then in its checkpoint)."""
+  if precision != FLOAT16:
+    return optimizer
+  return tf.keras.mixed_precision.LossScaleOptimizer(
+      optimizer, initial_scale=INITIAL_SCALE,
+      dynamic_growth_steps=GROWTH_STEPS)
+
+
+def count_skips(optimizer, counter):
+  """Counts in `counter` (an int64 variable) the steps `optimizer` (a
+  LossScaleOptimizer) skips, those that halve its scale: after each
+  `apply_gradients`, ctl's step and Keras fit's alike."""
+  apply_gradients = optimizer.apply_gradients
+
+  def apply_and_count(*args, **kwargs):
+    before = optimizer.loss_scale
+    result = apply_gradients(*args, **kwargs)
+    # In a tf.function: ordered after the scale's update.
+    tf.distribute.get_replica_context().merge_call(
+        lambda strategy: counter.assign_add(
+            tf.cast(optimizer.loss_scale < before, tf.int64)))
+    return result
+  optimizer.apply_gradients = apply_and_count
+
+
+def is_scaled(optimizer):
+  return isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+
+
+def _all_finite(gradients):
+  return tf.reduce_all([tf.reduce_all(tf.math.is_finite(gradient))
+                        for gradient in gradients if gradient is not None])
+
+
+class V1LossScale:
+  """Keras's dynamic loss scale in a v1 graph (the estimator engine's
+  model_fn): call in replica context, once per graph, before the steps.
+
+  Its variables `mixed_float16/{loss_scale,good_steps,skipped_steps}` are
+  global variables: checkpointed, so a resume keeps the scale.
+  """
+
+  def __init__(self):
+    def variable(name, initial, dtype):
+      # Named apart from the summaries, which take the plain names.
+      return tf.compat.v1.get_variable(
+          f'{FLOAT16}/{name}', dtype=dtype,
+          initializer=tf.constant(initial, dtype), trainable=False,
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self.scale = variable('loss_scale', INITIAL_SCALE, tf.float32)
+    self._good_steps = variable('good_steps', 0, tf.int64)
+    self.skipped_steps = variable('skipped_steps', 0, tf.int64)
+
+  def scaled(self, loss):
+    return loss * tf.cast(self.scale, loss.dtype)
+
+  def unscaled(self, gradients):
+    """`gradients` of the scaled loss, divided by the scale."""
+    return [None if gradient is None else gradient / self.scale
+            for gradient in gradients]
+
+  def apply(self, gradients, apply_fn, global_step):
+    """Applies `gradients` (unscaled) with `apply_fn(gradients,
+    apply_gradients)` (which applies each optimizer's pairs with
+    `apply_gradients(optimizer, pairs, global_step=None)` and counts the
+    step) when the replicas' gradients are all finite; else counts the step
+    in `global_step` and skips it. Call in replica context; returns the
+    train op."""
+    context = tf.distribute.get_replica_context()
+    return context.merge_call(
+        functools.partial(self._update, apply_fn=apply_fn,
+                          global_step=global_step),
+        args=(_all_finite(gradients), gradients))
+
+  def _update(self, strategy, finite, gradients, apply_fn, global_step):
+    # The cond in cross-replica context (as Keras's LossScaleOptimizer
+    # has it): a strategy takes no merge_call inside a replica's cond
+    # branch, so the optimizers apply the replicas' gradients from here,
+    # as their apply_gradients' own merge_call would.
+    # Any replica's overflow overflows the sum: one decision for all, from
+    # every replica's finiteness, which this process holds. (Not an
+    # all_reduce in replica context: it hung the session under
+    # MirroredStrategy, probably a collective unordered against the
+    # accuracy's.)
+    finite = tf.reduce_all(tf.stack(
+        strategy.experimental_local_results(finite)))
+
+    def apply_gradients(optimizer, pairs, global_step=None):
+      if tf.distribute.has_strategy():
+        return optimizer._distributed_apply(  # pylint: disable=protected-access
+            strategy, pairs, global_step)
+      return optimizer.apply_gradients(pairs, global_step=global_step)
+
+    def apply():
+      with tf.control_dependencies([apply_fn(gradients, apply_gradients)]):
+        good = self._good_steps + 1
+        grow = good >= GROWTH_STEPS
+        return tf.group(
+            self._good_steps.assign(tf.where(grow, tf.constant(0, tf.int64),
+                                             good)),
+            self.scale.assign(tf.where(grow, self.scale * 2.0, self.scale)))
+
+    def skip():
+      return tf.group(global_step.assign_add(1),
+                      self._good_steps.assign(0),
+                      self.scale.assign(self.scale / 2.0),
+                      self.skipped_steps.assign_add(1))
+
+    return tf.cond(finite, apply, skip)

@@ -1,0 +1,74 @@
+"""--ema_decay=d in the TF2 engines: an exponential moving average of the
+model's weights (trainable ones and batch norm's moving statistics), which
+evaluation, --export and metrics.json use while the raw weights train.
+
+The recipe: after every step (skipped float16 steps included),
+`average = d * average + (1 - d) * weight`, starting from the weights the
+run starts with; no zero-debiasing and no warm-up of d (TensorFlow's
+ExponentialMovingAverage without `num_updates`). Not Keras's `use_ema`:
+its averages replace the weights only at the end (`finalize_variable_values`),
+and evaluation mid-run must see them without stopping the training.
+"""
+
+import contextlib
+
+import tensorflow as tf
+
+from estimator_trainer.errors import UsageError
+
+
+class Average(tf.Module):
+  """The averages of `model.weights`, checkpointed as the job's `ema`."""
+
+  def __init__(self, model, decay):
+    super().__init__(name='ema')
+    self._decay = decay
+    self._weights = model.weights
+    self.averages = [
+        tf.Variable(weight.read_value(), trainable=False,
+                    name=weight.name.split(':')[0].replace('/', '_'))
+        for weight in self._weights]
+
+  def update(self):
+    """One step of the average; in cross-replica context."""
+    for average, weight in zip(self.averages, self._weights):
+      average.assign(self._decay * average + (1 - self._decay) *
+                     tf.cast(weight, average.dtype))
+
+  def follow(self, optimizer):
+    """Updates the average after each `optimizer.apply_gradients` (ctl's
+    step and Keras fit's alike): on every replica the same, from the
+    mirrored weights."""
+    apply_gradients = optimizer.apply_gradients
+
+    def apply_and_average(*args, **kwargs):
+      result = apply_gradients(*args, **kwargs)
+      # In a tf.function: ordered after the update of the weights it reads.
+      tf.distribute.get_replica_context().merge_call(
+          lambda strategy: self.update())
+      return result
+    optimizer.apply_gradients = apply_and_average
+
+  def copy_to_model(self):
+    for average, weight in zip(self.averages, self._weights):
+      weight.assign(average)
+
+  @contextlib.contextmanager
+  def swapped_in(self):
+    """The model holds the averages inside, its own weights after."""
+    raw = [tf.identity(weight) for weight in self._weights]
+    self.copy_to_model()
+    try:
+      yield
+    finally:
+      for weight, value in zip(self._weights, raw):
+        weight.assign(value)
+
+
+def require_average(path):
+  """Fails unless checkpoint `path` holds an Average (a run resumed or
+  evaluated with --ema_decay must have trained with it)."""
+  if not any(name.startswith('ema/')
+             for name, _ in tf.train.list_variables(path)):
+    raise UsageError(f'--ema_decay: {path} holds no average (trained '
+                     'without --ema_decay)')

@@ -1,0 +1,155 @@
+"""--ema_decay in every engine: evaluation, metrics.json and the export
+are of the average, which the checkpoint keeps and a resume continues."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer import models
+from estimator_trainer import sources
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import TrainerError, UsageError
+from estimator_trainer.models import cnn
+from estimator_trainer.tf2 import migration
+import engine_params
+import serve_export
+
+DECAY = 0.5  # Large steps of the average: it differs from the weights.
+STEPS = 4
+
+
+def _config(model_dir, idx_dir, engine, **overrides):
+  return TrainConfig(
+      model_dir=str(model_dir), dataset='mnist', idx_dir=str(idx_dir),
+      engine=engine, ema_decay=DECAY, global_batch_size=32, shuffle_buffer=0,
+      learning_rate=0.01, lr_decay='none', save_checkpoints_steps=1,
+      keep_checkpoint_max=STEPS + 1, steps_per_loop=1, **overrides)
+
+
+def _estimator_names():
+  """The CNN's weights' names in an estimator checkpoint."""
+  return models.check('cnn', (28, 28, 1), 10)
+
+
+def _weights(model_dir, step):
+  if list(model_dir.glob('model.ckpt-*')):  # The estimator engine's.
+    reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
+    return [reader.get_tensor(name) for name in _estimator_names()]
+  model = cnn()
+  tf.train.Checkpoint(model=model).restore(
+      f'{model_dir}/ckpt-{step}').expect_partial()
+  return [w.numpy() for w in model.weights]
+
+
+def _averages(model_dir, step):
+  if list(model_dir.glob('model.ckpt-*')):
+    reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
+    return [reader.get_tensor(f'{name}/ExponentialMovingAverage')
+            for name in _estimator_names()]
+  reader = tf.train.load_checkpoint(f'{model_dir}/ckpt-{step}')
+  return [reader.get_tensor(f'ema/averages/{i}/.ATTRIBUTES/VARIABLE_VALUE')
+          for i in range(len(cnn().weights))]
+
+
+def _computed_average(model_dir):
+  """The average of the weights of every step's checkpoint of model_dir,
+  from the seed's."""
+  average = [w.numpy() for w in cnn(seed=42).weights]
+  for step in range(1, STEPS + 1):
+    average = [DECAY * mean + (1 - DECAY) * weight
+               for mean, weight in zip(average, _weights(model_dir, step))]
+  return average
+
+
+def _average_loss(weights, idx_dir):
+  """The test set's mean cross-entropy of the CNN with `weights`."""
+  model = cnn()
+  model.set_weights(weights)
+  images, labels = next(iter(sources.IdxSource('mnist', str(idx_dir)).dataset(
+      sources.TEST).batch(100_000)))
+  logits = model(tf.cast(images, tf.float32) / 255.0)
+  return float(tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+      labels, logits, from_logits=True)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
+                                                  engine):
+  """On 2 mirrored replicas, the checkpoint's average is the one computed
+  from the raw weights of every step's checkpoint; metrics.json, the export
+  and --mode=evaluate are of it; a run stopped at step 2 and resumed continues its
+  average."""
+  once = tmp_path / 'once'
+  engines.ENGINES[engine].run(_config(once, mnist_small_dir, engine,
+                                      train_steps=STEPS, strategy='mirrored',
+                                      cpu_replicas=2))
+  expected = _computed_average(once)
+  for average, computed in zip(_averages(once, STEPS), expected):
+    np.testing.assert_allclose(average, computed, rtol=1e-5, atol=1e-7)
+  metrics = json.loads((once / 'metrics.json').read_text())
+  averaged_loss = _average_loss(expected, mnist_small_dir)
+  raw_loss = _average_loss(_weights(once, STEPS), mnist_small_dir)
+  print(f'{engine}: metrics.json average_loss {metrics["average_loss"]:.6f}, '
+        f'of the averages {averaged_loss:.6f}, of the raw weights '
+        f'{raw_loss:.6f}')
+  assert abs(raw_loss - averaged_loss) > 1e-3
+  assert metrics['average_loss'] == pytest.approx(averaged_loss, rel=1e-5)
+  evaluated = engines.ENGINES[engine].run(_config(
+      once, mnist_small_dir, engine, train_steps=STEPS, mode='evaluate'))
+  assert evaluated['average_loss'] == pytest.approx(averaged_loss, rel=1e-5)
+  export, = [path.parent for path in once.glob('export/**/saved_model.pb')]
+  model = cnn()
+  model.set_weights(expected)
+  images = next(iter(sources.IdxSource('mnist', str(mnist_small_dir)).dataset(
+      sources.TEST).batch(100)))[0]
+  np.testing.assert_allclose(
+      serve_export.logits(mnist_small_dir, export),
+      model(tf.cast(images, tf.float32) / 255.0).numpy(), rtol=1e-4,
+      atol=1e-5)
+
+  twice = tmp_path / 'twice'
+  for steps in (2, STEPS):
+    engines.ENGINES[engine].run(_config(twice, mnist_small_dir, engine,
+                                        train_steps=steps, mode='train'))
+  # The average of the resumed run's own steps: a resumed run's weights
+  # differ from an uninterrupted run's, --ema_decay or not.
+  for resumed, computed in zip(_averages(twice, STEPS),
+                               _computed_average(twice)):
+    np.testing.assert_allclose(resumed, computed, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize('decay', [0.0, 1.0, 1.5])
+def test_ema_decay_outside_0_1_is_a_usage_error(tmp_path, decay):
+  with pytest.raises(UsageError, match='--ema_decay must be'):
+    TrainConfig(model_dir=str(tmp_path), ema_decay=decay)
+
+
+@pytest.mark.slow
+def test_migrate_carries_the_average(estimator, tmp_path, mnist_small_dir):
+  """An estimator run's averages become the ctl job's; without --ema_decay
+  migrate names what it cannot place."""
+  source, target = tmp_path / 'estimator', tmp_path / 'ctl'
+  estimator.train(_config(source, mnist_small_dir, 'estimator',
+                          train_steps=2))
+  with pytest.raises(TrainerError, match=r'ExponentialMovingAverage'):
+    migration.convert(dataclasses.replace(
+        _config(tmp_path / 'plain', mnist_small_dir, 'ctl'), ema_decay=None),
+                      str(source))
+  migration.convert(_config(target, mnist_small_dir, 'ctl'), str(source))
+  for carried, average in zip(_averages(target, 2), _averages(source, 2)):
+    np.testing.assert_array_equal(carried, average)
+
+
+@pytest.mark.slow
+def test_a_resume_with_ema_of_a_run_without_is_a_usage_error(
+    tmp_path, mnist_small_dir):
+  config = _config(tmp_path, mnist_small_dir, 'ctl', train_steps=1,
+                   mode='train')
+  engines.ENGINES['ctl'].run(dataclasses.replace(config, ema_decay=None))
+  with pytest.raises(UsageError, match='holds no average'):
+    engines.ENGINES['ctl'].run(dataclasses.replace(config, train_steps=2))

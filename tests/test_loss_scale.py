@@ -1,0 +1,148 @@
+"""--precision=mixed_float16: dynamic loss scaling in every engine, on 2
+mirrored replicas (float16 runs on CPU, slowly: a few steps)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from estimator_trainer import engines
+from estimator_trainer import loss_scale
+from estimator_trainer import stack
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+from estimator_trainer.models import cnn
+from estimator_trainer.tf2 import migration
+import engine_params
+import tabular_sets
+import test_wide_deep_optimizers as wide_deep
+
+# Overflows the CNN's float16 gradients of a batch of 32 (their largest is
+# about 2**-5 x the scale; float16's largest is 65504 < 2**16): the first
+# steps are skipped until the scale is small enough.
+OVERFLOWING_SCALE = 2.0**26
+GROWTH_STEPS = 4
+STEPS = 24
+
+
+def _summaries(directory, tag):
+  """step -> value of the `tag` summaries in `directory`'s event files."""
+  accumulator = event_accumulator.EventAccumulator(  # All, not a sample.
+      str(directory), size_guidance={event_accumulator.TENSORS: 0,
+                                     event_accumulator.SCALARS: 0})
+  accumulator.Reload()
+  if tag in accumulator.Tags()['scalars']:
+    return {event.step: event.value for event in accumulator.Scalars(tag)}
+  return {event.step: float(tf.make_ndarray(event.tensor_proto))
+          for event in accumulator.Tensors(tag)}
+
+
+def _weights(model_dir, engine):
+  model = cnn()
+  path = tf.train.latest_checkpoint(str(model_dir))
+  if engine == 'estimator':
+    reader = tf.train.load_checkpoint(path)
+    with tf.Graph().as_default():
+      names = [w.name.split(':')[0] for w in cnn().weights]
+    return [reader.get_tensor(name) for name in names]
+  tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  return [w.numpy() for w in model.weights]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
+    tmp_path, mnist_small_dir, engine, monkeypatch):
+  """Step 1 overflows on both replicas: nothing applied, the step counted,
+  the scale halved; a resume keeps the scale; later the scale halves on
+  each overflow and doubles after GROWTH_STEPS good steps; the loss falls."""
+  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
+  monkeypatch.setattr(loss_scale, 'GROWTH_STEPS', GROWTH_STEPS)
+
+  def train(steps):
+    config = TrainConfig(
+        model_dir=str(tmp_path), dataset='mnist', idx_dir=str(mnist_small_dir),
+        engine=engine, mode='train', precision='mixed_float16',
+        strategy='mirrored', cpu_replicas=2, global_batch_size=32,
+        shuffle_buffer=0, train_steps=steps, save_summary_steps=1,
+        steps_per_loop=1, learning_rate=5e-3, lr_decay='none')
+    engines.ENGINES[engine].run(config)
+
+  train(1)
+  initial = [w.numpy() for w in cnn(seed=42).weights]
+  for skipped, start in zip(_weights(tmp_path, engine), initial):
+    np.testing.assert_array_equal(skipped, start)
+  train(STEPS)
+  trace = _summaries(tmp_path, 'loss_scale')
+  print(f'{engine} loss_scale trace (step: scale):',
+        {step: trace[step] for step in sorted(trace)})
+  assert sorted(trace) == list(range(1, STEPS + 1))
+  assert trace[1] == OVERFLOWING_SCALE / 2  # Skipped.
+  assert trace[2] == OVERFLOWING_SCALE / 4  # Resumed at the saved scale.
+  scales = [OVERFLOWING_SCALE] + [trace[step] for step in sorted(trace)]
+  changes = [after / before for before, after in zip(scales, scales[1:])]
+  assert set(changes) == {0.5, 1.0, 2.0}, changes
+  # A doubling after every GROWTH_STEPS steps unchanged (a good step at
+  # the old scale is GROWTH_STEPS - 1 unchanged scales then the change).
+  for i, change in enumerate(changes):
+    if change == 2.0:
+      assert changes[i - GROWTH_STEPS + 1:i] == [1.0] * (GROWTH_STEPS - 1)
+  skipped = changes.count(0.5)
+  assert 1 < skipped < STEPS * 3 // 4
+  assert _summaries(tmp_path, 'skipped_steps')[STEPS] == skipped
+  losses = _summaries(tmp_path, 'loss')
+  assert losses[STEPS] < 0.9 * losses[1], losses
+
+
+def test_estimator_float16_refuses_replicas_of_several_processes(tmp_path):
+  with pytest.raises(UsageError, match='mixed_float16'):
+    TrainConfig(model_dir=str(tmp_path), engine='estimator',
+                precision='mixed_float16', strategy='multi_worker_mirrored')
+
+
+@pytest.mark.slow
+def test_migrate_carries_adam_into_a_float16_run(estimator, tmp_path,
+                                                 mnist_small_dir):
+  """The Adam moments go to the loss-scaling optimizer's inner one."""
+  def config(model_dir, **overrides):
+    return TrainConfig(model_dir=str(model_dir), dataset='mnist',
+                       idx_dir=str(mnist_small_dir), global_batch_size=32,
+                       train_steps=2, mode='train', **overrides)
+  estimator.train(config(tmp_path / 'estimator', engine='estimator'))
+  migration.convert(config(tmp_path / 'ctl', engine='ctl',
+                           precision='mixed_float16'),
+                    str(tmp_path / 'estimator'))
+  moment = tf.train.load_checkpoint(str(tmp_path / 'estimator/model.ckpt-2')
+                                    ).get_tensor('conv1/kernel/Adam')
+  carried = tf.train.load_checkpoint(str(tmp_path / 'ctl/ckpt-2')).get_tensor(
+      'optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE')  # conv1's m.
+  assert np.abs(moment).max() > 0
+  np.testing.assert_array_equal(carried, moment)
+
+
+@pytest.fixture(scope='module')
+def census(tmp_path_factory):
+  return tabular_sets.write(tmp_path_factory.mktemp('tabular'))['census']
+
+
+@pytest.mark.slow
+def test_wide_and_deep_parts_step_in_float16_alike_in_both_engines(
+    census, tmp_path):
+  """Canned wide & deep's two optimizers, each with its own loss scale: one
+  float16 step moves every weight, the same in the ctl and estimator
+  engines (the float32 step's distance printed: float16's rounding)."""
+  runs = [('ctl', 'mixed_float16'), ('ctl', 'float32')]
+  if stack.has_estimator():
+    runs.append(('estimator', 'mixed_float16'))
+  steps = {run: wide_deep.changes(
+      tmp_path / '_'.join(run), census, run[0], precision=run[1],
+      **wide_deep.CANNED) for run in runs}
+  reference = steps['ctl', 'mixed_float16']
+  for name, change in reference.items():
+    assert np.linalg.norm(change) > 0, f'{name} did not train'
+  for run, step in steps.items():
+    score = wide_deep._relative(  # pylint: disable=protected-access
+        step, reference, reference)
+    print(f'{run}: {score:.1e} from ctl in float16')
+    if run[1] == 'mixed_float16':
+      assert score < 1e-3, run
