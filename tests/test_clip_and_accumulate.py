@@ -185,3 +185,26 @@ def test_epochs_count_optimizer_steps_of_every_micro_batch(tmp_path):
   config = TrainConfig(model_dir=str(tmp_path), train_epochs=1,
                        accumulate_steps=4)
   assert config.resolve_train_steps(1000, 50) == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', ACCUMULATING)
+def test_all_controls_together_step_alike_on_1_and_2_replicas(
+    tmp_path, mnist_small_dir, engine):
+  """mixed_float16's loss scaling, clipping and accumulation at once: the
+  gradients are unscaled before they are summed and clipped, so 1 replica x
+  2 micro-batches and 2 replicas step alike, within the invariance
+  bound (float16 compute makes the score larger than float32's)."""
+  flags = dict(global_batch_size=32, train_steps=2, clip_global_norm=CLIP,
+               precision='mixed_float16', save_summary_steps=100)
+  changes = {}
+  for name, replicas, micro_batches in (('accumulated', 1, 2),
+                                        ('replicas', 2, 1)):
+    assert _train(tmp_path / name, mnist_small_dir, engine, replicas,
+                  accumulate_steps=micro_batches,
+                  **{**flags, 'global_batch_size': 32 // micro_batches}) == 2
+    changes[name] = _changes(tmp_path / name, 2)
+  score = _score(changes['accumulated'], changes['replicas'])
+  print(f'float16 + clip + accumulate on {engine}: invariance score '
+        f'{score:.1e}')
+  assert score < 0.01
