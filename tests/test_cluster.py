@@ -167,15 +167,15 @@ class _FakeCluster:
   Every wait is bounded: a launcher that does not print or end in time
   fails the test, and the tasks (in sessions of their own, which the
   launcher would have stopped) are killed, by the process groups they
-  note in `pids`."""
+  note in $FAKE_TASK_PIDS."""
 
   TIMEOUT = 60
 
   def __init__(self, tmp_path, script):
     task = tmp_path / 'task'
     self.pids = tmp_path / 'pids'
-    task.write_text(script.replace(
-        '\n', f'\necho $$ >> {self.pids}\n', 1))
+    self.pids.touch()
+    task.write_text(script)
     task.chmod(0o755)
     driver = ('import sys; sys.path.insert(0, sys.argv[1]); '
               'import local_cluster as l; '
@@ -184,7 +184,8 @@ class _FakeCluster:
               'python=sys.argv[2]))')
     self.launcher = subprocess.Popen(
         [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
-        stdout=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, FAKE_TASK_PIDS=str(self.pids)))
     self.output = ''
     self._lines = queue.Queue()
     self._reader = threading.Thread(target=self._read, daemon=True)
@@ -232,8 +233,9 @@ class _FakeCluster:
 def test_local_cluster_passes_sigterm_on_to_every_task(tmp_path):
   """A scheduler stopping the launcher stops its tasks, as Ctrl-C does: each
   gets SIGTERM (and saves, as preempted), none is left running."""
-  cluster = _FakeCluster(tmp_path, "#!/bin/sh\ntrap 'echo stopped; exit 0' "
-                         'TERM\necho started\nwhile :; do sleep 0.1; done\n')
+  cluster = _FakeCluster(tmp_path, "#!/bin/sh\necho $$ >> $FAKE_TASK_PIDS\n"
+                         "trap 'echo stopped; exit 0' TERM\n"
+                         'echo started\nwhile :; do sleep 0.1; done\n')
   cluster.read_until('started', 2)  # Both tasks run.
   cluster.launcher.send_signal(signal.SIGTERM)
   assert cluster.end() == 128 + signal.SIGTERM, cluster.output
@@ -248,10 +250,24 @@ def test_local_cluster_passes_ctrl_c_on_to_every_task_and_a_second_too(
   tasks run in sessions of their own): it passes it on to every task, which
   saves and stops as interrupted; a second one too, which stops them at
   once. (The tasks here stop at the second.)"""
-  cluster = _FakeCluster(tmp_path, "#!/bin/sh\nn=0\n"
-                         "trap 'n=$((n+1)); echo \"got INT $n\"; "
-                         "[ $n = 2 ] && exit 130' INT\n"
-                         'echo started\nwhile :; do sleep 0.1; done\n')
+  # Python, as a trainer is: a shell's trap lost a second SIGINT that came
+  # while it still ran the first's (the tasks then never stopped).
+  cluster = _FakeCluster(tmp_path, f"""#!{sys.executable}
+import os, signal, sys, time
+with open(os.environ['FAKE_TASK_PIDS'], 'a') as f:
+  f.write(f'{{os.getpid()}}\\n')
+count = 0
+def interrupted(signum, frame):
+  global count
+  count += 1
+  print(f'got INT {{count}}', flush=True)
+  if count == 2:
+    sys.exit(130)
+signal.signal(signal.SIGINT, interrupted)
+print('started', flush=True)
+while True:
+  time.sleep(0.1)
+""")
   cluster.read_until('started', 2)  # Both tasks run.
   cluster.launcher.send_signal(signal.SIGINT)
   cluster.read_until('got INT 1', 2)
