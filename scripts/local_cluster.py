@@ -107,7 +107,9 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
   each saves its step and stops (as interrupted or preempted), none is left
   running; a second Ctrl-C is passed on too, which stops them at once."""
   previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
-  previous_sigint = signal.getsignal(signal.SIGINT)
+  # Ctrl-C's KeyboardInterrupt even where SIGINT came ignored (a job a
+  # non-interactive shell started with &: Python then keeps it ignored).
+  previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
   lock = threading.Lock()
   procs, pumps = {}, []
   code = 0

@@ -185,7 +185,10 @@ class _FakeCluster:
     self.launcher = subprocess.Popen(
         [sys.executable, '-c', driver, str(scripts_dir.SCRIPTS), str(task)],
         stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ, FAKE_TASK_PIDS=str(self.pids)))
+        env=dict(os.environ, FAKE_TASK_PIDS=str(self.pids)),
+        # As a job a non-interactive shell starts with & (CI's tests run
+        # so): SIGINT ignored, which the launcher must not keep.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     self.output = ''
     self._lines = queue.Queue()
     self._reader = threading.Thread(target=self._read, daemon=True)
@@ -250,24 +253,10 @@ def test_local_cluster_passes_ctrl_c_on_to_every_task_and_a_second_too(
   tasks run in sessions of their own): it passes it on to every task, which
   saves and stops as interrupted; a second one too, which stops them at
   once. (The tasks here stop at the second.)"""
-  # Python, as a trainer is: a shell's trap lost a second SIGINT that came
-  # while it still ran the first's (the tasks then never stopped).
-  cluster = _FakeCluster(tmp_path, f"""#!{sys.executable}
-import os, signal, sys, time
-with open(os.environ['FAKE_TASK_PIDS'], 'a') as f:
-  f.write(f'{{os.getpid()}}\\n')
-count = 0
-def interrupted(signum, frame):
-  global count
-  count += 1
-  print(f'got INT {{count}}', flush=True)
-  if count == 2:
-    sys.exit(130)
-signal.signal(signal.SIGINT, interrupted)
-print('started', flush=True)
-while True:
-  time.sleep(0.1)
-""")
+  cluster = _FakeCluster(tmp_path, "#!/bin/sh\necho $$ >> $FAKE_TASK_PIDS\n"
+                         "n=0\ntrap 'n=$((n+1)); echo \"got INT $n\"; "
+                         "[ $n = 2 ] && exit 130' INT\n"
+                         'echo started\nwhile :; do sleep 0.1; done\n')
   cluster.read_until('started', 2)  # Both tasks run.
   cluster.launcher.send_signal(signal.SIGINT)
   cluster.read_until('got INT 1', 2)
