@@ -45,10 +45,8 @@ def train(model_dir, data, engine, replicas=1, **flags):
 def changes(model_dir, data, engine, replicas=1, **flags):
   """Each weight's change in one step (from the fresh build, which is
   every engine's start)."""
-  initial = model_weights(model_dir, 'initial') if (
-      model_dir / 'model.json').exists() else None
   final = train(model_dir, data, engine, replicas, train_steps=1, **flags)
-  initial = initial or model_weights(model_dir, 'initial')
+  initial = model_weights(model_dir, 'initial')
   return {name: final[name] - value for name, value in initial.items()}
 
 
