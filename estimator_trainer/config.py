@@ -190,8 +190,7 @@ class TrainConfig:
   linear_optimizer: Optional[str] = _option(
       None, 'An optimizer for the wide part of --model=wide_deep, as canned '
       'DNNLinearCombined Estimators\' linear_optimizer (they default to ftrl '
-      'for it, adagrad for the deep part); --optimizer trains the rest. '
-      'Engines estimator and ctl (Keras\'s fit takes one optimizer).',
+      'for it, adagrad for the deep part); --optimizer trains the rest.',
       choices=OPTIMIZERS)
   linear_learning_rate: Optional[float] = _option(
       None, "The wide part's learning rate with --linear_optimizer "
@@ -204,16 +203,14 @@ class TrainConfig:
       None, 'Clip the gradient of the global batch to this global norm, '
       'after the replicas\' gradients are summed (so a step is the same on '
       'any number of replicas); its norm before clipping is the '
-      'gradient_norm summary (engines estimator and ctl; keras clips with '
-      'its optimizer\'s global_clipnorm, after the sum too, and writes no '
-      'gradient_norm).', above=0)
+      'gradient_norm summary.', above=0)
   accumulate_steps: int = _option(
       1, 'Micro-batches per optimizer step: each step reads this many '
       'batches (of --batch_size_per_replica per replica) and applies the sum '
       'of their gradients, as one step on a batch this many times larger. '
       'Steps, the schedule, checkpoints and summaries count optimizer '
       'steps; no checkpoint falls mid-accumulation. Batch norm updates its '
-      'moving statistics on every micro-batch. Engines estimator and ctl.',
+      'moving statistics on every micro-batch.',
       at_least=1)
   ema_decay: Optional[float] = _option(
       None, 'Evaluate, export and report an exponential moving average of '
@@ -353,16 +350,9 @@ class TrainConfig:
     if self.eval_strategy != 'default':
       raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
                        'under the training --strategy')
-    if self.accumulate_steps > 1 and self.engine == 'keras':
-      raise UsageError('--accumulate_steps: --engine=keras applies a '
-                       'gradient per batch (Model.fit); use --engine=ctl or '
-                       'estimator')
     if self.ema_decay and self.strategy == 'parameter_server':
       raise UsageError('--ema_decay: not under --strategy=parameter_server '
                        '(its workers apply the steps)')
-    if self.linear_optimizer and self.engine == 'keras':
-      raise UsageError('--linear_optimizer: --engine=keras trains with one '
-                       'optimizer (Model.fit); use --engine=ctl or estimator')
     if self.early_stopping_evals and self.cluster and (
         self.cluster.has_evaluator):
       raise UsageError(

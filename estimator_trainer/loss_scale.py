@@ -31,23 +31,6 @@ def keras(optimizer, precision):
       dynamic_growth_steps=GROWTH_STEPS)
 
 
-def count_skips(optimizer, counter):
-  """Counts in `counter` (an int64 variable) the steps `optimizer` (a
-  LossScaleOptimizer) skips, those that halve its scale: after each
-  `apply_gradients`, ctl's step and Keras fit's alike."""
-  apply_gradients = optimizer.apply_gradients
-
-  def apply_and_count(*args, **kwargs):
-    before = optimizer.loss_scale
-    result = apply_gradients(*args, **kwargs)
-    # In a tf.function: ordered after the scale's update.
-    tf.distribute.get_replica_context().merge_call(
-        lambda strategy: counter.assign_add(
-            tf.cast(optimizer.loss_scale < before, tf.int64)))
-    return result
-  optimizer.apply_gradients = apply_and_count
-
-
 def is_scaled(optimizer):
   return isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
 

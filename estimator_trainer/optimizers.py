@@ -68,10 +68,8 @@ class OptimizerSpec:
       optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
     return optimizer, learning_rate
 
-  def keras(self, global_clipnorm=None):
-    """A Keras optimizer, its step counter in `iterations`; with
-    `global_clipnorm`, it clips the gradient to that global norm after
-    summing the replicas' (Keras 2.11+'s optimizers aggregate first).
+  def keras(self):
+    """A Keras optimizer, its step counter in `iterations`.
 
     Its rate is always a schedule, constant under lr_decay='none': from a
     float, Keras makes the rate a variable that checkpoints keep and restore
@@ -84,19 +82,17 @@ class OptimizerSpec:
           self.learning_rate, self.decay_steps)
     else:
       learning_rate = ConstantLearningRate(self.learning_rate)
-    clipping = {'global_clipnorm': global_clipnorm}
     if self.name == 'adam':
       return tf.keras.optimizers.Adam(learning_rate, beta_1=ADAM_BETA_1,
-                                      epsilon=ADAM_EPSILON, **clipping)
+                                      epsilon=ADAM_EPSILON)
     if self.name == 'adagrad':
       return tf.keras.optimizers.Adagrad(
           learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR,
-          epsilon=0.0, **clipping)
+          epsilon=0.0)
     if self.name == 'ftrl':
       return tf.keras.optimizers.Ftrl(
-          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR,
-          **clipping)
-    return tf.keras.optimizers.SGD(learning_rate, **clipping)
+          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+    return tf.keras.optimizers.SGD(learning_rate)
 
   def for_linear_part(self, name, learning_rate=None):
     """The wide part's spec (canned wide & deep's `linear_optimizer`):

@@ -223,9 +223,17 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
       'global_batch_size': global_batch_size,
       'optimizer': config.optimizer,
       'learning_rate': config.learning_rate,
+      # HParams takes no None: each off control as its value of no effect
+      # (a clip at norm 0: none; an average of decay 0: the weights).
+      'linear_optimizer': config.linear_optimizer or 'none',
+      'linear_learning_rate': (config.linear_learning_rate or
+                               config.learning_rate),
       'lr_decay': config.lr_decay,
       'weight_decay': config.weight_decay,
       'label_smoothing': config.label_smoothing,
+      'clip_global_norm': config.clip_global_norm or 0.0,
+      'accumulate_steps': config.accumulate_steps,
+      'ema_decay': config.ema_decay or 0.0,
       'precision': config.precision,
       'train_steps': train_steps,
       'seed': config.seed,

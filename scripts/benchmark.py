@@ -47,14 +47,14 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
 
 --workload=census_wide_deep: the same set, --model=wide_deep with an
 optimizer per part (--optimizer for the deep part, FTRL at 0.2 for the
-wide part, canned DNNLinearCombined's defaults), which Keras's fit cannot
-take:
+wide part, canned DNNLinearCombined's defaults):
 
   canned_wide_deep      tf.estimator.DNNLinearCombinedClassifier, the
                         linear part on the categorical columns, the DNN
                         part as canned_dnn's (TensorFlow 2.15);
   estimator_default,    the package's engines: --model=wide_deep
-  ctl_default           --linear_optimizer=ftrl.
+  ctl_default,          --linear_optimizer=ftrl.
+  keras_default
 
 Every row also gets accuracy and AUC on the test split after training
 (not timed); "vs canned" and "vs keras" replace "vs step" and "vs fit",

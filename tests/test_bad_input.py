@@ -213,9 +213,6 @@ CASES = [
           '--clip_global_norm must be > 0, got 0.0'),
     _case('accumulate-steps-0', ['--accumulate_steps=0'], 2,
           '--accumulate_steps must be >= 1, got 0'),
-    _case('keras-accumulate-steps', ['--engine=keras', '--accumulate_steps=2'],
-          2, '--accumulate_steps: --engine=keras applies a gradient per '
-          'batch'),
     _case('zero-train-steps', ['--train_steps=0'], 2,
           '--train_steps must be > 0, got 0'),
     _case('negative-train-epochs', ['--train_epochs=-1'], 2,
@@ -371,11 +368,6 @@ CASES = [
           '--linear_optimizer: --model dnn has no wide part; an optimizer '
           'per part needs --model=wide_deep (or give --optimizer alone)',
           setup=_tabular()),
-    _case('linear-optimizer-on-keras',
-          [*TABULAR, '--feature_spec={data}/tab/spec.json',
-           '--model=wide_deep', '--linear_optimizer=ftrl', '--engine=keras'],
-          2, '--linear_optimizer: --engine=keras trains with one optimizer '
-          '(Model.fit); use --engine=ctl or estimator', setup=_tabular()),
     _case('linear-learning-rate-alone',
           [*TABULAR, '--feature_spec={data}/tab/spec.json',
            '--linear_learning_rate=0.1'], 2,

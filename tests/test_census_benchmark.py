@@ -160,7 +160,8 @@ def test_census_wide_deep_setup_gives_the_wide_part_ftrl():
   assert setup['model'] == 'wide_deep'
   assert setup['linear_optimizer'] == 'ftrl'
   assert setup['linear_learning_rate'] == runs.WIDE_LEARNING_RATE
-  assert 'keras_default' not in runs.WORKLOADS['census_wide_deep']
+  assert set(runs.WORKLOADS['census_wide_deep']) == {
+      'estimator_default', 'ctl_default', 'keras_default', 'canned_wide_deep'}
   fields = {field.name for field in dataclasses.fields(config.TrainConfig)}
   assert set(setup) - fields <= {'feature_spec'}
 
@@ -168,22 +169,23 @@ def test_census_wide_deep_setup_gives_the_wide_part_ftrl():
 @pytest.mark.slow
 @pytest.mark.estimator
 def test_census_wide_deep_smoke_run(tmp_path):
-  """The canned DNNLinearCombinedClassifier and the ctl engine's wide & deep
-  (FTRL + Adagrad) train, evaluate and get a ratio against each other."""
+  """The canned DNNLinearCombinedClassifier and the keras engine's wide &
+  deep (FTRL + Adagrad) train, evaluate and get a ratio against each
+  other."""
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
        '--workload=census_wide_deep', '--census_rows=2000',
        '--optimizer=adagrad', '--learning_rate=0.05', '--batch_size=64',
        '--steps=24', '--summary_steps=6',
-       '--configs=canned_wide_deep,ctl_default', f'--json_output={output}',
+       '--configs=canned_wide_deep,keras_default', f'--json_output={output}',
        f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   rows = {row['config']: row
           for row in json.loads(output.read_text())['rows']}
-  assert set(rows) == {'canned_wide_deep', 'ctl_default'}
+  assert set(rows) == {'canned_wide_deep', 'keras_default'}
   for row in rows.values():
     assert 0.5 < row['metrics']['auc'] < 1, row
-  assert rows['ctl_default']['vs_canned'] > 0
-  assert 'target ctl_default: ' in result.stdout
+  assert rows['keras_default']['vs_canned'] > 0
+  assert 'target keras_default: ' in result.stdout

@@ -93,22 +93,17 @@ def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
   assert score < 0.01
   np.testing.assert_allclose(_global_norm(changes[1]), LEARNING_RATE * CLIP,
                              rtol=1e-4)
-  if engine != 'keras':  # Keras clips inside its optimizer, unseen.
-    norms = _summary_values(tmp_path / '1', 'gradient_norm')
-    assert list(norms) == [1] and norms[1] > 10 * CLIP, norms
-    monkeypatch.setattr(gradients_lib, *_per_replica_clip(engine))
-    assert _train(tmp_path / 'bug', mnist_small_dir, engine, 2, **flags) == 1
-    bug = _score(_changes(tmp_path / 'bug', 1), changes[1])
-    print(f'clip on {engine}: per-replica clipping would score {bug:.2f}')
-    assert bug > 0.1
-
-
-ACCUMULATING = [engine for engine in engine_params.ENGINES
-                if engine != 'keras']
+  norms = _summary_values(tmp_path / '1', 'gradient_norm')
+  assert list(norms) == [1] and norms[1] > 10 * CLIP, norms
+  monkeypatch.setattr(gradients_lib, *_per_replica_clip(engine))
+  assert _train(tmp_path / 'bug', mnist_small_dir, engine, 2, **flags) == 1
+  bug = _score(_changes(tmp_path / 'bug', 1), changes[1])
+  print(f'clip on {engine}: per-replica clipping would score {bug:.2f}')
+  assert bug > 0.1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', ACCUMULATING)
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_2_accumulated_micro_batches_step_as_one_batch_of_both(
     tmp_path, mnist_small_dir, engine):
   """1 replica x 2 micro-batches of 32 steps as 2 replicas x 32 and as 1
@@ -131,7 +126,7 @@ def test_2_accumulated_micro_batches_step_as_one_batch_of_both(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', ACCUMULATING)
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
     tmp_path, mnist_small_dir, engine):
   """Stopped after 2 optimizer steps of 2 micro-batches and resumed to 4,
@@ -155,7 +150,7 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
 
 @pytest.mark.slow
 @pytest.mark.serial  # A cluster on free ports.
-@pytest.mark.parametrize('engine', ACCUMULATING)
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_two_workers_clip_and_accumulate_like_one_process(
     tmp_path, mnist_small_dir, engine):
   """2 multi_worker_mirrored workers x 2 micro-batches of 32, every step
@@ -188,7 +183,7 @@ def test_epochs_count_optimizer_steps_of_every_micro_batch(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', ACCUMULATING)
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_all_controls_together_step_alike_on_1_and_2_replicas(
     tmp_path, mnist_small_dir, engine):
   """mixed_float16's loss scaling, clipping and accumulation at once: the

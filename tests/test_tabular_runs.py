@@ -394,24 +394,19 @@ def test_2_replicas_step_as_1_with_weights(sets, tmp_path, head, engine):
     pytest.mark.estimator)), 'ctl', 'keras'])
 def test_a_clipped_step_with_embeddings_is_the_same_on_2_replicas(
     sets, tmp_path, engine):
-  """Sparse gradients (embedding rows, some looked up on both replicas and,
-  but under keras, in both micro-batches) summed and clipped: 1 replica x 2
-  micro-batches of 8 steps as 2 replicas x 8 (keras: 1 x 16), with a norm
-  every step clips; the step's norm is the clipped one."""
+  """Sparse gradients (embedding rows, some looked up on both replicas and
+  in both micro-batches) summed and clipped: 1 replica x 2 micro-batches of
+  8 steps as 2 replicas x 8, with a norm every step clips; the step's norm
+  is the clipped one (each row's gradient summed before the norm)."""
   data, clip = sets['census'], dict(clip_global_norm=1e-3)
-  micro_batches = {} if engine == 'keras' else dict(global_batch_size=8,
-                                                    accumulate_steps=2)
-  one = one_step(tmp_path / 'one', data, engine, 1, **micro_batches, **clip)
+  one = one_step(tmp_path / 'one', data, engine, 1, global_batch_size=8,
+                 accumulate_steps=2, **clip)
   two = one_step(tmp_path / 'two', data, engine, 2, **clip)
   score = _relative(one, two)
   print(f'clipped sparse step on {engine}: invariance score {score:.1e}')
   assert score < 0.01
-  if engine != 'keras':
-    # Keras's global_clipnorm measures a sparse gradient's rows before it
-    # sums those of the same index (its _clip_gradients precedes
-    # _deduplicate_sparse_grad): a norm off by the repeated rows.
-    step_norm = np.sqrt(sum(np.sum(change**2) for change in two.values()))
-    np.testing.assert_allclose(step_norm, 0.1 * 1e-3, rtol=1e-4)
+  step_norm = np.sqrt(sum(np.sum(change**2) for change in two.values()))
+  np.testing.assert_allclose(step_norm, 0.1 * 1e-3, rtol=1e-4)
 
 
 # --- Migration and resume ---------------------------------------------------

@@ -119,7 +119,8 @@ def test_hparams_table_compares_the_runs(tensorboard):
   experiment = _post(f'{tensorboard}/data/plugin/hparams/experiment',
                      {'experimentName': ''})
   assert {'engine', 'dataset', 'strategy', 'replicas', 'global_batch_size',
-          'optimizer', 'learning_rate', 'train_steps'} <= {
+          'optimizer', 'learning_rate', 'train_steps', 'clip_global_norm',
+          'accumulate_steps', 'ema_decay'} <= {
               info['name'] for info in experiment['hparamInfos']}
   groups = _post(
       f'{tensorboard}/data/plugin/hparams/session_groups',
@@ -132,6 +133,10 @@ def test_hparams_table_compares_the_runs(tensorboard):
   for group in groups:
     # The stack's default: estimator on TensorFlow 2.15, ctl from 2.16 on.
     assert group['hparams']['engine'] == stack.default_engine()
+    # The controls these runs leave off.
+    assert (group['hparams']['clip_global_norm'],
+            group['hparams']['accumulate_steps'],
+            group['hparams']['ema_decay']) == (0, 1, 0)
     metrics = {(value['name']['group'], value['name']['tag']): value
                for value in group['sessions'][0]['metricValues']}
     # The final evaluation's accuracy, at the run's last step.

@@ -1,7 +1,7 @@
 """An optimizer per part of wide & deep (--linear_optimizer, as canned
 DNNLinearCombined Estimators' linear_optimizer and dnn_optimizer): each part
-steps with its own optimizer and rate, in the estimator and ctl engines
-alike, on 1 and 2 replicas; the step counts once; migrate carries both
+steps with its own optimizer and rate, in every engine alike, on 1 and 2
+replicas; the step counts once; migrate carries both
 optimizers' slots, so a carried run steps on as the Estimator's does."""
 
 import pathlib
@@ -15,12 +15,12 @@ import tensorflow as tf
 
 from estimator_trainer import engines
 from estimator_trainer import stack
+import engine_params
 import tabular_sets
 from test_tabular_runs import FLAGS, config, model_weights
 
 pytestmark = pytest.mark.slow
 
-ENGINES = [pytest.param('estimator', marks=pytest.mark.estimator), 'ctl']
 WIDE_DEEP = {**FLAGS, 'model': 'wide_deep', 'mode': 'train',
              'export': 'none'}
 # Canned wide & deep's pair: FTRL for the wide part, Adagrad for the deep.
@@ -55,7 +55,7 @@ def _relative(a, b, names):
              for k in names)
 
 
-@pytest.mark.parametrize('engine', ENGINES)
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_each_part_steps_with_its_own_rate_and_optimizer(census, tmp_path,
                                                          engine):
   """One SGD step with the wide part's rate 3x: its change triples, the deep
@@ -83,9 +83,9 @@ def test_each_part_steps_with_its_own_rate_and_optimizer(census, tmp_path,
 
 
 def test_the_engines_and_2_replicas_step_alike(census, tmp_path):
-  """FTRL + Adagrad, 3 steps: estimator and ctl, and ctl on 2 replicas,
-  reach the same weights (the per-part steps are of the global batch)."""
-  runs = [('ctl', 1), ('ctl', 2)]
+  """FTRL + Adagrad, 3 steps: every engine, and ctl on 2 replicas, reach
+  the same weights (the per-part steps are of the global batch)."""
+  runs = [('ctl', 1), ('ctl', 2), ('keras', 1)]
   if stack.has_estimator():
     runs.append(('estimator', 1))
   trained = {run: train(tmp_path / f'{run[0]}{run[1]}', census, *run,

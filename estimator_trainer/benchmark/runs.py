@@ -58,7 +58,7 @@ WORKLOADS = {
     # Keras's fit cannot take: the canned DNNLinearCombinedClassifier beside
     # the estimator and ctl engines.
     'census_wide_deep': ('estimator_default', 'ctl_default',
-                         'canned_wide_deep'),
+                         'keras_default', 'canned_wide_deep'),
 }
 TABULAR_WORKLOADS = ('census', 'census_wide_deep')
 # canned DNNLinearCombined's linear learning rate, min(0.2, 1/sqrt(linear

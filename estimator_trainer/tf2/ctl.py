@@ -9,12 +9,11 @@ tutorial's loop for seconds on tf.data's autotune thread.
 import tensorflow as tf
 
 from estimator_trainer import gradients as gradients_lib
-from estimator_trainer import loss_scale
 from estimator_trainer import models
-from estimator_trainer import optimizers
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
+from estimator_trainer.tf2 import updates as updates_lib
 
 TRAIN = ModeKeys.TRAIN
 
@@ -33,54 +32,36 @@ class _Trainer:
       # The mean over steps of the summed gradient's norm (the same on
       # every replica) before clipping.
       self.gradient_norm = tf.keras.metrics.Mean()
+    self._updates = updates_lib.Updates(job)
 
   def _replica_step(self, batches):
     """One optimizer step on `batches`, --accumulate_steps micro-batches of
     this replica: their gradients summed, each of a loss per global batch
     times the micro-batches (so the step is one on all of them at once)."""
-    model, head, config = self._job.model, self._job.head, self._job.config
-    parts = self._job.optimizer_parts
-    scaled = loss_scale.is_scaled(self._job.optimizer)  # mixed_float16
-    gradients, step_loss = [None] * len(optimizers.variables_of(parts)), 0.0
+    model, head = self._job.model, self._job.head
+    updates = self._updates
+    gradients, step_loss = updates.zeros(), 0.0
     for features, labels in batches:
       weights = features.get('weight')
-      with tf.GradientTape(persistent=scaled and len(parts) > 1) as tape:
+      with updates.tape() as tape:
         logits = model(models.model_inputs(features), training=True)
         loss = head.replica_training_loss(
             labels, logits, self._job.global_batch_size, model.losses,
             weights) / len(batches)
-        scaled_losses = scaled and [optimizer.get_scaled_loss(loss)
-                                    for optimizer, _ in parts]
+        scaled_losses = updates.scaled_losses(loss)
       gradients = [gradients_lib.add(total, gradient) for total, gradient in
-                   zip(gradients, self._gradients(tape, loss, scaled_losses))]
+                   zip(gradients, updates.gradients(tape, loss,
+                                                    scaled_losses))]
       step_loss += loss
       self.loss.update_state(head.per_example_loss(labels, logits),
                              sample_weight=weights)
       if self.accuracy is not None:
         self.accuracy.update_state(head.correct(labels, logits),
                                    sample_weight=weights)
-    # Keras's apply_gradients sums the replicas' gradients (right for a loss
-    # per global batch) unless they are summed here, to clip the sum (an
-    # overflow then is NaN on every replica: each skips the step).
-    summed = config.clip_global_norm is not None
-    if summed:
-      gradients, norm = gradients_lib.clip_summed(gradients,
-                                                  config.clip_global_norm)
+    norm = updates.apply(gradients)
+    if norm is not None:
       self.gradient_norm.update_state(norm)
-    for optimizer, pairs in optimizers.per_part(parts, gradients):
-      optimizer.apply_gradients(pairs, skip_gradients_aggregation=summed)
     return step_loss
-
-  def _gradients(self, tape, loss, scaled_losses):
-    """`tape`'s gradients of `loss` for the parts' variables; under
-    mixed_float16 those of each part's scaled loss, unscaled (each part's
-    optimizer keeps its own scale)."""
-    parts = self._job.optimizer_parts
-    if not scaled_losses:
-      return tape.gradient(loss, optimizers.variables_of(parts))
-    return [gradient for (optimizer, variables), scaled_loss in zip(
-        parts, scaled_losses) for gradient in optimizer.get_unscaled_gradients(
-            tape.gradient(scaled_loss, variables))]
 
   def read_metrics(self):
     accuracy = (float(self.accuracy.result()) if self.accuracy is not None

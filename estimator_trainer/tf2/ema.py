@@ -35,20 +35,6 @@ class Average(tf.Module):
       average.assign(self._decay * average + (1 - self._decay) *
                      tf.cast(weight, average.dtype))
 
-  def follow(self, optimizer):
-    """Updates the average after each `optimizer.apply_gradients` (ctl's
-    step and Keras fit's alike): on every replica the same, from the
-    mirrored weights."""
-    apply_gradients = optimizer.apply_gradients
-
-    def apply_and_average(*args, **kwargs):
-      result = apply_gradients(*args, **kwargs)
-      # In a tf.function: ordered after the update of the weights it reads.
-      tf.distribute.get_replica_context().merge_call(
-          lambda strategy: self.update())
-      return result
-    optimizer.apply_gradients = apply_and_average
-
   def copy_to_model(self):
     for average, weight in zip(self.averages, self._weights):
       weight.assign(average)

@@ -116,11 +116,8 @@ class Job:
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
                              config.lr_decay, self.max_steps)
-        # ctl clips the sum of both parts' gradients itself (ctl.py); under
-        # mixed_float16, with dynamic loss scaling.
-        self.optimizer = loss_scale.keras(spec.keras(
-            config.clip_global_norm if config.engine == 'keras' else None),
-            config.precision)
+        # Under mixed_float16, with dynamic loss scaling (updates.py clips).
+        self.optimizer = loss_scale.keras(spec.keras(), config.precision)
         if config.linear_optimizer:
           linear = spec.for_linear_part(config.linear_optimizer,
                                         config.linear_learning_rate)
@@ -128,8 +125,6 @@ class Job:
                                                    config.precision)
       self.ema = config.ema_decay and ema.Average(self.model,
                                                   config.ema_decay)
-      if self.ema and training:
-        self.ema.follow(self.optimizer)  # The optimizer that counts steps.
     # [(optimizer, variables)]: the wide part's first, with its own.
     self.optimizer_parts = training and optimizers.by_part(
         self.optimizer, self.model.trainable_variables,
@@ -142,7 +137,6 @@ class Job:
     if training and loss_scale.is_scaled(self.optimizer):
       with self.strategy.scope():
         self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-      loss_scale.count_skips(self.optimizer, self.skipped_steps)
     objects = {'model': self.model}
     if training:
       objects['optimizer'] = self.optimizer

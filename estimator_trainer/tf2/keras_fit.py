@@ -1,6 +1,8 @@
 """The Keras engine: the same model compiled and fitted under
 `strategy.scope()`, with the same data, evaluation and model_dir layout as the
-other engines.
+other engines. Keras's compiled loss and metrics; the step (summed over
+--accumulate_steps micro-batches, clipped, averaged) is updates.py's, as
+in ctl.
 
 fit runs from the step restored to the last in one "epoch"; a callback ends
 each execution (of up to steps_per_loop steps) where the Controller stops
@@ -12,10 +14,12 @@ runs to each checkpoint step in turn.
 
 import tensorflow as tf
 
+from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
+from estimator_trainer.tf2 import updates as updates_lib
 
 TRAIN = ModeKeys.TRAIN
 
@@ -36,8 +40,10 @@ class _Callback(tf.keras.callbacks.Callback):
     # Keras's means since its metrics were reset.
     loss = float(logs['loss'])
     accuracy = logs.get('accuracy')
+    others = {name: float(logs[name]) for name in ('gradient_norm',)
+              if name in logs}
     if controller.after_steps(controller.job.step, loss, lambda: (
-        loss, None if accuracy is None else float(accuracy), {})):
+        loss, None if accuracy is None else float(accuracy), others)):
       self.model.reset_metrics()  # The next summary's: from this step on.
     if controller.checkpoint_due(previous):
       controller.checkpoint()
@@ -82,6 +88,49 @@ class _BatchCallback(_Callback):
       self._planned = steps
 
 
+class _FitModel(tf.keras.Model):
+  """What fit trains: the job's model, whose optimizer step reads
+  --accumulate_steps micro-batches (an element of their stack), each with
+  Keras's compiled loss divided by their count, and applies their summed
+  gradients as ctl does (updates.py)."""
+
+  def __init__(self, job):
+    super().__init__()
+    self.inner = job.model
+    self._micro_batches = job.config.accumulate_steps
+    self._updates = updates_lib.Updates(job)
+    # The summed gradient's norm before clipping (a tracked metric: fit's
+    # logs and reset_metrics include it).
+    self.gradient_norm = (tf.keras.metrics.Mean(name='gradient_norm')
+                          if job.config.clip_global_norm is not None
+                          else None)
+
+  def call(self, inputs, training=None):
+    return self.inner(inputs, training=training)
+
+  def train_step(self, data):
+    count = self._micro_batches
+    micro_batches = [data] if count == 1 else [
+        tf.nest.map_structure(lambda tensor, i=i: tensor[i], data)
+        for i in range(count)]
+    updates = self._updates
+    gradients = updates.zeros()
+    for batch in micro_batches:
+      x, y, weights = tf.keras.utils.unpack_x_y_sample_weight(batch)
+      with updates.tape() as tape:
+        y_pred = self.inner(x, training=True)
+        loss = self.compute_loss(x, y, y_pred, weights) / count
+        scaled_losses = updates.scaled_losses(loss)
+      gradients = [gradients_lib.add(total, gradient) for total, gradient in
+                   zip(gradients, updates.gradients(tape, loss,
+                                                    scaled_losses))]
+      self.compute_metrics(x, y, y_pred, weights)
+    norm = updates.apply(gradients)
+    if norm is not None:
+      self.gradient_norm.update_state(norm)
+    return {metric.name: metric.result() for metric in self.metrics}
+
+
 def _fit_element(features, labels):
   """fit's (inputs, labels[, sample weights]) of an input_fn element."""
   inputs = models.model_inputs(features)
@@ -96,7 +145,8 @@ def _fit(job, evaluate):
   config = job.config
   step = job.restore()
   with job.strategy.scope():
-    job.model.compile(
+    model = _FitModel(job)
+    model.compile(
         optimizer=job.optimizer, loss=job.head.keras_loss(),
         metrics=job.head.keras_metrics(),
         steps_per_execution=config.steps_per_loop)
@@ -104,7 +154,9 @@ def _fit(job, evaluate):
     controller = controller_lib.Controller(job, step, evaluate, stop)
     if step < job.max_steps:
       data = tf.keras.utils.experimental.DatasetCreator(
-          lambda context: job.input_fn(TRAIN, context).map(_fit_element),
+          lambda context: _micro_batches(
+              job.input_fn(TRAIN, context).map(_fit_element),
+              config.accumulate_steps),
           job.input_options())
       if job.coordinator:
         # A fit to each checkpoint step (a multiple of
@@ -115,13 +167,18 @@ def _fit(job, evaluate):
         while not controller.done:
           steps = min(every - controller.step % every,
                       job.max_steps - controller.step)
-          job.model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
+          model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
                         callbacks=[callback])
       else:
-        job.model.fit(data, epochs=1, steps_per_epoch=job.max_steps - step,
+        model.fit(data, epochs=1, steps_per_epoch=job.max_steps - step,
                       verbose=0, callbacks=[_BatchCallback(controller)])
     controller.finish()
   return controller
+
+
+def _micro_batches(dataset, count):
+  """`dataset`'s elements stacked by `count` (a step's micro-batches)."""
+  return dataset if count == 1 else dataset.batch(count, drop_remainder=True)
 
 
 (train_and_evaluate, train, evaluate, predict,
