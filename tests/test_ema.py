@@ -55,11 +55,11 @@ def _averages(model_dir, step):
           for i in range(len(cnn().weights))]
 
 
-def _computed_average(model_dir):
-  """The average of the weights of every step's checkpoint of model_dir,
-  from the seed's."""
-  average = [w.numpy() for w in cnn(seed=42).weights]
-  for step in range(1, STEPS + 1):
+def _computed_average(model_dir, steps=STEPS):
+  """The average of the weights of every step's checkpoint of model_dir:
+  step 1's, then averaged with each next."""
+  average = _weights(model_dir, 1)
+  for step in range(2, steps + 1):
     average = [DECAY * mean + (1 - DECAY) * weight
                for mean, weight in zip(average, _weights(model_dir, step))]
   return average
@@ -121,6 +121,29 @@ def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
   for resumed, computed in zip(_averages(twice, STEPS),
                                _computed_average(twice)):
     np.testing.assert_allclose(resumed, computed, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_a_warm_started_run_averages_its_own_weights(tmp_path, mnist_small_dir,
+                                                     engine):
+  """Warm-started from another run, the average is of the weights this run
+  trains from there (step 1's, then averaged), not of the initializers'
+  weights its variables were made with."""
+  source, run = tmp_path / 'source', tmp_path / 'run'
+  engines.ENGINES[engine].run(dataclasses.replace(_config(
+      source, mnist_small_dir, engine, train_steps=3, mode='train'),
+                                                  ema_decay=None))
+  engines.ENGINES[engine].run(_config(
+      run, mnist_small_dir, engine, train_steps=2, mode='train',
+      warm_start_from=str(source), seed=7))
+  warm, fresh = _weights(source, 3), [w.numpy() for w in cnn(seed=7).weights]
+  first = _weights(run, 1)
+  assert (np.linalg.norm(first[0] - warm[0]) <
+          np.linalg.norm(first[0] - fresh[0]) / 10), 'not warm-started'
+  for step, computed in ((1, first), (2, _computed_average(run, 2))):
+    for average, expected in zip(_averages(run, step), computed):
+      np.testing.assert_allclose(average, expected, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize('decay', [0.0, 1.0, 1.5])

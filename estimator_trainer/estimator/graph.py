@@ -233,7 +233,8 @@ def _train_spec(model, head, features, labels, params):
       op, norm = train_op(parts, gradients, params.clip_global_norm, scale)
     if average:
       with tf.control_dependencies([op]):  # Of the step's weights.
-        op = average.update()
+        op = average.update(
+            tf.compat.v1.train.get_global_step().read_value())
     # This replica's share of the global batch's accuracy, as its loss is.
     accuracy = (correct / (params.global_batch_size * micro_batches)
                 if head.has_accuracy else tf.constant(0.0))

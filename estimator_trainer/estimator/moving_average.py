@@ -1,6 +1,6 @@
 """--ema_decay in the estimator engine's graphs: the TF2 engines' recipe
-(tf2/ema.py: `d * average + (1 - d) * weight` after every step, from the
-starting weights, no zero-debiasing), in variables named as
+(tf2/ema.py: `d * average + (1 - d) * weight` after every step, the
+weights themselves after step 1, no zero-debiasing), in variables named as
 tf.compat.v1.train.ExponentialMovingAverage names them
 (`<weight>/ExponentialMovingAverage`), so its `variables_to_restore` loads
 them into the model of the EVAL and PREDICT graphs (evaluation and
@@ -31,10 +31,12 @@ class Average:
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                       for weight in weights]
 
-  def update(self):
-    """The op of one step of the average (after the step's update)."""
+  def update(self, step):
+    """The op of the average after the step's update; `step` the global
+    step then (counted from 1)."""
+    decay = tf.where(tf.equal(step, 1), 0.0, self._decay)
     return tf.group(*(
-        average.assign(self._decay * average + (1 - self._decay) *
+        average.assign(decay * average + (1 - decay) *
                        tf.cast(weight, average.dtype))
         for average, weight in zip(self._averages, self._weights)))
 

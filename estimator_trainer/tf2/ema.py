@@ -3,11 +3,13 @@ model's weights (trainable ones and batch norm's moving statistics), which
 evaluation, --export and metrics.json use while the raw weights train.
 
 The recipe: after every step (skipped float16 steps included),
-`average = d * average + (1 - d) * weight`, starting from the weights the
-run starts with; no zero-debiasing and no warm-up of d (TensorFlow's
-ExponentialMovingAverage without `num_updates`). Not Keras's `use_ema`:
-its averages replace the weights only at the end (`finalize_variable_values`),
-and evaluation mid-run must see them without stopping the training.
+`average = d * average + (1 - d) * weight`, except after step 1, where the
+average becomes the weights (Keras's `use_ema` recipe: so a warm-started
+run averages its own weights, not the initializers'); no zero-debiasing and
+no warm-up of d. Not Keras's `use_ema` itself: its averages replace the
+weights only at the end (`finalize_variable_values`), and evaluation mid-run
+must see them without stopping the training. estimator/moving_average.py
+has the same recipe in a v1 graph.
 """
 
 import contextlib
@@ -29,10 +31,12 @@ class Average(tf.Module):
                     name=weight.name.split(':')[0].replace('/', '_'))
         for weight in self._weights]
 
-  def update(self):
-    """One step of the average; in cross-replica context."""
+  def update(self, step):
+    """The average after optimizer step `step` (counted from 1); in
+    cross-replica context."""
+    decay = tf.where(tf.equal(step, 1), 0.0, self._decay)
     for average, weight in zip(self.averages, self._weights):
-      average.assign(self._decay * average + (1 - self._decay) *
+      average.assign(decay * average + (1 - decay) *
                      tf.cast(weight, average.dtype))
 
   def copy_to_model(self):

@@ -69,5 +69,5 @@ class Updates:
       context.merge_call(lambda _: self._skipped_steps.assign_add(
           tf.cast(counter.loss_scale < before, tf.int64)))
     if self._ema:
-      context.merge_call(lambda _: self._ema.update())
+      context.merge_call(lambda _: self._ema.update(counter.iterations))
     return norm
