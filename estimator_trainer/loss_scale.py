@@ -67,20 +67,21 @@ class V1LossScale:
     return [None if gradient is None else gradient / self.scale
             for gradient in gradients]
 
-  def apply(self, gradients, apply_fn, global_step):
+  def apply(self, gradients, apply_fn, global_step, optimizers):
     """Applies `gradients` (unscaled) with `apply_fn(gradients,
     apply_gradients)` (which applies each optimizer's pairs with
     `apply_gradients(optimizer, pairs, global_step=None)` and counts the
     step) when the replicas' gradients are all finite; else counts the step
-    in `global_step` and skips it. Call in replica context; returns the
-    train op."""
+    in `global_step` and in `optimizers`' own counts, and skips it. Call in
+    replica context; returns the train op."""
     context = tf.distribute.get_replica_context()
     return context.merge_call(
         functools.partial(self._update, apply_fn=apply_fn,
-                          global_step=global_step),
+                          global_step=global_step, optimizers=optimizers),
         args=(_all_finite(gradients), gradients))
 
-  def _update(self, strategy, finite, gradients, apply_fn, global_step):
+  def _update(self, strategy, finite, gradients, apply_fn, global_step,
+              optimizers):
     # The cond in cross-replica context (as Keras's LossScaleOptimizer
     # has it): a strategy takes no merge_call inside a replica's cond
     # branch, so the optimizers apply the replicas' gradients from here,
@@ -110,8 +111,25 @@ class V1LossScale:
 
     def skip():
       return tf.group(global_step.assign_add(1),
+                      *(_count_step(optimizer) for optimizer in optimizers),
                       self._good_steps.assign(0),
                       self.scale.assign(self.scale / 2.0),
                       self.skipped_steps.assign_add(1))
 
     return tf.cond(finite, apply, skip)
+
+
+def _count_step(optimizer):
+  """A skipped step counted by a v1 `optimizer` too: Adam's bias correction
+  (its beta powers) advances, as Keras's optimizers count a skipped step in
+  the `iterations` their Adam corrects by. (Built after the apply branch,
+  which creates the powers.) The others keep no count."""
+  if not isinstance(optimizer, tf.compat.v1.train.AdamOptimizer):
+    return tf.no_op()
+  # pylint: disable=protected-access
+  beta1_power, beta2_power = optimizer._get_beta_accumulators()
+  return tf.group(
+      beta1_power.assign(beta1_power * optimizer._call_if_callable(
+          optimizer._beta1)),
+      beta2_power.assign(beta2_power * optimizer._call_if_callable(
+          optimizer._beta2)))

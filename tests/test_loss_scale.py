@@ -10,7 +10,7 @@ from estimator_trainer import engines
 from estimator_trainer import loss_scale
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.models import cnn
 from estimator_trainer.tf2 import migration
 import engine_params
@@ -101,9 +101,12 @@ def test_estimator_float16_refuses_replicas_of_several_processes(tmp_path):
 
 
 @pytest.mark.slow
-def test_migrate_carries_adam_into_a_float16_run(estimator, tmp_path,
-                                                 mnist_small_dir):
-  """The Adam moments go to the loss-scaling optimizer's inner one."""
+def test_migrate_carries_adam_and_the_loss_scale_into_a_float16_run(
+    estimator, tmp_path, mnist_small_dir, monkeypatch):
+  """A float32 Estimator's Adam moments go to the loss-scaling optimizer's
+  inner one (at the initial scale); a float16 Estimator's scale, good and
+  skipped steps go along too (2 overflowing steps: 2 halvings), and without
+  --precision=mixed_float16 migrate names the flag."""
   def config(model_dir, **overrides):
     return TrainConfig(model_dir=str(model_dir), dataset='mnist',
                        idx_dir=str(mnist_small_dir), global_batch_size=32,
@@ -114,10 +117,31 @@ def test_migrate_carries_adam_into_a_float16_run(estimator, tmp_path,
                     str(tmp_path / 'estimator'))
   moment = tf.train.load_checkpoint(str(tmp_path / 'estimator/model.ckpt-2')
                                     ).get_tensor('conv1/kernel/Adam')
-  carried = tf.train.load_checkpoint(str(tmp_path / 'ctl/ckpt-2')).get_tensor(
-      'optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE')  # conv1's m.
+  carried = tf.train.load_checkpoint(str(tmp_path / 'ctl/ckpt-2'))
   assert np.abs(moment).max() > 0
-  np.testing.assert_array_equal(carried, moment)
+  np.testing.assert_array_equal(carried.get_tensor(
+      'optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE'), moment)  # conv1's m.
+  assert carried.get_tensor(_SCALE_KEY) == loss_scale.INITIAL_SCALE
+
+  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
+  estimator.train(config(tmp_path / 'estimator16', engine='estimator',
+                         precision='mixed_float16'))
+  with pytest.raises(TrainerError, match='give migrate --precision='
+                     'mixed_float16'):
+    migration.convert(config(tmp_path / 'ctl32', engine='ctl'),
+                      str(tmp_path / 'estimator16'))
+  migration.convert(config(tmp_path / 'ctl16', engine='ctl',
+                           precision='mixed_float16'),
+                    str(tmp_path / 'estimator16'))
+  carried = tf.train.load_checkpoint(str(tmp_path / 'ctl16/ckpt-2'))
+  assert carried.get_tensor(_SCALE_KEY) == OVERFLOWING_SCALE / 4
+  assert carried.get_tensor(
+      'optimizer/loss_scale/good_steps/.ATTRIBUTES/VARIABLE_VALUE') == 0
+  assert carried.get_tensor(
+      'skipped_steps/.ATTRIBUTES/VARIABLE_VALUE') == 2
+
+
+_SCALE_KEY = 'optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE'
 
 
 @pytest.fixture(scope='module')

@@ -51,7 +51,8 @@ def train_op(parts, gradients, clip_norm=None, loss_scale=None):
       return apply_gradients(optimizer, pairs, global_step=global_step)
 
   if loss_scale:
-    return loss_scale.apply(gradients, apply, global_step), norm
+    return loss_scale.apply(gradients, apply, global_step,
+                            [optimizer for optimizer, _ in parts]), norm
   return apply(gradients), norm
 
 

@@ -3,9 +3,9 @@ its command line).
 
 Estimator keys a checkpoint by variable name, the TF2 engines by object.
 Every weight (by the names models.check gives), the global step (as the
-optimizer's `iterations`), Adam's moments and --ema_decay's averages are
-placed; a variable that
-cannot be placed fails, naming it.
+optimizer's `iterations`), the optimizers' slots, --ema_decay's averages and
+mixed_float16's loss scale are placed; a variable that cannot be placed
+fails, naming it.
 """
 
 import logging
@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import layout
+from estimator_trainer import loss_scale
 from estimator_trainer import optimizers
 from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
@@ -24,7 +25,6 @@ from estimator_trainer.optimizers import ADAM_BETA_1
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
-
 
 
 def convert(config, source):
@@ -83,6 +83,7 @@ def convert(config, source):
         keras_slots[index].assign(reader.get_tensor(key))
         placed.add(key)
   placed |= _carry_averages(job, reader, checkpoint, names)
+  placed |= _carry_loss_scale(job, reader, checkpoint)
   unplaced = sorted(set(stored) - placed)
   if unplaced:
     linear = (f'--linear_optimizer={config.linear_optimizer}, '
@@ -111,6 +112,30 @@ def _carry_averages(job, reader, checkpoint, names):
                          '--ema_decay?')
     average.assign(reader.get_tensor(key))
   return set(keys)
+
+
+def _carry_loss_scale(job, reader, checkpoint):
+  """The Estimator's dynamic loss scale (loss_scale.V1LossScale: one for
+  every part) in each part's loss-scaling optimizer, its skipped steps in
+  the job's; returns their keys. A float32 checkpoint starts a float16 run
+  at the initial scale."""
+  keys = {name: f'{loss_scale.FLOAT16}/{name}'
+          for name in ('loss_scale', 'good_steps', 'skipped_steps')}
+  if not reader.has_tensor(keys['loss_scale']):
+    return set()
+  if job.skipped_steps is None:
+    raise TrainerError(f'{checkpoint} was trained with --precision='
+                       f'{loss_scale.FLOAT16} (it holds {keys["loss_scale"]})'
+                       f': give migrate --precision={loss_scale.FLOAT16}')
+  for optimizer, _ in job.optimizer_parts:
+    # Keras keeps the scale's variables in a private state object (no
+    # setter); reading `loss_scale` first creates them.
+    optimizer.loss_scale  # pylint: disable=pointless-statement
+    state = optimizer._loss_scale  # pylint: disable=protected-access
+    state.current_loss_scale.assign(reader.get_tensor(keys['loss_scale']))
+    state.counter.assign(reader.get_tensor(keys['good_steps']))
+  job.skipped_steps.assign(reader.get_tensor(keys['skipped_steps']))
+  return set(keys.values())
 
 
 def _optimizer_of(stored):
