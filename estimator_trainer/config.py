@@ -350,9 +350,6 @@ class TrainConfig:
     if self.eval_strategy != 'default':
       raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
                        'under the training --strategy')
-    if self.ema_decay and self.strategy == 'parameter_server':
-      raise UsageError('--ema_decay: not under --strategy=parameter_server '
-                       '(its workers apply the steps)')
     if self.early_stopping_evals and self.cluster and (
         self.cluster.has_evaluator):
       raise UsageError(

@@ -19,6 +19,7 @@ from estimator_trainer import export_policy
 from estimator_trainer import layout
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 from cluster_launch import LAUNCHER, launch, task_lines
+import cnn_weights
 import scripts_dir
 
 # Clusters on free ports, picked before they bind; their tasks race.
@@ -345,14 +346,16 @@ def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
 def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   """TensorFlow 2's ParameterServerStrategy: the chief's ClusterCoordinator
   sends the steps to the workers; an evaluator task, or else the chief,
-  evaluates the checkpoints."""
+  evaluates the checkpoints. With --ema_decay (each worker's step updates
+  the average on the ps), what they evaluate is the average."""
   model_dir = tmp_path / 'model'
   result = launch(
       ['--chief', '--workers=2', '--ps=1',
        *(['--evaluator'] if evaluator else [])],
       _flags(model_dir, mnist_small_dir, f'--engine={engine}',
              '--strategy=parameter_server', '--train_steps=140',
-             '--save_checkpoints_steps=50', '--export=latest'))
+             '--save_checkpoints_steps=50', '--export=latest',
+             '--ema_decay=0.9'))
   assert result.returncode == 0, result.stdout[-5000:]
   codes = 'chief:0=0, worker:0=0, worker:1=0, ps:0=0' + (
       ', evaluator:0=0' if evaluator else '')
@@ -378,6 +381,12 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   assert metrics['accuracy'] > 0.7  # Fashion-MNIST: 0.79 (ctl), 0.80 (keras).
   print(f'{engine}, parameter servers, evaluated by {evaluating}: accuracy '
         f'{metrics["accuracy"]:.4f} at step 140')
+  averaged = cnn_weights.mean_test_loss(
+      cnn_weights.tf2_averages(model_dir / 'ckpt-140'), mnist_small_dir)
+  raw = cnn_weights.mean_test_loss(
+      cnn_weights.tf2_weights(model_dir / 'ckpt-140'), mnist_small_dir)
+  assert metrics['average_loss'] == pytest.approx(averaged, rel=1e-4)
+  assert abs(raw - averaged) > 1e-4
 
 
 def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):

@@ -15,6 +15,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.models import cnn
 from estimator_trainer.tf2 import migration
+import cnn_weights
 import engine_params
 import serve_export
 
@@ -39,10 +40,7 @@ def _weights(model_dir, step):
   if list(model_dir.glob('model.ckpt-*')):  # The estimator engine's.
     reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
     return [reader.get_tensor(name) for name in _estimator_names()]
-  model = cnn()
-  tf.train.Checkpoint(model=model).restore(
-      f'{model_dir}/ckpt-{step}').expect_partial()
-  return [w.numpy() for w in model.weights]
+  return cnn_weights.tf2_weights(f'{model_dir}/ckpt-{step}')
 
 
 def _averages(model_dir, step):
@@ -50,9 +48,7 @@ def _averages(model_dir, step):
     reader = tf.train.load_checkpoint(f'{model_dir}/model.ckpt-{step}')
     return [reader.get_tensor(f'{name}/ExponentialMovingAverage')
             for name in _estimator_names()]
-  reader = tf.train.load_checkpoint(f'{model_dir}/ckpt-{step}')
-  return [reader.get_tensor(f'ema/averages/{i}/.ATTRIBUTES/VARIABLE_VALUE')
-          for i in range(len(cnn().weights))]
+  return cnn_weights.tf2_averages(f'{model_dir}/ckpt-{step}')
 
 
 def _computed_average(model_dir, steps=STEPS):
@@ -63,17 +59,6 @@ def _computed_average(model_dir, steps=STEPS):
     average = [DECAY * mean + (1 - DECAY) * weight
                for mean, weight in zip(average, _weights(model_dir, step))]
   return average
-
-
-def _average_loss(weights, idx_dir):
-  """The test set's mean cross-entropy of the CNN with `weights`."""
-  model = cnn()
-  model.set_weights(weights)
-  images, labels = next(iter(sources.IdxSource('mnist', str(idx_dir)).dataset(
-      sources.TEST).batch(100_000)))
-  logits = model(tf.cast(images, tf.float32) / 255.0)
-  return float(tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-      labels, logits, from_logits=True)))
 
 
 @pytest.mark.slow
@@ -92,8 +77,8 @@ def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
   for average, computed in zip(_averages(once, STEPS), expected):
     np.testing.assert_allclose(average, computed, rtol=1e-5, atol=1e-7)
   metrics = json.loads((once / 'metrics.json').read_text())
-  averaged_loss = _average_loss(expected, mnist_small_dir)
-  raw_loss = _average_loss(_weights(once, STEPS), mnist_small_dir)
+  averaged_loss = cnn_weights.mean_test_loss(expected, mnist_small_dir)
+  raw_loss = cnn_weights.mean_test_loss(_weights(once, STEPS), mnist_small_dir)
   print(f'{engine}: metrics.json average_loss {metrics["average_loss"]:.6f}, '
         f'of the averages {averaged_loss:.6f}, of the raw weights '
         f'{raw_loss:.6f}')
