@@ -331,13 +331,10 @@ class TrainConfig:
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
     if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
-        self.strategy not in ('default', 'one_device', 'mirrored')):
-      # Its replicas decide to skip from each other's gradients, which only
-      # one process holds.
-      raise UsageError(f'--precision=mixed_float16: --engine=estimator '
-                       f'trains on the replicas of one process, not '
-                       f'--strategy={self.strategy}; use --engine=ctl or '
-                       'keras')
+        self.strategy == 'parameter_server'):
+      raise UsageError('--precision=mixed_float16: --engine=estimator does '
+                       'not scale the loss under --strategy=parameter_server;'
+                       ' use --engine=ctl or keras')
     if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
         '://' not in self.warm_start_from):
       raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '

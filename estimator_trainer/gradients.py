@@ -53,11 +53,18 @@ def clip_summed(gradients, clip_norm):
   return tf.clip_by_global_norm(_summed_over_replicas(gradients), clip_norm)
 
 
+def norm_of_sum(gradients):
+  """The global norm of the replicas' summed `gradients` (in a replica
+  context), the same on every replica. Costs an all-reduce of the
+  gradients beside the optimizer's own."""
+  return tf.linalg.global_norm(_summed_over_replicas(gradients))
+
+
 def clip_shares(gradients, clip_norm):
   """(this replica's `gradients` scaled as the replicas' sum is clipped to
   global norm `clip_norm`, the sum's global norm): for an optimizer whose
   apply_gradients sums the replicas' gradients (tf.compat.v1.train's), the
-  clipped sum. Costs a second all-reduce of the gradients."""
-  norm = tf.linalg.global_norm(_summed_over_replicas(gradients))
+  clipped sum."""
+  norm = norm_of_sum(gradients)
   clipped, _ = tf.clip_by_global_norm(gradients, clip_norm, use_norm=norm)
   return clipped, norm

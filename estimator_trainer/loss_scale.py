@@ -15,6 +15,8 @@ import functools
 
 import tensorflow as tf
 
+from estimator_trainer import gradients as gradients_lib
+
 INITIAL_SCALE = 2.0**15
 GROWTH_STEPS = 2000
 
@@ -67,18 +69,26 @@ class V1LossScale:
     return [None if gradient is None else gradient / self.scale
             for gradient in gradients]
 
-  def apply(self, gradients, apply_fn, global_step, optimizers):
+  def apply(self, gradients, apply_fn, global_step, optimizers,
+            norm_of_sum=None):
     """Applies `gradients` (unscaled) with `apply_fn(gradients,
     apply_gradients)` (which applies each optimizer's pairs with
     `apply_gradients(optimizer, pairs, global_step=None)` and counts the
     step) when the replicas' gradients are all finite; else counts the step
-    in `global_step` and in `optimizers`' own counts, and skips it. Call in
-    replica context; returns the train op."""
+    in `global_step` and in `optimizers`' own counts, and skips it.
+    `norm_of_sum`: the replicas' summed gradient's norm, if the caller has
+    it. Call in replica context; returns the train op."""
     context = tf.distribute.get_replica_context()
+    if norm_of_sum is None and _replicas_elsewhere(context):
+      # Other processes' replicas too (multi_worker_mirrored): any overflow
+      # makes the sum's norm non-finite on every replica alike.
+      norm_of_sum = gradients_lib.norm_of_sum(gradients)
+    finite = (_all_finite(gradients) if norm_of_sum is None else
+              tf.math.is_finite(norm_of_sum))
     return context.merge_call(
         functools.partial(self._update, apply_fn=apply_fn,
                           global_step=global_step, optimizers=optimizers),
-        args=(_all_finite(gradients), gradients))
+        args=(finite, gradients))
 
   def _update(self, strategy, finite, gradients, apply_fn, global_step,
               optimizers):
@@ -87,10 +97,8 @@ class V1LossScale:
     # branch, so the optimizers apply the replicas' gradients from here,
     # as their apply_gradients' own merge_call would.
     # Any replica's overflow overflows the sum: one decision for all, from
-    # every replica's finiteness, which this process holds. (Not an
-    # all_reduce in replica context: it hung the session under
-    # MirroredStrategy, probably a collective unordered against the
-    # accuracy's.)
+    # every replica's finiteness, which this process holds (or, with
+    # replicas in other processes, each the sum's).
     finite = tf.reduce_all(tf.stack(
         strategy.experimental_local_results(finite)))
 
@@ -117,6 +125,13 @@ class V1LossScale:
                       self.skipped_steps.assign_add(1))
 
     return tf.cond(finite, apply, skip)
+
+
+def _replicas_elsewhere(context):
+  """Whether some of the replicas in sync are in other processes."""
+  return context.num_replicas_in_sync > 1 and (
+      context.num_replicas_in_sync > len(
+          context.strategy.extended.worker_devices))
 
 
 def _count_step(optimizer):

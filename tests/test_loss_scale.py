@@ -1,6 +1,9 @@
 """--precision=mixed_float16: dynamic loss scaling in every engine, on 2
 mirrored replicas (float16 runs on CPU, slowly: a few steps)."""
 
+import os
+import pathlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,6 +16,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.models import cnn
 from estimator_trainer.tf2 import migration
+from cluster_launch import launch
 import engine_params
 import tabular_sets
 import test_wide_deep_optimizers as wide_deep
@@ -94,10 +98,52 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
   assert losses[STEPS] < 0.9 * losses[1], losses
 
 
-def test_estimator_float16_refuses_replicas_of_several_processes(tmp_path):
+def test_estimator_float16_refuses_parameter_servers(tmp_path):
   with pytest.raises(UsageError, match='mixed_float16'):
     TrainConfig(model_dir=str(tmp_path), engine='estimator',
-                precision='mixed_float16', strategy='multi_worker_mirrored')
+                precision='mixed_float16', strategy='parameter_server')
+
+
+@pytest.mark.slow
+@pytest.mark.estimator
+@pytest.mark.serial  # A cluster on free ports.
+def test_estimator_float16_on_two_workers_skips_as_one_process(
+    tmp_path, mnist_small_dir, monkeypatch):
+  """2 multi_worker_mirrored workers from an overflowing scale skip the
+  steps 2 mirrored replicas of one process skip, step by step (each worker
+  decides from the replicas' summed gradient, not from its own: a worker
+  that skipped alone would wait for the other's all-reduce)."""
+  steps = 8
+  flags = dict(engine='estimator', precision='mixed_float16',
+               global_batch_size=32, train_steps=steps, optimizer='sgd',
+               learning_rate=0.05, lr_decay='none', shuffle_buffer=0,
+               export='none', seed=42, save_summary_steps=1)
+  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
+  engines.ENGINES['estimator'].run(TrainConfig(
+      model_dir=str(tmp_path / 'one'), dataset='mnist',
+      idx_dir=str(mnist_small_dir), mode='train', strategy='mirrored',
+      cpu_replicas=2, **flags))
+  monkeypatch.setenv('PYTHONPATH', os.pathsep.join(
+      [str(OVERFLOW_SITE), os.environ.get('PYTHONPATH', '')]))
+  two = launch(['--workers=2'], [
+      f'--model_dir={tmp_path / "two"}', '--dataset=mnist',
+      f'--idx_dir={mnist_small_dir}', '--strategy=multi_worker_mirrored',
+      '--cluster_timeout_secs=120',
+      *(f'--{name}={value}' for name, value in flags.items())])
+  assert two.returncode == 0, two.stdout[-5000:]
+  one, two = (_summaries(tmp_path / name, 'loss_scale')
+              for name in ('one', 'two'))
+  print(f'loss_scale trace (step: scale) of 1 process and of 2 workers: '
+        f'{one}')
+  assert sorted(one) == list(range(1, steps + 1))
+  assert two == one
+  halvings = sum(one[step] < one.get(step - 1, OVERFLOWING_SCALE)
+                 for step in one)
+  assert 0 < halvings < steps
+  assert _summaries(tmp_path / 'two', 'skipped_steps')[steps] == halvings
+
+
+OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'
 
 
 @pytest.mark.slow

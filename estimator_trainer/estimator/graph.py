@@ -52,7 +52,8 @@ def train_op(parts, gradients, clip_norm=None, loss_scale=None):
 
   if loss_scale:
     return loss_scale.apply(gradients, apply, global_step,
-                            [optimizer for optimizer, _ in parts]), norm
+                            [optimizer for optimizer, _ in parts],
+                            norm), norm
   return apply(gradients), norm
 
 
