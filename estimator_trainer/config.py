@@ -330,10 +330,12 @@ class TrainConfig:
       # (its distribute coordinator; tensorflow#46556).
       raise UsageError('in a TF_CONFIG cluster, train with '
                        '--mode=train_and_evaluate')
-    if (self.engine == 'estimator' and self.precision == 'mixed_float16' and
+    if (self.engine == 'estimator' and self.precision != 'float32' and
         self.strategy == 'parameter_server'):
-      raise UsageError('--precision=mixed_float16: --engine=estimator does '
-                       'not scale the loss under --strategy=parameter_server;'
+      # Keras refuses mixed_float16 under ParameterServerStrategyV1, and
+      # its graph's fused bfloat16 convolutions have no CPU kernel.
+      raise UsageError(f'--precision={self.precision}: --engine=estimator '
+                       'trains in float32 under --strategy=parameter_server;'
                        ' use --engine=ctl or keras')
     if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
         '://' not in self.warm_start_from):

@@ -98,10 +98,16 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
   assert losses[STEPS] < 0.9 * losses[1], losses
 
 
-def test_estimator_float16_refuses_parameter_servers(tmp_path):
-  with pytest.raises(UsageError, match='mixed_float16'):
+@pytest.mark.parametrize('precision', ['mixed_float16', 'mixed_bfloat16'])
+def test_estimator_mixed_precision_refuses_parameter_servers(tmp_path,
+                                                             precision):
+  """Keras refuses mixed_float16 under Estimator's ParameterServerStrategyV1
+  (a ValueError from the model); bfloat16 failed at its first step."""
+  with pytest.raises(UsageError, match=f'--precision={precision}: '
+                     '--engine=estimator trains in float32 under '
+                     '--strategy=parameter_server'):
     TrainConfig(model_dir=str(tmp_path), engine='estimator',
-                precision='mixed_float16', strategy='parameter_server')
+                precision=precision, strategy='parameter_server')
 
 
 @pytest.mark.slow
