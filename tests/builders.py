@@ -1,6 +1,8 @@
 """Model builders of the kind users bring (`--model=builders:<name>` with
 this directory on PYTHONPATH), good and bad."""
 
+import random
+
 import tensorflow as tf
 
 from estimator_trainer import models
@@ -99,8 +101,11 @@ def bn_cnn(input_shape, num_classes, seed=None, momentum=0.999):
   ])
 
 
-def mobilenet_v2(input_shape, num_classes):
+def mobilenet_v2(input_shape, num_classes, seed=None):
   """Keras Applications' MobileNetV2, untrained, at its smallest width."""
+  if seed is not None:
+    # Its initializers take no seed: Keras draws theirs from Python's random.
+    random.seed(seed)
   return tf.keras.applications.MobileNetV2(
       weights=None, input_shape=input_shape, classes=num_classes, alpha=0.35,
       classifier_activation=None)

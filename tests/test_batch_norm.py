@@ -248,19 +248,21 @@ def test_the_statistics_are_the_global_batches_on_1_and_2_replicas(
     'test_recomputed_statistics_make_the_evaluation_right')
 def test_keras_applications_mobilenet_v2(tmp_path_factory, tmp_path, caplog):
   """Keras Applications' MobileNetV2 (momentum 0.999) evaluates at chance
-  after 100 steps (90 % of the initial statistics left); resumed for one
-  more step with the recompute, well."""
+  after 60 steps (94 % of the initial statistics left); resumed for one
+  more step with the recompute, well. Its initial weights are the seed's:
+  from unseeded ones, 100 steps at half the rate once ended at 0.86."""
   data_dir = _write(tmp_path_factory.mktemp('colors32'), 32)
   caplog.set_level(logging.WARNING)
   results = [_train(_config(
       tmp_path, data_dir, engine='ctl', model=builders.mobilenet_v2,
-      global_batch_size=16, train_steps=steps, bn_recompute_batches=batches))
-             for steps, batches in [(100, 0), (101, 8)]]
+      global_batch_size=16, learning_rate=0.01, train_steps=steps,
+      bn_recompute_batches=batches))
+             for steps, batches in [(60, 0), (61, 8)]]
   print(f'MobileNetV2 eval accuracy: {results[0]["accuracy"]:.4f} at step '
-        f'100, {results[1]["accuracy"]:.4f} recomputed at step 101')
+        f'60, {results[1]["accuracy"]:.4f} recomputed at step 61')
   assert len(_warnings(caplog, STALE)) == 1
   assert results[0]['accuracy'] < 0.5  # Chance: 1/3.
-  assert results[1]['global_step'] == 101
+  assert results[1]['global_step'] == 61
   assert results[1]['accuracy'] > 0.9
 
 

@@ -16,6 +16,8 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import stack
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.tf2 import migration
 import scripts_dir
 import serve_export
 
@@ -93,21 +95,16 @@ def test_savedmodels_of_either_stack_serve_alike_on_both(mnist_small_dir,
 
 @pytest.mark.estimator
 def test_the_migration_tools_output_trains_on_the_other_stack(
-    tmp_path, mnist_small_dir):
+    estimator, tmp_path, mnist_small_dir):
   """On the Estimator stack: an Estimator model_dir carried over, then
-  trained on by ctl on the other stack."""
+  trained on by ctl on the other stack. Trained and carried over in this
+  process: the migrate command itself is test_migrate's."""
   source, target = tmp_path / 'estimator', tmp_path / 'ctl'
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run',
-       f'--model_dir={source}', '--dataset=mnist',
-       f'--idx_dir={mnist_small_dir}', '--train_steps=20', '--export=none'],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.migrate', f'--from={source}',
-       f'--to={target}', '--dataset=mnist', f'--idx_dir={mnist_small_dir}'],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
+  config = lambda model_dir, **kw: TrainConfig(
+      model_dir=str(model_dir), dataset='mnist',
+      idx_dir=str(mnist_small_dir), **kw)
+  estimator.train(config(source, train_steps=20))
+  migration.convert(config(target, engine='ctl'), str(source))
   log = _train(OTHER, target, mnist_small_dir, 30)
   assert f'Restoring {target}/ckpt-20' in log
   assert json.loads((target / 'metrics.json').read_text())['global_step'] == 30

@@ -13,33 +13,40 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import engines
 from estimator_trainer import stack
 from estimator_trainer import summaries
+from estimator_trainer.config import TrainConfig
 
 # In one pytest-xdist worker: the runs and the server they share are made once.
 pytestmark = pytest.mark.xdist_group('tensorboard')
 
-_RUNS = {'lr_1e-3': ['--learning_rate=0.001', '--train_steps=60'],
-         'lr_3e-3': ['--learning_rate=0.003', '--train_steps=30']}
+_RUNS = {'lr_1e-3': {'learning_rate': 0.001, 'train_steps': 60},
+         'lr_3e-3': {'learning_rate': 0.003, 'train_steps': 30}}
+_FLAGS = {'dataset': 'mnist', 'save_checkpoints_steps': 30,
+          'save_summary_steps': 10, 'log_step_count_steps': 10,
+          'throttle_secs': 0, 'export': 'none'}
 
 
 @pytest.fixture(scope='module')
 def logdir(tmp_path_factory, mnist_small_dir):
-  """Two short runs under one parent directory, as users compare runs."""
+  """Two short runs under one parent directory, as users compare runs: the
+  first through the command line, whose console is checked; the second in
+  this process (the same event files, without a second process's start)."""
   parent = tmp_path_factory.mktemp('runs')
-  for name, flags in _RUNS.items():
-    result = subprocess.run(
-        [sys.executable, '-m', 'estimator_trainer.run',
-         f'--model_dir={parent / name}', '--dataset=mnist',
-         f'--idx_dir={mnist_small_dir}', '--save_checkpoints_steps=30',
-         '--save_summary_steps=10', '--log_step_count_steps=10',
-         '--throttle_secs=0', '--export=none',
-         *flags],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    # Not a terminal: plain progress lines, ending at the last step.
-    steps = flags[-1].split('=')[1]
-    assert f'step {steps}/{steps} (100%) loss ' in result.stderr
+  (first, flags), (second, second_flags) = _RUNS.items()
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={parent / first}', f'--idx_dir={mnist_small_dir}',
+       *(f'--{name}={value}' for name, value in {**_FLAGS, **flags}.items())],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  # Not a terminal: plain progress lines, ending at the last step.
+  steps = flags['train_steps']
+  assert f'step {steps}/{steps} (100%) loss ' in result.stderr
+  config = TrainConfig(model_dir=str(parent / second),
+                       idx_dir=str(mnist_small_dir), **_FLAGS, **second_flags)
+  engines.ENGINES[config.engine].run(config)
   return parent
 
 
