@@ -150,8 +150,12 @@ flags.DEFINE_float('learning_rate', 2e-3,
                    '--workload=census: the learning rate, for all (the '
                    'canned DNNClassifier\'s Adagrad default: 0.05).')
 flags.DEFINE_string('model', 'cnn', 'The --model every configuration trains.')
-flags.DEFINE_enum('precision', 'float32', ['float32', 'mixed_bfloat16'],
-                  'The --precision of every configuration.')
+flags.DEFINE_enum('precision', 'float32',
+                  ['float32', 'mixed_bfloat16', 'mixed_float16'],
+                  'The --precision of every configuration (mixed_float16: '
+                  'for GPUs; the engines and fit scale the loss, the plain '
+                  'Estimator and model_step do not, as plain code would '
+                  'not).')
 flags.DEFINE_list(
     'synthetic_shape', None,
     'H,W,C: train on random images of this shape (10 classes, TFRecords '

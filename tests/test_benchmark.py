@@ -87,6 +87,25 @@ def test_ratios_pair_the_runs_of_each_round():
 
 
 @pytest.mark.slow
+def test_float16_rows(tmp_path):
+  """--precision=mixed_float16 (GPUs' rows): the engines and fit run in it,
+  the engines with their loss scale."""
+  engine = 'estimator' if stack.has_estimator() else 'ctl'
+  configs = [f'{engine}_default', 'keras_default', 'fit_default']
+  output = tmp_path / 'result.json'
+  result = subprocess.run(
+      [sys.executable, str(SCRIPT), '--steps=12', '--summary_steps=4',
+       '--precision=mixed_float16', f'--configs={",".join(configs)}',
+       f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = json.loads(output.read_text())['rows']
+  assert [row['config'] for row in rows] == configs
+  for row in rows:
+    assert row['examples_per_second'] > 0, row
+
+
+@pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""
   engine = 'estimator' if stack.has_estimator() else 'ctl'
