@@ -54,9 +54,8 @@ WORKLOADS = {
     'census': ('estimator_default', 'ctl_default', 'keras_default',
                *(name for name in TABULAR_CONFIGS
                  if name != 'canned_wide_deep')),
-    # Wide & deep with an optimizer per part (FTRL for the wide part), which
-    # Keras's fit cannot take: the canned DNNLinearCombinedClassifier beside
-    # the estimator and ctl engines.
+    # Wide & deep with an optimizer per part (FTRL for the wide part): the
+    # canned DNNLinearCombinedClassifier beside the engines.
     'census_wide_deep': ('estimator_default', 'ctl_default',
                          'keras_default', 'canned_wide_deep'),
 }
