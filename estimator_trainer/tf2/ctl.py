@@ -8,7 +8,6 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
-from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
@@ -36,32 +35,27 @@ class _Trainer:
 
   def _replica_step(self, batches):
     """One optimizer step on `batches`, --accumulate_steps micro-batches of
-    this replica: their gradients summed, each of a loss per global batch
-    times the micro-batches (so the step is one on all of them at once)."""
+    this replica, each of a loss per global batch divided by their count
+    (so the step is one on all of them at once)."""
     model, head = self._job.model, self._job.head
-    updates = self._updates
-    gradients, step_loss = updates.zeros(), 0.0
-    for features, labels in batches:
+
+    def loss_of(micro_batch):
+      features, labels = micro_batch
       weights = features.get('weight')
-      with updates.tape() as tape:
-        logits = model(models.model_inputs(features), training=True)
-        loss = head.replica_training_loss(
-            labels, logits, self._job.global_batch_size, model.losses,
-            weights) / len(batches)
-        scaled_losses = updates.scaled_losses(loss)
-      gradients = [gradients_lib.add(total, gradient) for total, gradient in
-                   zip(gradients, updates.gradients(tape, loss,
-                                                    scaled_losses))]
-      step_loss += loss
+      logits = model(models.model_inputs(features), training=True)
       self.loss.update_state(head.per_example_loss(labels, logits),
                              sample_weight=weights)
       if self.accuracy is not None:
         self.accuracy.update_state(head.correct(labels, logits),
                                    sample_weight=weights)
-    norm = updates.apply(gradients)
+      return head.replica_training_loss(
+          labels, logits, self._job.global_batch_size, model.losses,
+          weights) / len(batches)
+
+    loss, norm = self._updates.step(batches, loss_of)
     if norm is not None:
       self.gradient_norm.update_state(norm)
-    return step_loss
+    return loss
 
   def read_metrics(self):
     accuracy = (float(self.accuracy.result()) if self.accuracy is not None

@@ -14,7 +14,6 @@ runs to each checkpoint step in turn.
 
 import tensorflow as tf
 
-from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
@@ -40,8 +39,8 @@ class _Callback(tf.keras.callbacks.Callback):
     # Keras's means since its metrics were reset.
     loss = float(logs['loss'])
     accuracy = logs.get('accuracy')
-    others = {name: float(logs[name]) for name in ('gradient_norm',)
-              if name in logs}
+    others = ({'gradient_norm': float(logs['gradient_norm'])}
+              if 'gradient_norm' in logs else {})
     if controller.after_steps(controller.job.step, loss, lambda: (
         loss, None if accuracy is None else float(accuracy), others)):
       self.model.reset_metrics()  # The next summary's: from this step on.
@@ -113,19 +112,14 @@ class _FitModel(tf.keras.Model):
     micro_batches = [data] if count == 1 else [
         tf.nest.map_structure(lambda tensor, i=i: tensor[i], data)
         for i in range(count)]
-    updates = self._updates
-    gradients = updates.zeros()
-    for batch in micro_batches:
-      x, y, weights = tf.keras.utils.unpack_x_y_sample_weight(batch)
-      with updates.tape() as tape:
-        y_pred = self.inner(x, training=True)
-        loss = self.compute_loss(x, y, y_pred, weights) / count
-        scaled_losses = updates.scaled_losses(loss)
-      gradients = [gradients_lib.add(total, gradient) for total, gradient in
-                   zip(gradients, updates.gradients(tape, loss,
-                                                    scaled_losses))]
+
+    def loss_of(micro_batch):
+      x, y, weights = tf.keras.utils.unpack_x_y_sample_weight(micro_batch)
+      y_pred = self.inner(x, training=True)
       self.compute_metrics(x, y, y_pred, weights)
-    norm = updates.apply(gradients)
+      return self.compute_loss(x, y, y_pred, weights) / count
+
+    _, norm = self._updates.step(micro_batches, loss_of)
     if norm is not None:
       self.gradient_norm.update_state(norm)
     return {metric.name: metric.result() for metric in self.metrics}

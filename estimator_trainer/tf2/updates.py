@@ -1,6 +1,6 @@
 """A TF2 engine's optimizer step on a replica, the same in ctl's loop and
 Keras fit's `train_step`: the gradients of a loss (unscaled under
-mixed_float16), summed over micro-batches by the caller, then applied by
+mixed_float16), summed over the step's micro-batches, then applied by
 each part's optimizer, clipped after the replicas' sum
 (--clip_global_norm), followed by the moving average (--ema_decay) and the
 count of steps skipped on overflow.
@@ -24,30 +24,36 @@ class Updates:
     self._skipped_steps = job.skipped_steps
     self._scaled = loss_scale.is_scaled(job.optimizer)  # mixed_float16
 
-  def tape(self):
-    """A tape for `gradients` (which may differentiate once per part)."""
-    return tf.GradientTape(persistent=self._scaled and len(self._parts) > 1)
+  def step(self, micro_batches, loss_of):
+    """One optimizer step on `micro_batches` (this replica's): the sum of
+    the gradients of `loss_of(micro_batch)` (its loss per global batch
+    divided by their count; called inside the tape), applied. Returns (the
+    summed loss, the summed gradient's norm before clipping or None)."""
+    gradients = [None] * len(optimizers.variables_of(self._parts))
+    total = 0.0
+    for micro_batch in micro_batches:
+      # Persistent when each part differentiates its own scaled loss.
+      with tf.GradientTape(
+          persistent=self._scaled and len(self._parts) > 1) as tape:
+        loss = loss_of(micro_batch)
+        scaled_losses = self._scaled and [optimizer.get_scaled_loss(loss)
+                                          for optimizer, _ in self._parts]
+      gradients = [gradients_lib.add(sum_, gradient) for sum_, gradient in
+                   zip(gradients, self._gradients(tape, loss, scaled_losses))]
+      total += loss
+    return total, self._apply(gradients)
 
-  def scaled_losses(self, loss):
-    """Inside the tape: the loss each part's optimizer differentiates
-    (under mixed_float16 each keeps its own scale); None without scaling."""
-    return self._scaled and [optimizer.get_scaled_loss(loss)
-                             for optimizer, _ in self._parts]
-
-  def gradients(self, tape, loss, scaled_losses):
-    """`tape`'s gradients of `loss` for the parts' variables (those of the
-    scaled losses, unscaled, under mixed_float16)."""
+  def _gradients(self, tape, loss, scaled_losses):
+    """`tape`'s gradients of `loss` for the parts' variables (under
+    mixed_float16 those of each part's scaled loss, unscaled: each part's
+    optimizer keeps its own scale)."""
     if not scaled_losses:
       return tape.gradient(loss, optimizers.variables_of(self._parts))
     return [gradient for (optimizer, variables), scaled_loss in zip(
         self._parts, scaled_losses) for gradient in optimizer.get_unscaled_gradients(
             tape.gradient(scaled_loss, variables))]
 
-  def zeros(self):
-    """The start of a sum of micro-batches' gradients (gradients_lib.add)."""
-    return [None] * len(optimizers.variables_of(self._parts))
-
-  def apply(self, gradients):
+  def _apply(self, gradients):
     """Applies this replica's `gradients` (of a loss per global batch); returns
     the global norm of the replicas' summed gradient before clipping, or None
     without --clip_global_norm."""
