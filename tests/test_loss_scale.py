@@ -27,6 +27,10 @@ import test_wide_deep_optimizers as wide_deep
 OVERFLOWING_SCALE = 2.0**26
 GROWTH_STEPS = 4
 STEPS = 24
+# On the PYTHONPATH of cluster tasks: their scale starts at OVERFLOWING_SCALE.
+OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'
+_SCALE_KEY = ('optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/'
+              'VARIABLE_VALUE')
 
 
 def _summaries(directory, tag):
@@ -149,8 +153,6 @@ def test_estimator_float16_on_two_workers_skips_as_one_process(
   assert _summaries(tmp_path / 'two', 'skipped_steps')[steps] == halvings
 
 
-OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'
-
 
 @pytest.mark.slow
 def test_migrate_carries_adam_and_the_loss_scale_into_a_float16_run(
@@ -192,8 +194,6 @@ def test_migrate_carries_adam_and_the_loss_scale_into_a_float16_run(
   assert carried.get_tensor(
       'skipped_steps/.ATTRIBUTES/VARIABLE_VALUE') == 2
 
-
-_SCALE_KEY = 'optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE'
 
 
 @pytest.fixture(scope='module')
