@@ -153,7 +153,6 @@ def test_estimator_float16_on_two_workers_skips_as_one_process(
   assert _summaries(tmp_path / 'two', 'skipped_steps')[steps] == halvings
 
 
-
 @pytest.mark.slow
 def test_migrate_carries_adam_and_the_loss_scale_into_a_float16_run(
     estimator, tmp_path, mnist_small_dir, monkeypatch):
@@ -193,7 +192,6 @@ def test_migrate_carries_adam_and_the_loss_scale_into_a_float16_run(
       'optimizer/loss_scale/good_steps/.ATTRIBUTES/VARIABLE_VALUE') == 0
   assert carried.get_tensor(
       'skipped_steps/.ATTRIBUTES/VARIABLE_VALUE') == 2
-
 
 
 @pytest.fixture(scope='module')

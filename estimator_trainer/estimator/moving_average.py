@@ -1,6 +1,5 @@
-"""--ema_decay in the estimator engine's graphs: the TF2 engines' recipe
-(tf2/ema.py: `d * average + (1 - d) * weight` after every step, the
-weights themselves after step 1, no zero-debiasing), in variables named as
+"""--ema_decay in the estimator engine's graphs: ema_recipe.py's recipe, as
+in the TF2 engines, in variables named as
 tf.compat.v1.train.ExponentialMovingAverage names them
 (`<weight>/ExponentialMovingAverage`), so its `variables_to_restore` loads
 them into the model of the EVAL and PREDICT graphs (evaluation and
@@ -8,6 +7,7 @@ exports)."""
 
 import tensorflow as tf
 
+from estimator_trainer import ema_recipe
 from estimator_trainer.layout import AVERAGE_SUFFIX
 
 
@@ -34,11 +34,8 @@ class Average:
   def update(self, step):
     """The op of the average after the step's update; `step` the global
     step then (counted from 1)."""
-    decay = tf.where(tf.equal(step, 1), 0.0, self._decay)
-    return tf.group(*(
-        average.assign(decay * average + (1 - decay) *
-                       tf.cast(weight, average.dtype))
-        for average, weight in zip(self._averages, self._weights)))
+    return tf.group(*ema_recipe.moved(self._averages, self._weights,
+                                      self._decay, step))
 
 
 def scaffold(weights, decay):

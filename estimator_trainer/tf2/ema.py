@@ -2,20 +2,17 @@
 model's weights (trainable ones and batch norm's moving statistics), which
 evaluation, --export and metrics.json use while the raw weights train.
 
-The recipe: after every step (skipped float16 steps included),
-`average = d * average + (1 - d) * weight`, except after step 1, where the
-average becomes the weights (Keras's `use_ema` recipe: so a warm-started
-run averages its own weights, not the initializers'); no zero-debiasing and
-no warm-up of d. Not Keras's `use_ema` itself: its averages replace the
-weights only at the end (`finalize_variable_values`), and evaluation mid-run
-must see them without stopping the training. estimator/moving_average.py
-has the same recipe in a v1 graph.
+The recipe is ema_recipe.py's, as in the estimator engine. Not Keras's
+`use_ema` itself: its averages replace the weights only at the end
+(`finalize_variable_values`), and evaluation mid-run must see them without
+stopping the training.
 """
 
 import contextlib
 
 import tensorflow as tf
 
+from estimator_trainer import ema_recipe
 from estimator_trainer.errors import UsageError
 
 
@@ -34,10 +31,7 @@ class Average(tf.Module):
   def update(self, step):
     """The average after optimizer step `step` (counted from 1); in
     cross-replica context."""
-    decay = tf.where(tf.equal(step, 1), 0.0, self._decay)
-    for average, weight in zip(self.averages, self._weights):
-      average.assign(decay * average + (1 - decay) *
-                     tf.cast(weight, average.dtype))
+    ema_recipe.moved(self.averages, self._weights, self._decay, step)
 
   def copy_to_model(self):
     for average, weight in zip(self.averages, self._weights):
