@@ -116,8 +116,12 @@ class _FitModel(tf.keras.Model):
     def loss_of(micro_batch):
       x, y, weights = tf.keras.utils.unpack_x_y_sample_weight(micro_batch)
       y_pred = self.inner(x, training=True)
+      # The loss before the metrics, in Keras's own train_step's order: the
+      # other order failed an assertion in Keras's compiled containers
+      # (regression and multilabel heads on 2 replicas).
+      loss = self.compute_loss(x, y, y_pred, weights) / count
       self.compute_metrics(x, y, y_pred, weights)
-      return self.compute_loss(x, y, y_pred, weights) / count
+      return loss
 
     _, norm = self._updates.step(micro_batches, loss_of)
     if norm is not None:
