@@ -256,20 +256,34 @@ class MultilabelHead(Head):
 
 class RegressionHead(Head):
   """Squared error of one value (Huber loss with `huber_delta`); labels
-  float32 [batch]."""
+  float32 [batch]. With `label_scale` (the training labels' mean and
+  standard deviation) the value predicted is logits * stddev + mean: a
+  model's outputs start near the labels whatever their units (a weight in
+  grams, a price in dollars), as a linear regression's intercept and
+  coefficients do, where Adam's steps of about its learning rate would take
+  thousands of steps to reach them. The loss, the metrics and the
+  predictions are in the label's units."""
 
   kind = 'regression'
 
-  def __init__(self, huber_delta=None):
+  def __init__(self, huber_delta=None, label_scale=None):
     super().__init__(())
     self.huber_delta = huber_delta
+    self.label_scale = tuple(label_scale) if label_scale else None
 
   @property
   def logits_dimension(self):
     return 1
 
+  def values(self, logits):
+    """The predicted values [batch, 1] of the logits."""
+    if self.label_scale is None:
+      return logits
+    mean, stddev = self.label_scale
+    return logits * stddev + mean
+
   def per_example_loss(self, labels, logits):
-    error = tf.cast(labels, logits.dtype) - logits[:, 0]
+    error = tf.cast(labels, logits.dtype) - self.values(logits)[:, 0]
     if self.huber_delta is None:
       return tf.square(error)
     absolute = tf.abs(error)
@@ -285,7 +299,7 @@ class RegressionHead(Head):
     return tf.TensorSpec([None], tf.float32)
 
   def predictions(self, logits):
-    return {'predictions': logits}
+    return {'predictions': self.values(logits)}
 
   def export_outputs(self, predictions):
     regress = tf.estimator.export.RegressionOutput(
@@ -303,11 +317,13 @@ def of_data(spec, kind=None, label_smoothing=0.0, huber_delta=None,
     return ImageClassifierHead(spec.class_names, label_smoothing,
                                spec.model_input if image_summaries else None)
   return make(kind or spec.head, spec.class_names, label_smoothing,
-              huber_delta)
+              huber_delta, spec.label_scale)
 
 
-def make(kind, class_names=(), label_smoothing=0.0, huber_delta=None):
-  """The head of `kind` (one of KINDS) for data of `class_names`."""
+def make(kind, class_names=(), label_smoothing=0.0, huber_delta=None,
+         label_scale=None):
+  """The head of `kind` (one of KINDS) for data of `class_names`;
+  `label_scale`: a regression's (see RegressionHead)."""
   if kind == 'multiclass':
     return MulticlassHead(class_names, label_smoothing)
   if kind == 'binary':
@@ -315,5 +331,5 @@ def make(kind, class_names=(), label_smoothing=0.0, huber_delta=None):
   if kind == 'multilabel':
     return MultilabelHead(class_names)
   if kind == 'regression':
-    return RegressionHead(huber_delta)
+    return RegressionHead(huber_delta, label_scale)
   raise ValueError(f'head must be one of {", ".join(KINDS)}; got {kind!r}')

@@ -114,7 +114,7 @@ class HeadMetrics:
       # What prediction/mean averages: the probability of class 1, or the
       # predicted value.
       prediction = (tf.sigmoid(logits[:, 0]) if head.kind == 'binary' else
-                    logits[:, 0])
+                    head.values(logits)[:, 0])
     if head.kind == 'binary':
       for name in ('auc', 'auc_precision_recall', 'precision', 'recall'):
         scalars[name].update_state(labels, prediction,
@@ -123,7 +123,7 @@ class HeadMetrics:
       for name in ('mean_absolute_error', 'root_mean_squared_error'):
         # [batch, 1] both: Keras's errors reduce over the last axis.
         scalars[name].update_state(tf.cast(labels, tf.float32)[:, None],
-                                   logits, sample_weight=weights)
+                                   head.values(logits), sample_weight=weights)
     if head.kind in ('binary', 'regression'):
       scalars['label/mean'].update_state(tf.cast(labels, tf.float32),
                                          sample_weight=weights)

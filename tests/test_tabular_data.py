@@ -182,8 +182,8 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
     ({'columns': {'z': {'kind': 'string_hashed', 'num_bins': 0}}},
      'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
-     'columns.z.knd: unknown key; the keys: default, embedding_dim, kind, '
-     'num_bins'),
+     'columns.z.knd: unknown key; the keys: default, dtype, embedding_dim, '
+     'kind, num_bins'),
     ({'crosses': [{'columns': ['edu', 'job'], 'num_bins': 8}]},
      "crosses[0].columns: no column 'job' in columns"),
     ({'crosses': [{'columns': ['edu', 'age'], 'num_bins': 8}]},
@@ -242,8 +242,8 @@ def test_infer_chooses_the_head_and_normalizes_numbers(
                                             else names)
   assert {c.kind for c in spec.columns} == {'float_normalized'}
   assert lines[0] == f'{len(rows)} records in 3 files'
-  assert lines[-1] == ('label target: regression (numbers, not class ids '
-                       '0..K-1)' if head == 'regression' else
+  assert lines[-1] == ('label target: regression (numbers)'
+                       if head == 'regression' else
                        f'label target: {head} (integers 0..{num_classes - 1})')
 
 
@@ -296,6 +296,58 @@ def test_infer_multilabel_and_a_given_head(tmp_path, census):
   spec, _ = infer_lib.infer(census[0], 'income', head='multiclass')
   assert (spec.head, spec.label_vocabulary) == ('multiclass',
                                                 ('<=50K', '>50K'))
+
+
+def test_infer_reads_integers_codes_and_labels_as_a_person_would(tmp_path):
+  """Issue 45: integers were never numbers (a weight in lbs hashed into 1024
+  bins), zip codes lost their leading zeros, a 1/2 label was a
+  regression."""
+  rng = np.random.default_rng(0)
+  rows = [{'weight_lbs': int(rng.integers(1600, 5200)),
+           'cylinders': int(rng.choice([4, 6, 8])),
+           'zip': rng.choice(['02134', '2134', '10001']),
+           'plant': 'A',  # One value: carries nothing.
+           'empty': None,
+           'price': float(rng.normal()),
+           'y': int(rng.integers(1, 3))} for _ in range(60)]
+  header = list(rows[0])
+  csv_files, tfrecords = _write(tmp_path, 'cars', rows, (60,), header)
+  spec, lines = infer_lib.infer(csv_files, 'y')
+  kinds = {c.name: (c.kind, c.dtype) for c in spec.columns}
+  assert kinds == {'weight_lbs': ('float_normalized', 'float32'),
+                   'cylinders': ('integer_categorical', 'int64'),
+                   'zip': ('string_categorical', 'string'),
+                   'price': ('float_normalized', 'float32')}
+  distinct = len({row['weight_lbs'] for row in rows})
+  assert (f'weight_lbs: float_normalized ({distinct} distinct integers > '
+          f'{infer_lib.MAX_CODES}: numbers)') in lines
+  assert ('cylinders: integer_categorical (3 distinct integers <= '
+          f'{infer_lib.MAX_CODES}: codes)') in lines
+  assert ('zip: string_categorical (3 distinct strings (numbers with '
+          'leading zeros: codes) <= 100)') in lines
+  assert "plant: left out: one value ('A') in every record" in lines
+  assert 'empty: left out: no values (an empty cell everywhere)' in lines
+  assert (spec.head, spec.label_vocabulary, lines[-1]) == (
+      'binary', ('1', '2'), 'label y: binary (2 distinct integers, not '
+      '0..K-1: the label vocabulary, sorted: 1, 2)')
+  # The label's classes read back: '1' is class 0, '2' class 1.
+  source = source_lib.TabularSource({TRAIN: csv_files, TEST: csv_files},
+                                    spec)
+  labels = source.columns(TRAIN)['y']
+  assert sorted(set(labels.tolist())) == ['1', '2']
+  # TFRecords: integers of an int64_list are numbers read as int64.
+  spec, lines = infer_lib.infer(tfrecords, 'price')
+  column = {c.name: c for c in spec.columns}['weight_lbs']
+  assert (column.kind, column.dtype) == ('float_normalized', 'int64')
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  values = source_lib.TabularSource(
+      {TRAIN: tfrecords, TEST: tfrecords}, spec).columns(TRAIN)['weight_lbs']
+  assert values.tolist() == [row['weight_lbs'] for row in rows]
+  # A TFRecord label of integers other than 0..K-1 cannot take a
+  # vocabulary: said, not guessed.
+  with pytest.raises(DataError, match=r"the label 'y' has the integers 1, 2, "
+                     'not class ids 0..K-1'):
+    infer_lib.infer(tfrecords, 'y')
 
 
 def _run_infer(*args):
@@ -396,10 +448,18 @@ def test_padding_record_parses_to_the_defaults_and_weight_zero(
     census, file_format):
   source = _source(census[file_format], CENSUS_SPEC)
   raw, label, weight = source.parse(tf.constant([source.padding_record] * 2))
-  assert {k: v.numpy().tolist() for k, v in raw.items()} == {
-      c.name: [source_lib.feature_default(c)] * 2 for c in CENSUS_SPEC.columns
+
+  def comparable(values):  # A missing number is NaN, never equal to itself.
+    return ['nan' if isinstance(v, float) and np.isnan(v) else v
+            for v in values]
+
+  assert {k: comparable(v.numpy().tolist()) for k, v in raw.items()} == {
+      c.name: comparable([source_lib.feature_default(c)] * 2)
+      for c in CENSUS_SPEC.columns
   } | {'education': [b'unknown'] * 2, 'occupation': [b''] * 2,
        'user_id': [b''] * 2}
+  assert comparable([source_lib.feature_default(c) for c in CENSUS_SPEC.columns
+                     if c.name == 'hours']) == ['nan']
   assert label.numpy().tolist() == [b'<=50K'] * 2
   assert weight.numpy().tolist() == [0.0, 0.0]
 

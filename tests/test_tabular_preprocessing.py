@@ -319,6 +319,44 @@ def test_encoder_normalizes_and_looks_up_as_the_statistics_say(data):
   assert np.bincount(bins).tolist() == pytest.approx([100] * 4, abs=2)
 
 
+def test_a_missing_number_is_the_mean_of_the_present_ones(tmp_path):
+  """Issue 45: a missing number counted as 0.0 inside the mean (91.4 where
+  the present values average about 100) and was served as 0.0."""
+  table = {'x': [100.0, None, 98.0, None, 102.0, 100.0],
+           'n': [5, 7, None, 9, 7, 8],
+           'x2': [None, 3.0, 3.0, 3.0, None, 3.0],
+           'y': [0, 1, 0, 1, 0, 1]}
+  spec = FeatureSpec((Column('x', 'float_normalized'),
+                      Column('n', 'float', dtype='int64'),
+                      Column('x2', 'float', default=1.0)),
+                     'y', head='binary')
+  path = _write_csv(tmp_path / 'train.csv', table, range(6))
+  source = Source({TRAIN: path, TEST: path}, spec)
+  stats = stats_lib.compute(spec, source.columns(TRAIN))
+  assert (stats.columns['x'].mean, stats.columns['x'].fill) == (100.0, 100.0)
+  assert stats.columns['x'].variance == pytest.approx(2.0)
+  assert stats.columns['n'].fill == 7.2
+  # The column's own default stands for a missing cell: nothing to fill.
+  assert stats.columns['x2'].fill == pytest.approx(14 / 6)
+  encoder = Encoder(spec, stats)
+  raw, _, _ = source.parse(tf.constant(list(
+      source.records(TRAIN).as_numpy_iterator())))
+  encoded = encoder(raw)
+  assert encoded['x'].numpy()[:, 0].tolist() == pytest.approx(
+      [0, 0, -2 ** 0.5, 0, 2 ** 0.5, 0], abs=1e-6)
+  assert encoded['n'].numpy()[:, 0].tolist() == pytest.approx(
+      [5, 7, 7.2, 9, 7, 8])
+  assert encoded['x2'].numpy()[:, 0].tolist() == [1, 3, 3, 3, 1, 3]
+  # Statistics stored before the fill (none): a missing number is 0.0, as
+  # the model_dir's model was trained.
+  old = stats_lib.Statistics({'x': dataclasses.replace(
+      stats.columns['x'], fill=None)}, 6)
+  assert Encoder(spec, old)({'x': tf.constant([float('nan')]),
+                             'n': tf.constant([1], tf.int64),
+                             'x2': tf.constant([1.0])})['x'].numpy()[0, 0] \
+      == pytest.approx(-100 / 2 ** 0.5)
+
+
 def test_encoder_labels_and_class_names(data):
   source, stats = data['breast_cancer']
   encoder = Encoder(source.feature_spec, stats)

@@ -145,7 +145,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       model_input = {name: EncodedInput(**value)
                      for name, value in params.model_input.items()}
       head = heads.make(params.head, params.class_names,
-                        params.label_smoothing, params.huber_delta)
+                        params.label_smoothing, params.huber_delta,
+                        params.label_scale)
     model = models.build(build_model, model_input, head.logits_dimension,
                          model_kwargs, seed=params.seed,
                          precision=params.precision,

@@ -22,7 +22,8 @@ class ModelParams:
   to that many batches of its iterator (the estimator engine's
   --steps_per_loop, with its train_loop hook). Structured data: `head`
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
-  columns: name -> EncodedInput's fields), `huber_delta` (regression),
+  columns: name -> EncodedInput's fields), `huber_delta` and
+  `label_scale` (regression: heads.RegressionHead's),
   `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part);
   `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
@@ -51,6 +52,7 @@ class ModelParams:
   head: Optional[str] = None
   model_input: Optional[Dict[str, Dict[str, Any]]] = None
   huber_delta: Optional[float] = None
+  label_scale: Optional[Tuple[float, float]] = None
 
   @classmethod
   def from_dict(cls, params):
@@ -94,6 +96,7 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       sync_batch_norm=config.sync_batch_norm,
       **({'class_names': tuple(spec.class_names)} if spec else {}),
       **({'head': spec.head, 'huber_delta': config.huber_delta,
+          'label_scale': spec.label_scale,
           'model_input': {name: dataclasses.asdict(value)
                           for name, value in spec.model_input.items()}}
          if spec is not None and spec.head else {})))

@@ -3,7 +3,7 @@ source, the model_dir's statistics, the head, the model's encoded inputs,
 the input_fn and what serving needs."""
 
 import dataclasses
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
 
@@ -19,21 +19,25 @@ from estimator_trainer.tabular.source import TabularSource
 @dataclasses.dataclass(frozen=True)
 class TabularDataSpec:
   """What the engines need of structured data: the `head` (heads.KINDS),
-  its `class_names` (classes, or multilabel's labels; () for regression)
-  and the encoded columns the model takes (`model_input`: name ->
-  EncodedInput)."""
+  its `class_names` (classes, or multilabel's labels; () for regression),
+  the encoded columns the model takes (`model_input`: name ->
+  EncodedInput) and a regression's `label_scale` (heads.RegressionHead's;
+  None in model_dirs whose statistics predate it)."""
 
   name: str
   head: str
   class_names: Tuple[str, ...]
   model_input: Dict[str, Any]
+  label_scale: Optional[Tuple[float, float]] = None
 
   def record(self):
     """What model_dir's record of the run keeps of the data."""
     return {'dataset': self.name, 'head': self.head,
             'class_names': list(self.class_names),
             'model_input': {name: dataclasses.asdict(value)
-                            for name, value in self.model_input.items()}}
+                            for name, value in self.model_input.items()},
+            **({'label_scale': list(self.label_scale)}
+               if self.label_scale else {})}
 
 
 class Serving:
@@ -130,7 +134,9 @@ def load(config, training=False) -> TabularData:
       timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
   encoder = Encoder(feature_spec, statistics)
   spec = TabularDataSpec(feature_spec.name, kind,
-                         tuple(encoder.class_names(kind)), encoder.inputs)
+                         tuple(encoder.class_names(kind)), encoder.inputs,
+                         statistics.label_scale if kind == 'regression'
+                         else None)
   return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind))
 

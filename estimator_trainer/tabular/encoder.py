@@ -97,7 +97,7 @@ class Encoder(tf.Module):
   def _encode(self, column, value):
     layer = self._layers[column.name]
     if column.kind in spec_lib.FLOAT_KINDS:
-      value = tf.cast(value, tf.float32)
+      value = self._filled(column, value)
       if column.kind == 'float_discretized':
         return layer(value)
       value = value[:, tf.newaxis]
@@ -105,6 +105,16 @@ class Encoder(tf.Module):
     if column.dtype == 'int64':
       value = tf.cast(value, tf.int64)
     return layer(value)
+
+  def _filled(self, column, value):
+    """float32 numbers, a missing one (source.feature_default's marker) the
+    stored fill: the training mean (0.0 in statistics stored before it)."""
+    missing = (tf.math.is_nan(value) if value.dtype == tf.float32 else
+               tf.equal(value, spec_lib.MISSING_INT64))
+    stats = self.statistics.columns.get(column.name)
+    fill = stats.fill if stats and stats.fill is not None else 0.0
+    return tf.where(missing, tf.constant(fill, tf.float32),
+                    tf.cast(value, tf.float32))
 
   def __call__(self, raw):
     encoded = {column.name: self._encode(column, raw[column.name])

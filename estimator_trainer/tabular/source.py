@@ -6,7 +6,9 @@ record, the column and the value.
 
 Labels and weights are required (a missing one is an error); a feature's
 missing value (an empty CSV cell, an absent feature) is its Column default
-or its kind's (0.0, -1, '').
+or, without one, its kind's: a number NaN (read as int64:
+spec.MISSING_INT64), which the encoder replaces by the training mean; -1 or '' for ids, which
+look up as out-of-vocabulary.
 """
 
 import dataclasses
@@ -21,14 +23,19 @@ from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
 
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
-_KIND_DEFAULTS = {'float32': 0.0, 'int64': -1, 'string': ''}
+_KIND_DEFAULTS = {'int64': -1, 'string': ''}
 _BATCH = 1024
 
 
 def feature_default(column):
   """A feature's value where it is missing."""
-  default = (_KIND_DEFAULTS[column.dtype] if column.default is None else
-             column.default)
+  if column.default is not None:
+    default = column.default
+  elif column.kind in spec_lib.FLOAT_KINDS:
+    default = (float('nan') if column.dtype == 'float32' else
+               spec_lib.MISSING_INT64)
+  else:
+    default = _KIND_DEFAULTS[column.dtype]
   return float(default) if column.dtype == 'float32' else default
 
 

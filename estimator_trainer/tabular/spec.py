@@ -30,6 +30,9 @@ FLOAT_KINDS = ('float', 'float_normalized', 'float_discretized')
 CATEGORICAL_KINDS = ('integer_categorical', 'string_categorical')
 HASHED_KINDS = ('string_hashed', 'integer_hashed')
 KINDS = FLOAT_KINDS + CATEGORICAL_KINDS + HASHED_KINDS
+# A missing number of a float kind read as int64 (NaN has no int64): the
+# encoder fills it as it fills a float32 NaN.
+MISSING_INT64 = -2**63
 HEADS = config.HEADS
 
 
@@ -39,20 +42,27 @@ class Column:
   ids' range); `embedding_dim`: its embedding's width in the deep part of
   `dnn` and `wide_deep` (None: the model's default); `default`: the value
   of a missing cell or feature (None: the kind's: 0.0, '' or -1, which
-  look up as out-of-vocabulary)."""
+  look up as out-of-vocabulary); `dtype`: the raw value's dtype name,
+  float32, int64 or string, the kind's unless given (a float kind's may
+  be int64: integers of TFRecords' int64_list used as numbers)."""
 
   name: str
   kind: str
   num_bins: Optional[int] = None
   embedding_dim: Optional[int] = None
   default: Union[float, int, str, None] = None
+  dtype: Optional[str] = None
 
-  @property
-  def dtype(self):
-    """The raw value's dtype name: float32, int64 or string."""
-    if self.kind in FLOAT_KINDS:
-      return 'float32'
-    return 'string' if self.kind.startswith('string') else 'int64'
+  def __post_init__(self):
+    if self.dtype is None:
+      object.__setattr__(self, 'dtype', kind_dtype(self.kind))
+
+
+def kind_dtype(kind):
+  """A kind's raw dtype name: float32, int64 or string."""
+  if kind in FLOAT_KINDS:
+    return 'float32'
+  return 'string' if kind.startswith('string') else 'int64'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +116,7 @@ class FeatureSpec:
 
 _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
-_COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default'}
+_COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -142,6 +152,8 @@ def to_json(spec):
   for column in spec.columns:
     values = dataclasses.asdict(column)
     del values['name']
+    if values['dtype'] == kind_dtype(column.kind):
+      del values['dtype']  # The kind's: said by the kind.
     columns[column.name] = _set(values)
   values = _set({
       'name': spec.name, 'columns': columns,
@@ -204,7 +216,7 @@ def from_dict(values, origin='feature spec'):
         name, column['kind'], integer(column.get('num_bins'),
                                       f'{key}.num_bins'),
         integer(column.get('embedding_dim'), f'{key}.embedding_dim'),
-        column.get('default')))
+        column.get('default'), column.get('dtype')))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -257,6 +269,12 @@ def check(spec, origin='feature spec'):
     if column.kind not in KINDS:
       fail(f'{key}.kind', f'unknown kind {column.kind!r}; the kinds: '
            f'{", ".join(KINDS)}')
+    if column.dtype != kind_dtype(column.kind) and not (
+        column.kind in FLOAT_KINDS and column.dtype == 'int64'):
+      fail(f'{key}.dtype', f'a {column.kind} column is of '
+           f'{kind_dtype(column.kind)}'
+           + (' (or int64)' if column.kind in FLOAT_KINDS else '')
+           + f', not {column.dtype!r}')
     if column.kind in _BINNED_KINDS and not column.num_bins:
       fail(f'{key}.num_bins', f'missing; a {column.kind} column needs it')
     if column.kind not in _BINNED_KINDS and column.num_bins is not None:

@@ -1,6 +1,8 @@
 """The statistics of tabular preprocessing: per column its mean and variance
 (float_normalized), bin boundaries (float_discretized) or vocabulary
-(categorical), and the number of classes of an integer label.
+(categorical), the value that fills a missing number (the mean of the
+present ones, every float kind), and the number of classes of an integer
+label.
 
 Computed once per model_dir from the training split and stored in it: every
 task, every resume, evaluation and export reads the stored ones, so a model
@@ -35,30 +37,36 @@ _STRING_MISSING, _INTEGER_MISSING = '', -1
 
 @dataclasses.dataclass(frozen=True)
 class ColumnStatistics:
-  """What one column's preprocessing layer is built from."""
+  """What one column's preprocessing layer is built from. `fill`: a missing
+  number's value (None in statistics stored before it: 0.0)."""
 
   mean: Optional[float] = None
   variance: Optional[float] = None
   boundaries: Optional[Tuple[float, ...]] = None
   vocabulary: Optional[Tuple[Union[str, int], ...]] = None
+  fill: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Statistics:
   """Per column name its ColumnStatistics (the kinds that need some), the
-  training examples they were computed from, and `num_classes` of an integer
-  label of a classification head (None otherwise)."""
+  training examples they were computed from, `num_classes` of an integer
+  label of a classification head (None otherwise) and a regression's
+  `label_scale`: its labels' (mean, standard deviation), None in
+  statistics stored before it."""
 
   columns: Dict[str, ColumnStatistics]
   num_examples: int
   num_classes: Optional[int] = None
+  label_scale: Optional[Tuple[float, float]] = None
 
   def to_json(self):
     columns = {name: {key: value for key, value in
                       dataclasses.asdict(stats).items() if value is not None}
                for name, stats in self.columns.items()}
+    scale = {'label_scale': list(self.label_scale)} if self.label_scale else {}
     return json.dumps({'num_examples': self.num_examples,
-                       'num_classes': self.num_classes,
+                       'num_classes': self.num_classes, **scale,
                        'columns': columns}, indent=1) + '\n'
 
   @classmethod
@@ -69,7 +77,9 @@ class Statistics:
       columns[name] = ColumnStatistics(**{
           key: tuple(value) if isinstance(value, list) else value
           for key, value in stats.items()})
-    return cls(columns, values['num_examples'], values.get('num_classes'))
+    scale = values.get('label_scale')
+    return cls(columns, values['num_examples'], values.get('num_classes'),
+               tuple(scale) if scale else None)
 
 
 def _strings(values):
@@ -107,6 +117,34 @@ def _num_classes(label_name, labels, head):
   return 2 if head == 'binary' else int(ints.max(initial=0)) + 1
 
 
+def missing_numbers(values):
+  """The mask of a float column's missing values (source.feature_default's:
+  NaN, or MISSING_INT64 parsed as an int64)."""
+  values = np.asarray(values, np.float64)
+  return np.isnan(values) | (values == float(spec_lib.MISSING_INT64))
+
+
+def _number_statistics(column, values):
+  """A float kind's statistics, over the present values: a missing one
+  takes their mean (as scikit-learn's SimpleImputer), not a 0.0 that would
+  pull the mean and stand for a real value. With the column's own
+  `default` nothing is missing."""
+  values = np.asarray(values, np.float64)
+  present = values if column.default is not None else values[
+      ~missing_numbers(values)]
+  fill = float(present.mean()) if present.size else 0.0
+  if column.kind == 'float_normalized':
+    return ColumnStatistics(
+        mean=fill, variance=float(present.var()) if present.size else 1.0,
+        fill=fill)
+  if column.kind == 'float_discretized':
+    quantiles = np.linspace(0, 1, column.num_bins + 1)[1:-1]
+    return ColumnStatistics(boundaries=tuple(
+        float(b) for b in np.quantile(present if present.size else [0.0],
+                                      quantiles)), fill=fill)
+  return ColumnStatistics(fill=fill)
+
+
 def compute(feature_spec, columns, head=None, max_vocabulary=None):
   """The Statistics of `columns` (column name -> numpy array of the whole
   training split, as TabularSource.columns returns them). `head`: the run's
@@ -116,15 +154,8 @@ def compute(feature_spec, columns, head=None, max_vocabulary=None):
   stats = {}
   for column in feature_spec.columns:
     values = columns[column.name]
-    if column.kind == 'float_normalized':
-      values = np.asarray(values, np.float64)
-      stats[column.name] = ColumnStatistics(mean=float(values.mean()),
-                                            variance=float(values.var()))
-    elif column.kind == 'float_discretized':
-      quantiles = np.linspace(0, 1, column.num_bins + 1)[1:-1]
-      stats[column.name] = ColumnStatistics(boundaries=tuple(
-          float(b) for b in np.quantile(np.asarray(values, np.float64),
-                                        quantiles)))
+    if column.kind in spec_lib.FLOAT_KINDS:
+      stats[column.name] = _number_statistics(column, values)
     elif column.kind in spec_lib.CATEGORICAL_KINDS:
       stats[column.name] = ColumnStatistics(
           vocabulary=_vocabulary(column, values, max_vocabulary))
@@ -135,7 +166,13 @@ def compute(feature_spec, columns, head=None, max_vocabulary=None):
       feature_spec.label_vocabulary is None and
       np.asarray(labels).dtype.kind in 'iuf'):
     num_classes = _num_classes(feature_spec.label, labels, head)
-  return Statistics(stats, len(columns[next(iter(columns))]), num_classes)
+  label_scale = None
+  if head == 'regression' and labels is not None:
+    labels = np.asarray(labels, np.float64)
+    # A constant label's deviation as 1: the outputs then move in its units.
+    label_scale = (float(labels.mean()), float(labels.std()) or 1.0)
+  return Statistics(stats, len(columns[next(iter(columns))]), num_classes,
+                    label_scale)
 
 
 def read(path):

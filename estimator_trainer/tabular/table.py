@@ -137,8 +137,9 @@ class Cells:
     if dtype == 'string':
       return np.array(values, dtype=object)
     array = np.array(values, np.float32 if dtype == 'float32' else np.int64)
-    if dtype == 'float32':
-      bad = np.flatnonzero(~np.isfinite(array))
+    if dtype == 'float32':  # (A missing value's default may be NaN.)
+      present = np.array([v is not None for v in self.values[name]], bool)
+      bad = np.flatnonzero(~np.isfinite(array) & present)
       if bad.size:
         self.fail(bad[0], name,
                   f'{self.values[name][bad[0]]!r} is not a finite number')

