@@ -85,11 +85,21 @@ def test_multiclass_loss_with_label_smoothing_and_metrics():
 
 
 @pytest.mark.parametrize('huber_delta', [None, 1.5])
-def test_regression_loss_and_metrics(huber_delta):
-  head = heads.make('regression', huber_delta=huber_delta)
-  labels = RNG.normal(0, 3, BATCH).astype(np.float32)
+@pytest.mark.parametrize('label_scale', [None, (150.0, 77.0)])
+def test_regression_loss_and_metrics(huber_delta, label_scale):
+  """With a label scale (issue 45: a diabetes model's outputs took 10
+  epochs to grow from 0 towards labels of mean 150, RMSE 161 against
+  Ridge's 57), the values are logits * stddev + mean, in the loss, the
+  metrics and the predictions alike."""
+  head = heads.make('regression', huber_delta=huber_delta,
+                    label_scale=label_scale)
+  mean, stddev = label_scale or (0.0, 1.0)
+  labels = RNG.normal(mean, 3 * stddev, BATCH).astype(np.float32)
   logits = RNG.normal(0, 3, (BATCH, 1)).astype(np.float32)
-  error = np.abs(labels - logits[:, 0])
+  values = logits * stddev + mean
+  np.testing.assert_allclose(head.predictions(logits)['predictions'], values,
+                             rtol=1e-6)
+  error = np.abs(labels - values[:, 0])
   expected_loss = (error**2 if huber_delta is None else np.where(
       error <= huber_delta, 0.5 * error**2,
       huber_delta * (error - 0.5 * huber_delta)))
@@ -101,7 +111,7 @@ def test_regression_loss_and_metrics(huber_delta):
   assert result['root_mean_squared_error'] == pytest.approx(
       np.sqrt(np.average(error**2, weights=WEIGHTS)), rel=1e-5)
   assert result['prediction/mean'] == pytest.approx(
-      np.average(logits[:, 0], weights=WEIGHTS), rel=1e-5)
+      np.average(values[:, 0], weights=WEIGHTS), rel=1e-5)
   assert set(head.predictions(logits)) == {'predictions'}
 
 

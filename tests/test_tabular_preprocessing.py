@@ -615,3 +615,13 @@ def test_mirrored_strategy_trains_and_evaluates_each_example_once(data):
   real = weights > 0
   assert sorted(ids[real]) == sorted(source.columns(TEST)[ID])
   assert np.mean(correct[real]) > 0.6  # 3 classes of 58 examples.
+
+
+def test_a_regressions_statistics_hold_its_label_scale(data):
+  """The regression head's label scale: the training labels' mean and
+  standard deviation, stored and read back; none for a classifier."""
+  source, stats = data['diabetes']
+  labels = source.columns(TRAIN)['progression'].astype(np.float64)
+  assert stats.label_scale == pytest.approx((labels.mean(), labels.std()))
+  assert stats_lib.Statistics.from_json(stats.to_json()) == stats
+  assert data['wine'][1].label_scale is None
