@@ -20,6 +20,8 @@ from estimator_trainer.errors import UsageError
 
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
+# The training files of structured data without a --feature_spec.
+CSV_SUFFIXES = ('.csv', '.csv.gz')
 TRAINING_MODES = ('train_and_evaluate', 'train')
 # What structured data's logits mean (heads.py).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
@@ -138,7 +140,9 @@ class TrainConfig:
   feature_spec: Optional[str] = _option(
       None, 'Structured data: the JSON (or YAML) file of its columns\' '
       'kinds, crosses, label and weight column (`python -m '
-      'estimator_trainer.tabular.infer` writes one from the data).')
+      'estimator_trainer.tabular.infer` writes one from the data). Without '
+      'it, CSV training files\' spec is inferred as that command does (the '
+      'label: --label_key), printed and stored in the model_dir.')
   head: Optional[str] = _option(
       None, 'Structured data: multiclass (softmax cross-entropy), binary '
       '(sigmoid cross-entropy), multilabel (sigmoid cross-entropy per label) '
@@ -151,7 +155,8 @@ class TrainConfig:
                            'TFRecords: raw uint8 bytes or PNG/JPEG '
                            '(TF-Slim: image/encoded).')
   label_key: str = _option('label', 'tf.Example key of the int64 label '
-                           '(TF-Slim: image/class/label).')
+                           '(TF-Slim: image/class/label); CSV files without '
+                           '--feature_spec: the label column.')
   image_shape: Optional[Tuple[int, int, int]] = _option(
       None, 'HEIGHT,WIDTH,CHANNELS of TFRecord images, instead of the '
       'dataset_spec.json file beside them.', parse=_ints('image_shape', 3))
@@ -277,6 +282,14 @@ class TrainConfig:
       'or died.', above=0)
   cluster: Optional[cluster_lib.Cluster] = None
 
+  @property
+  def structured(self):
+    """Whether the run is on structured data: a --feature_spec, or CSV
+    training files (whose spec is then inferred, the label --label_key)."""
+    return bool(self.feature_spec) or bool(self.train_files) and all(
+        pattern.strip().endswith(CSV_SUFFIXES)
+        for pattern in self.train_files.split(','))
+
   @classmethod
   def from_environment(cls, **values):
     """The config of `values` in the cluster that TF_CONFIG describes (as
@@ -299,13 +312,14 @@ class TrainConfig:
       raise UsageError('give both --train_files and --eval_files')
     if self.feature_spec and not self.train_files:
       raise UsageError('--feature_spec needs --train_files and --eval_files')
-    if self.feature_spec and self.model in ('cnn', 'resnet20'):
+    if self.structured and self.model in ('cnn', 'resnet20'):
       raise UsageError(f'--model {self.model} is an image model: structured '
-                       'data (--feature_spec) takes --model=linear, dnn, '
-                       'wide_deep or MODULE:FUNCTION')
-    if self.head and self.head != 'multiclass' and not self.feature_spec:
+                       'data (--feature_spec, or CSV files) takes '
+                       '--model=linear, dnn, wide_deep or MODULE:FUNCTION')
+    if self.head and self.head != 'multiclass' and not self.structured:
       raise UsageError(f'--head={self.head} needs structured data '
-                       '(--feature_spec); images are multiclass')
+                       '(--feature_spec, or CSV files); images are '
+                       'multiclass')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):

@@ -196,7 +196,7 @@ def prepare(config, global_batch_size, training, seeded=True):
   """What every engine's job reads: (source, training steps, input_fn). Only
   training needs the train split's size (reading it is not free): None
   otherwise."""
-  if config.feature_spec:
+  if config.structured:
     from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
     return dataset.prepare(config, global_batch_size, training, seeded)
   source = make_source(config)

@@ -1,12 +1,17 @@
 """The CLI as users run it: a subprocess per command."""
 
+import dataclasses
 import json
 import os
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+
+from estimator_trainer.tabular import infer
+from estimator_trainer.tabular import spec as spec_lib
 
 
 def _run(*flags, timeout=600, env=None):
@@ -183,3 +188,40 @@ def test_bad_config_file_exits_2(tmp_path, content, message):
   result = _run(f'--model_dir={tmp_path}/m', f'--config={path}')
   assert result.returncode == 2
   assert message in _error_line(result)
+
+
+@pytest.mark.slow
+def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
+  """Issue 45: `run --train_files=a.csv --label_key=y` infers the spec,
+  prints its choices, stores it in the model_dir and trains (it was the
+  image path's "TFRecords need dataset_spec.json beside them");
+  --feature_spec still wins."""
+  rng = np.random.default_rng(0)
+  for part, rows in (('train', 80), ('eval', 20)):
+    x = rng.normal(size=rows)
+    lines = ['x,shop,y'] + [f'{v:.4f},{"ab"[i % 2]},{int(v > 0) + 1}'
+                            for i, v in enumerate(x)]
+    (tmp_path / f'{part}.csv').write_text('\n'.join(lines) + '\n')
+  flags = (f'--train_files={tmp_path}/train.csv',
+           f'--eval_files={tmp_path}/eval.csv', '--label_key=y',
+           '--model=linear', '--train_steps=5', '--export=none')
+  model_dir = tmp_path / 'model'
+  result = _run(f'--model_dir={model_dir}', *flags, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'No --feature_spec: the spec inferred from' in result.stderr
+  assert ('label y: binary (2 distinct integers, not 0..K-1: the label '
+          'vocabulary, sorted: 1, 2)') in result.stderr
+  stored = spec_lib.read(str(model_dir / 'preprocessing/feature_spec.json'))
+  assert stored == infer.infer(f'{tmp_path}/train.csv', 'y')[0]
+  assert 'accuracy' in json.loads((model_dir / 'metrics.json').read_text())
+  # A spec given wins: the shop as hashed ids, the label 1/2 as its classes.
+  given = dataclasses.replace(stored, columns=(
+      spec_lib.Column('shop', 'string_hashed', num_bins=4),))
+  (tmp_path / 'spec.json').write_text(spec_lib.to_json(given))
+  model_dir = tmp_path / 'given'
+  result = _run(f'--model_dir={model_dir}', *flags,
+                f'--feature_spec={tmp_path}/spec.json', timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'No --feature_spec' not in result.stderr
+  assert spec_lib.read(
+      str(model_dir / 'preprocessing/feature_spec.json')) == given

@@ -3,17 +3,21 @@ source, the model_dir's statistics, the head, the model's encoded inputs,
 the input_fn and what serving needs."""
 
 import dataclasses
+import logging
 from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
 
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
+from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
 from estimator_trainer.tabular.encoder import Encoder
 from estimator_trainer.tabular.source import TabularSource
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +119,27 @@ def _head(config, feature_spec):
   return kind
 
 
+def _feature_spec(config):
+  """--feature_spec's; without it, the one `infer` makes of the CSV
+  training files (the label --label_key), its choices logged."""
+  if config.feature_spec:
+    return spec_lib.read(config.feature_spec)
+  spec, lines = infer.infer(config.train_files, config.label_key,
+                            head=config.head)
+  _logger.info('No --feature_spec: the spec inferred from %s (label '
+               '--label_key=%s), as `python -m estimator_trainer.tabular.'
+               'infer` writes it:\n  %s', config.train_files,
+               config.label_key, '\n  '.join(lines))
+  return spec
+
+
 def load(config, training=False) -> TabularData:
   """The structured data of `config` (--feature_spec), with the statistics
   of its model_dir: computed from the training split once, by the chief, and
   stored there when training starts (TabularData.persist). For `training`,
   the evaluation split's values are checked first too: a bad value fails
   before anything is written, naming it."""
-  feature_spec = spec_lib.read(config.feature_spec)
+  feature_spec = _feature_spec(config)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind)
