@@ -22,6 +22,13 @@ DEFAULT_BATCH_SIZE_PER_REPLICA = 64
 DEFAULT_TRAIN_EPOCHS = 10
 # The training files of structured data without a --feature_spec.
 CSV_SUFFIXES = ('.csv', '.csv.gz')
+# Structured data's recipe, chosen on twelve real tables against
+# scikit-learn's LogisticRegression and Ridge (docs/guide/tabular.md#the-
+# default-recipe): the linear model reached them on every table, the DNN
+# overfitted the small ones; 10 epochs were 30 to 70 steps on tables of a
+# few hundred rows, far from converged, hence a floor in steps.
+STRUCTURED_MODEL = 'linear'
+MIN_STRUCTURED_STEPS = 2000
 TRAINING_MODES = ('train_and_evaluate', 'train')
 # What structured data's logits mean (heads.py).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
@@ -102,11 +109,13 @@ class TrainConfig:
       'none', 'crop_flip: pad 4, random crop back and random horizontal flip '
       '(training only, the CIFAR standard).', choices=('none', 'crop_flip'))
   # In the Python API also the builder itself (a callable).
-  model: Union[str, Callable[..., Any]] = _option(
-      'cnn', 'cnn (the seeds\' CNN), resnet20 (the CIFAR ResNet-20) or '
-      'MODULE:FUNCTION, your builder: FUNCTION(input_shape, num_classes, '
-      '**model_kwargs) returning an uncompiled tf.keras.Model from float32 '
-      'images to float32 logits.')
+  model: Union[str, Callable[..., Any], None] = _option(
+      None, 'Images: cnn (the default, the seeds\' CNN), resnet20 (the CIFAR '
+      'ResNet-20) or MODULE:FUNCTION, your builder: FUNCTION(input_shape, '
+      'num_classes, **model_kwargs) returning an uncompiled tf.keras.Model '
+      'from float32 images to float32 logits. Structured data: '
+      f'{STRUCTURED_MODEL} (the default), dnn, wide_deep or MODULE:FUNCTION '
+      '(FUNCTION(inputs, logits_dimension, **model_kwargs)).')
   model_kwargs: Optional[Dict[str, Any]] = _option(
       None, 'JSON object of keyword arguments for the --model builder.',
       parse=_json_object)
@@ -236,7 +245,8 @@ class TrainConfig:
                                        above=0)
   train_epochs: Optional[float] = _option(
       None, f'Epochs to train instead of --train_steps (default '
-      f'{DEFAULT_TRAIN_EPOCHS}).', above=0)
+      f'{DEFAULT_TRAIN_EPOCHS}; structured data: {DEFAULT_TRAIN_EPOCHS}, but '
+      f'at least {MIN_STRUCTURED_STEPS} steps).', above=0)
   shuffle_buffer: int = _option(
       60000, 'Shuffle buffer in examples; 0 turns shuffling off.', at_least=0)
   seed: int = _option(42, 'Seed of weights, shuffling and ops.')
@@ -305,6 +315,9 @@ class TrainConfig:
       _check_field(field, value)
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
+    if self.model is None:
+      object.__setattr__(self, 'model',
+                         STRUCTURED_MODEL if self.structured else 'cnn')
     if not isinstance(self.model, str) and not callable(self.model):
       raise UsageError('--model must be a name, MODULE:FUNCTION or a '
                        f'builder function, got {self.model!r}')
@@ -385,12 +398,16 @@ class TrainConfig:
   def resolve_train_steps(self, num_train_examples: int,
                           global_batch_size: int) -> int:
     """`train_steps`, or the optimizer steps of `train_epochs` (10 by
-    default): each reads `accumulate_steps` global batches."""
+    default; structured data: at least MIN_STRUCTURED_STEPS): each reads
+    `accumulate_steps` global batches."""
     if self.train_steps is not None:
       return self.train_steps
     epochs = self.train_epochs or DEFAULT_TRAIN_EPOCHS
-    return max(1, math.ceil(epochs * num_train_examples /
-                            (global_batch_size * self.accumulate_steps)))
+    steps = max(1, math.ceil(epochs * num_train_examples /
+                             (global_batch_size * self.accumulate_steps)))
+    if self.structured and not self.train_epochs:
+      return max(steps, MIN_STRUCTURED_STEPS)
+    return steps
 
   @property
   def resolved_predictions_file(self) -> str:

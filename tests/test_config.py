@@ -20,6 +20,27 @@ def test_defaults_resolve_to_64_per_replica_and_10_epochs():
   assert config.resolve_train_steps(60000, 64) == 9375
 
 
+def test_structured_data_has_its_own_recipe_and_images_keep_theirs():
+  """Issue 45: structured data's default model and length (10 epochs of a
+  few hundred rows were 30 to 70 steps); the image defaults unchanged."""
+  images = TrainConfig(model_dir='/tmp/x')
+  assert (images.model, images.structured) == ('cnn', False)
+  assert images.resolve_train_steps(426, 64) == 67
+  for files in ({'train_files': 'a.csv', 'eval_files': 'b.csv'},
+                {'train_files': 'a-*.tfrecord', 'eval_files': 'b.tfrecord',
+                 'feature_spec': 's.json'}):
+    config = TrainConfig(model_dir='/tmp/x', **files)
+    assert (config.model, config.structured) == ('linear', True)
+    assert config.resolve_train_steps(426, 64) == 2000
+    assert config.resolve_train_steps(60000, 64) == 9375  # 10 epochs.
+    assert TrainConfig(model_dir='/tmp/x', train_epochs=10, **files
+                       ).resolve_train_steps(426, 64) == 67
+    assert TrainConfig(model_dir='/tmp/x', model='dnn', **files).model == 'dnn'
+  # TFRecords without a spec are images (their dataset_spec.json).
+  assert not TrainConfig(model_dir='/tmp/x', train_files='a.tfrecord',
+                         eval_files='b.tfrecord').structured
+
+
 def test_global_batch_must_divide_by_replicas():
   config = TrainConfig(model_dir='/tmp/x', global_batch_size=100)
   assert config.resolve_global_batch_size(4) == 100

@@ -1,0 +1,35 @@
+"""Structured data judged as its user would (issue 45): the default flow,
+a CSV and `run` with no tuning, against the baseline a data scientist runs
+first (scikit-learn's LogisticRegression or Ridge on the same split), on
+real tables scikit-learn ships. The twelve-table comparison is
+scripts/tabular_baselines.py's (docs/guide/tabular.md)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from estimator_trainer.benchmark import real_tables
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize('name', ['breast_cancer', 'wine', 'diabetes'])
+def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
+  table = real_tables.TABLES[name]
+  train, test = real_tables.write_split(name, tmp_path)
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={tmp_path}/model', f'--train_files={train}',
+       f'--eval_files={test}', f'--label_key={table.label}',
+       '--export=none'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  metrics = json.loads((tmp_path / 'model/metrics.json').read_text())
+  score = metrics[real_tables.score_name(table.head)]
+  baseline = real_tables.baselines(name)['linear']
+  if table.head == 'regression':  # RMSE: at most 5 % above Ridge's.
+    assert score <= 1.05 * baseline, (score, baseline)
+  else:  # AUC or accuracy: at most 0.01 below LogisticRegression's.
+    assert score >= baseline - 0.01, (score, baseline)
