@@ -97,7 +97,7 @@ _ABSL_COMMANDS = {
                                         'estimator_trainer.tabular.infer'],
 }
 for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
-                'make_census_like'):
+                'make_census_like', 'tabular_baselines'):
   _ABSL_COMMANDS[f'scripts/{_script}.py'] = [str(REPO / 'scripts' /
                                                   f'{_script}.py')]
 _COMMAND = re.compile('|'.join(re.escape(name) for name in
