@@ -192,7 +192,9 @@ def _head(labels, cells, head, max_categorical, max_codes):
             f"{', '.join(map(str, classes[:5]))}{', ...' * (len(classes) > 5)}"
             ', not class ids 0..K-1: write them as class ids, or as strings '
             '(a bytes_list: the label vocabulary), or pass --head=regression')
-      vocabulary = tuple(str(c) for c in classes)
+      # The cells as written ('+1' stays '+1'): what the label parses as.
+      vocabulary = tuple(sorted({v for v in cells.values[name]},
+                                key=lambda v: (int(v), v)))
       return (head or inferred, vocabulary,
               f'{head or inferred} ({len(classes)} distinct integers, not '
               f'0..K-1: the label vocabulary, sorted: {", ".join(vocabulary)})')
