@@ -31,5 +31,9 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
   baseline = real_tables.baselines(name)['linear']
   if table.head == 'regression':  # RMSE: at most 5 % above Ridge's.
     assert score <= 1.05 * baseline, (score, baseline)
-  else:  # AUC or accuracy: at most 0.01 below LogisticRegression's.
-    assert score >= baseline - 0.01, (score, baseline)
+  else:
+    # AUC or accuracy: at most 0.01 below LogisticRegression's, or one
+    # example of a small split (wine's 36: LogisticRegression itself scores
+    # 0.889 to 0.944 as its C goes from 10 to 0.1).
+    assert score >= baseline - max(0.01, 1 / len(real_tables.split(name)[1])
+                                   ), (score, baseline)
