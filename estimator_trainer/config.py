@@ -25,6 +25,10 @@ TRAINING_MODES = ('train_and_evaluate', 'train')
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
 # The --optimizer and --linear_optimizer choices (optimizers.py builds them).
 OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
+# The optimizers whose rate --lr_decay leaves constant: FTRL's weights are a
+# closed form of its accumulators over the current rate, so a cosine to 0
+# would end them at 0 (canned Estimators keep its rate constant too).
+CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -194,10 +198,12 @@ class TrainConfig:
       choices=OPTIMIZERS)
   linear_learning_rate: Optional[float] = _option(
       None, "The wide part's learning rate with --linear_optimizer "
-      '(default: --learning_rate), on the same schedule.', above=0)
+      '(default: --learning_rate), on the same schedule (ftrl: constant).',
+      above=0)
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
-      'none: constant.', choices=('cosine', 'none'))
+      'none: constant. ftrl keeps a constant rate, as canned Estimators '
+      'do.', choices=('cosine', 'none'))
   weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
   clip_global_norm: Optional[float] = _option(
       None, 'Clip the gradient of the global batch to this global norm, '
@@ -425,6 +431,10 @@ class TrainConfig:
               getattr(self, field.name) != field.default]
     if others:
       parts.append(', '.join(others))
+    if self.lr_decay == 'cosine' and set(CONSTANT_RATE_OPTIMIZERS) & {
+        self.optimizer, self.linear_optimizer}:
+      parts.append(f'{", ".join(CONSTANT_RATE_OPTIMIZERS)} keeps a constant '
+                   'rate, as canned Estimators do')
     return '; '.join(parts)
 
 

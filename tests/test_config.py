@@ -120,3 +120,17 @@ def test_flags_come_from_the_config_fields():
       assert choice in flag_values[field.name].help
   assert flag_values['model_dir'].default == TrainConfig.__dataclass_fields__[
       'model_dir'].metadata['flag_default']
+
+
+@pytest.mark.parametrize('kwargs, said', [
+    (dict(optimizer='ftrl'), True),
+    (dict(model='wide_deep', linear_optimizer='ftrl'), True),
+    (dict(optimizer='ftrl', lr_decay='none'), False),
+    (dict(), False),
+])
+def test_the_config_line_says_ftrl_keeps_its_rate(kwargs, said):
+  """--lr_decay=cosine decays every optimizer's rate but FTRL's
+  (optimizers.py): the Config line says so where it applies."""
+  line = TrainConfig(model_dir='/tmp/x', **kwargs).describe('m', 'd', 1, 64)
+  assert line.endswith('; ftrl keeps a constant rate, as canned Estimators '
+                       'do') == said, line
