@@ -29,6 +29,12 @@ OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
 # closed form of its accumulators over the current rate, so a cosine to 0
 # would end them at 0 (canned Estimators keep its rate constant too).
 CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
+# The flags that only one head reads (heads.py) -> that head: given to a run
+# of another head, a usage error, never shown as applied.
+HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
+# The image recipe's label smoothing (docs/guide/command-line.md); structured
+# data's heads smooth nothing unless asked, as canned Estimators' heads.
+IMAGE_LABEL_SMOOTHING = 0.1
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -223,9 +229,11 @@ class TrainConfig:
       'the weights (and batch norm statistics), updated after every step '
       'with this decay in (0, 1), e.g. 0.999; the raw weights train.',
       above=0)
-  label_smoothing: float = _option(
-      0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
-      'reports the plain cross-entropy.', at_least=0)
+  label_smoothing: Optional[float] = _option(
+      None, 'Label smoothing of the multiclass training loss, in [0, 1); '
+      f'default {IMAGE_LABEL_SMOOTHING} for images, 0 for structured data '
+      '(as canned Estimators\' heads). Evaluation reports the plain '
+      'cross-entropy.', at_least=0)
   precision: str = _option(
       'float32',
       'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
@@ -312,6 +320,8 @@ class TrainConfig:
     if self.head and self.head != 'multiclass' and not self.feature_spec:
       raise UsageError(f'--head={self.head} needs structured data '
                        '(--feature_spec); images are multiclass')
+    if self.head or not self.feature_spec:  # Else the feature spec's head.
+      check_head_flags(self, self.head or 'multiclass')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):
@@ -320,7 +330,7 @@ class TrainConfig:
         self.global_batch_size is not None):
       raise UsageError(
           'give --batch_size_per_replica or --global_batch_size, not both')
-    if self.label_smoothing >= 1:
+    if self.label_smoothing is not None and self.label_smoothing >= 1:
       raise UsageError(
           f'--label_smoothing must be < 1, got {self.label_smoothing}')
     if self.linear_learning_rate and not self.linear_optimizer:
@@ -436,6 +446,23 @@ class TrainConfig:
       parts.append(f'{", ".join(CONSTANT_RATE_OPTIMIZERS)} keeps a constant '
                    'rate, as canned Estimators do')
     return '; '.join(parts)
+
+
+def check_head_flags(settings, head):
+  """Fails unless each of HEAD_FLAGS that `settings` (a TrainConfig, or
+  model_fn's params) gives is read by `head` (one of HEADS)."""
+  for name, reader in HEAD_FLAGS.items():
+    if getattr(settings, name) is not None and head != reader:
+      raise UsageError(f'--{name} is for --head={reader}; this run\'s head '
+                       f'is {head}')
+
+
+def label_smoothing_of(label_smoothing, images):
+  """The label smoothing a multiclass head applies: `label_smoothing` if
+  given, else IMAGE_LABEL_SMOOTHING for `images`, 0 for structured data."""
+  if label_smoothing is None:
+    return IMAGE_LABEL_SMOOTHING if images else 0.0
+  return label_smoothing
 
 
 def _check_field(field, value):
