@@ -32,6 +32,10 @@ CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
 # The flags that only one head reads (heads.py) -> that head: given to a run
 # of another head, a usage error, never shown as applied.
 HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
+# The flags of image data, which structured data (--feature_spec) does not
+# read: given with it, a usage error.
+IMAGE_FLAGS = ('image_size', 'augment', 'image_key', 'label_key',
+               'image_shape', 'num_classes')
 # The image recipe's label smoothing (docs/guide/command-line.md); structured
 # data's heads smooth nothing unless asked, as canned Estimators' heads.
 IMAGE_LABEL_SMOOTHING = 0.1
@@ -322,6 +326,12 @@ class TrainConfig:
                        '(--feature_spec); images are multiclass')
     if self.head or not self.feature_spec:  # Else the feature spec's head.
       check_head_flags(self, self.head or 'multiclass')
+    if self.feature_spec:
+      for field in dataclasses.fields(self):
+        if field.name in IMAGE_FLAGS and (getattr(self, field.name) !=
+                                          field.default):
+          raise UsageError(f'--{field.name} is for images; this run\'s data '
+                           'is structured (--feature_spec)')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):

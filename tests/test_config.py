@@ -60,6 +60,14 @@ def test_epochs_round_up_to_whole_steps():
     (dict(idx_dir='/nonexistent'), 'is not a directory'),
     (dict(data_source='idx'), 'needs --idx_dir'),
     (dict(model_dir=''), '--model_dir must be given'),
+    # Image flags structured data does not read.
+    *((dict(feature_spec='s.json', train_files='t', eval_files='e',
+            model='dnn', **{name: value}),
+       f"^--{name} is for images; this run's data is structured "
+       r'\(--feature_spec\)$')
+      for name, value in (('augment', 'crop_flip'), ('image_size', '32,32'),
+                          ('image_key', 'x'), ('label_key', 'y'),
+                          ('image_shape', '2,2,1'), ('num_classes', 3))),
 ])
 def test_bad_values_are_usage_errors(kwargs, message):
   kwargs = {'model_dir': '/tmp/x', **kwargs}
