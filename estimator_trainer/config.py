@@ -34,6 +34,20 @@ TRAINING_MODES = ('train_and_evaluate', 'train')
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
 # The --optimizer and --linear_optimizer choices (optimizers.py builds them).
 OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
+# The optimizers whose rate --lr_decay leaves constant: FTRL's weights are a
+# closed form of its accumulators over the current rate, so a cosine to 0
+# would end them at 0 (canned Estimators keep its rate constant too).
+CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
+# The flags that only one head reads (heads.py) -> that head: given to a run
+# of another head, a usage error, never shown as applied.
+HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
+# The flags of image data, which structured data (--feature_spec) does not
+# read: given with it, a usage error.
+IMAGE_FLAGS = ('image_size', 'augment', 'image_key', 'label_key',
+               'image_shape', 'num_classes')
+# The image recipe's label smoothing (docs/guide/command-line.md); structured
+# data's heads smooth nothing unless asked, as canned Estimators' heads.
+IMAGE_LABEL_SMOOTHING = 0.1
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -208,10 +222,12 @@ class TrainConfig:
       choices=OPTIMIZERS)
   linear_learning_rate: Optional[float] = _option(
       None, "The wide part's learning rate with --linear_optimizer "
-      '(default: --learning_rate), on the same schedule.', above=0)
+      '(default: --learning_rate), on the same schedule (ftrl: constant).',
+      above=0)
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
-      'none: constant.', choices=('cosine', 'none'))
+      'none: constant. ftrl keeps a constant rate, as canned Estimators '
+      'do.', choices=('cosine', 'none'))
   weight_decay: float = _option(0.0, 'L2 regularization factor.', at_least=0)
   clip_global_norm: Optional[float] = _option(
       None, 'Clip the gradient of the global batch to this global norm, '
@@ -231,9 +247,11 @@ class TrainConfig:
       'the weights (and batch norm statistics), updated after every step '
       'with this decay in (0, 1), e.g. 0.999; the raw weights train.',
       above=0)
-  label_smoothing: float = _option(
-      0.1, 'Label smoothing of the training loss, in [0, 1); evaluation '
-      'reports the plain cross-entropy.', at_least=0)
+  label_smoothing: Optional[float] = _option(
+      None, 'Label smoothing of the multiclass training loss, in [0, 1); '
+      f'default {IMAGE_LABEL_SMOOTHING} for images, 0 for structured data '
+      '(as canned Estimators\' heads). Evaluation reports the plain '
+      'cross-entropy.', at_least=0)
   precision: str = _option(
       'float32',
       'float32, or mixed_bfloat16: compute in bfloat16 with float32 variables '
@@ -333,6 +351,14 @@ class TrainConfig:
       raise UsageError(f'--head={self.head} needs structured data '
                        '(--feature_spec, or CSV files); images are '
                        'multiclass')
+    if self.head or not self.structured:  # Else the feature spec's head.
+      check_head_flags(self, self.head or 'multiclass')
+    if self.feature_spec:  # (Without one, a CSV's label is --label_key.)
+      for field in dataclasses.fields(self):
+        if field.name in IMAGE_FLAGS and (getattr(self, field.name) !=
+                                          field.default):
+          raise UsageError(f'--{field.name} is for images; this run\'s data '
+                           'is structured (--feature_spec)')
     if self.data_source == 'idx' and not self.idx_dir:
       raise UsageError('--data_source=idx needs --idx_dir')
     if self.idx_dir and not os.path.isdir(self.idx_dir):
@@ -341,7 +367,7 @@ class TrainConfig:
         self.global_batch_size is not None):
       raise UsageError(
           'give --batch_size_per_replica or --global_batch_size, not both')
-    if self.label_smoothing >= 1:
+    if self.label_smoothing is not None and self.label_smoothing >= 1:
       raise UsageError(
           f'--label_smoothing must be < 1, got {self.label_smoothing}')
     if self.linear_learning_rate and not self.linear_optimizer:
@@ -456,7 +482,28 @@ class TrainConfig:
               getattr(self, field.name) != field.default]
     if others:
       parts.append(', '.join(others))
+    if self.lr_decay == 'cosine' and set(CONSTANT_RATE_OPTIMIZERS) & {
+        self.optimizer, self.linear_optimizer}:
+      parts.append(f'{", ".join(CONSTANT_RATE_OPTIMIZERS)} keeps a constant '
+                   'rate, as canned Estimators do')
     return '; '.join(parts)
+
+
+def check_head_flags(settings, head):
+  """Fails unless each of HEAD_FLAGS that `settings` (a TrainConfig, or
+  model_fn's params) gives is read by `head` (one of HEADS)."""
+  for name, reader in HEAD_FLAGS.items():
+    if getattr(settings, name) is not None and head != reader:
+      raise UsageError(f'--{name} is for --head={reader}; this run\'s head '
+                       f'is {head}')
+
+
+def label_smoothing_of(label_smoothing, images):
+  """The label smoothing a multiclass head applies: `label_smoothing` if
+  given, else IMAGE_LABEL_SMOOTHING for `images`, 0 for structured data."""
+  if label_smoothing is None:
+    return IMAGE_LABEL_SMOOTHING if images else 0.0
+  return label_smoothing
 
 
 def _check_field(field, value):

@@ -308,16 +308,19 @@ class RegressionHead(Head):
             'predict': tf.estimator.export.PredictOutput(predictions)}
 
 
-def of_data(spec, kind=None, label_smoothing=0.0, huber_delta=None,
+def of_data(spec, kind=None, label_smoothing=None, huber_delta=None,
             image_summaries=False):
   """The head of data of `spec` (an image DatasetSpec, or tabular data's:
-  its `head`, unless `kind` says otherwise); `image_summaries`: images'
-  evaluation draws them."""
+  its `head`, unless `kind` says otherwise), with `label_smoothing` if given
+  (else config.label_smoothing_of's); `image_summaries`: images' evaluation
+  draws them."""
+  label_smoothing = config.label_smoothing_of(label_smoothing,
+                                              images=not spec.head)
   if not spec.head:
     return ImageClassifierHead(spec.class_names, label_smoothing,
                                spec.model_input if image_summaries else None)
   return make(kind or spec.head, spec.class_names, label_smoothing,
-              huber_delta, spec.label_scale)
+              huber_delta, getattr(spec, 'label_scale', None))
 
 
 def make(kind, class_names=(), label_smoothing=0.0, huber_delta=None,

@@ -7,6 +7,8 @@ from typing import Optional
 
 import tensorflow as tf
 
+from estimator_trainer import config
+
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
 ADAM_BETA_1 = 0.9  # Both defaults; migrate.py checks Estimator's steps by it.
@@ -27,7 +29,7 @@ class OptimizerSpec:
   Adagrad for DNNs, FTRL for linear models, whose sparse updates touch only
   the embedding rows a batch looks up) with `learning_rate`, decayed by a
   cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
-  'none'."""
+  'none' and for config.CONSTANT_RATE_OPTIMIZERS (FTRL)."""
 
   name: str
   learning_rate: float
@@ -38,6 +40,14 @@ class OptimizerSpec:
     if self.lr_decay == 'cosine' and not self.decay_steps:
       raise ValueError("lr_decay='cosine' needs decay_steps (the training "
                        "steps) or lr_decay='none'")
+
+  @property
+  def decays(self):
+    """Whether the rate follows the schedule: not FTRL's, whose weights are
+    a closed form of its accumulators over the current rate (a rate of 0
+    makes them 0)."""
+    return (self.lr_decay == 'cosine' and
+            self.name not in config.CONSTANT_RATE_OPTIMIZERS)
 
   @classmethod
   def from_params(cls, params):
@@ -50,7 +60,7 @@ class OptimizerSpec:
     rate is a callable, the tensor of the graph's global step where it is
     called: in a loop of steps (estimator/graph.py), each step's own."""
     def learning_rate():
-      if self.lr_decay == 'cosine':
+      if self.decays:
         return tf.compat.v1.train.cosine_decay(
             self.learning_rate,
             tf.compat.v1.train.get_or_create_global_step(), self.decay_steps)
@@ -77,7 +87,7 @@ class OptimizerSpec:
     variable (`_current_learning_rate`) at every step, so the flags of the
     run that trains decide, whatever a checkpoint holds.
     """
-    if self.lr_decay == 'cosine':
+    if self.decays:
       learning_rate = tf.keras.optimizers.schedules.CosineDecay(
           self.learning_rate, self.decay_steps)
     else:
@@ -97,7 +107,7 @@ class OptimizerSpec:
   def for_linear_part(self, name, learning_rate=None):
     """The wide part's spec (canned wide & deep's `linear_optimizer`):
     optimizer `name` at `learning_rate` (default: this spec's), on this
-    spec's schedule."""
+    spec's schedule (FTRL: constant)."""
     return dataclasses.replace(self, name=name,
                                learning_rate=learning_rate or
                                self.learning_rate)

@@ -66,8 +66,12 @@ def read(values, given):
   for group in (_DATA_SOURCE, *_ALTERNATIVES):
     if kept & set(group):
       kept |= set(group)
+  # Nor a setting the run's head did not read: records of earlier versions
+  # hold --label_smoothing's default then, 0.1, whatever the head.
+  head = record.get('head') or 'multiclass'
   taken = {name: value for name, value in run.items()
-           if name in values and name not in kept and value != values[name]}
+           if name in values and name not in kept and value != values[name]
+           and config_lib.HEAD_FLAGS.get(name, head) == head}
   engine = engines.ENGINES.get(taken.get('engine'))
   if engine and engine.needs_estimator and not stack.has_estimator():
     raise UsageError(

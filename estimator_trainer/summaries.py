@@ -7,6 +7,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import config as config_lib
 from estimator_trainer import layout
 from estimator_trainer import models
 
@@ -230,7 +231,8 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
                                config.learning_rate),
       'lr_decay': config.lr_decay,
       'weight_decay': config.weight_decay,
-      'label_smoothing': config.label_smoothing,
+      'label_smoothing': config_lib.label_smoothing_of(
+          config.label_smoothing, images=not spec.head),
       'clip_global_norm': config.clip_global_norm or 0.0,
       'accumulate_steps': config.accumulate_steps,
       'ema_decay': config.ema_decay or 0.0,

@@ -362,6 +362,16 @@ CASES = [
            '--huber_delta=1'], 2,
           "--huber_delta is for --head=regression; this run's head is binary",
           setup=_tabular()),
+    # The spec's head (binary), known once the data is read: still before
+    # the Config line.
+    _case('label-smoothing-with-binary-head',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json',
+           '--label_smoothing=0.1'], 2,
+          "--label_smoothing is for --head=multiclass; this run's head is "
+          'binary', setup=_tabular()),
+    _case('huber-delta-on-images', [*MNIST, '--huber_delta=1'], 2,
+          "--huber_delta is for --head=regression; this run's head is "
+          'multiclass'),
     _case('linear-optimizer-without-a-wide-part',
           [*TABULAR, '--feature_spec={data}/tab/spec.json',
            '--linear_optimizer=ftrl'], 2,

@@ -81,6 +81,14 @@ def test_epochs_round_up_to_whole_steps():
     (dict(idx_dir='/nonexistent'), 'is not a directory'),
     (dict(data_source='idx'), 'needs --idx_dir'),
     (dict(model_dir=''), '--model_dir must be given'),
+    # Image flags structured data does not read.
+    *((dict(feature_spec='s.json', train_files='t', eval_files='e',
+            model='dnn', **{name: value}),
+       f"^--{name} is for images; this run's data is structured "
+       r'\(--feature_spec\)$')
+      for name, value in (('augment', 'crop_flip'), ('image_size', '32,32'),
+                          ('image_key', 'x'), ('label_key', 'y'),
+                          ('image_shape', '2,2,1'), ('num_classes', 3))),
 ])
 def test_bad_values_are_usage_errors(kwargs, message):
   kwargs = {'model_dir': '/tmp/x', **kwargs}
@@ -141,3 +149,17 @@ def test_flags_come_from_the_config_fields():
       assert choice in flag_values[field.name].help
   assert flag_values['model_dir'].default == TrainConfig.__dataclass_fields__[
       'model_dir'].metadata['flag_default']
+
+
+@pytest.mark.parametrize('kwargs, said', [
+    (dict(optimizer='ftrl'), True),
+    (dict(model='wide_deep', linear_optimizer='ftrl'), True),
+    (dict(optimizer='ftrl', lr_decay='none'), False),
+    (dict(), False),
+])
+def test_the_config_line_says_ftrl_keeps_its_rate(kwargs, said):
+  """--lr_decay=cosine decays every optimizer's rate but FTRL's
+  (optimizers.py): the Config line says so where it applies."""
+  line = TrainConfig(model_dir='/tmp/x', **kwargs).describe('m', 'd', 1, 64)
+  assert line.endswith('; ftrl keeps a constant rate, as canned Estimators '
+                       'do') == said, line

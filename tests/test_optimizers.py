@@ -36,12 +36,15 @@ def _keras_learning_rates(spec):
   return values
 
 
-@pytest.mark.parametrize('lr_decay, expected', [
-    ('cosine', [0.1, 0.05, 0.0, 0.0]),  # From the rate to 0 at decay_steps.
-    ('none', [0.1] * 4),
+@pytest.mark.parametrize('name, lr_decay, expected', [
+    # From the rate to 0 at decay_steps.
+    ('sgd', 'cosine', [0.1, 0.05, 0.0, 0.0]),
+    ('sgd', 'none', [0.1] * 4),
+    # FTRL's weights are its accumulators over the rate: never decayed.
+    ('ftrl', 'cosine', [0.1] * 4),
 ])
-def test_both_builders_follow_the_same_schedule(lr_decay, expected):
-  spec = OptimizerSpec('sgd', 0.1, lr_decay, decay_steps=100)
+def test_both_builders_follow_the_same_schedule(name, lr_decay, expected):
+  spec = OptimizerSpec(name, 0.1, lr_decay, decay_steps=100)
   np.testing.assert_allclose(_v1_learning_rates(spec), expected, atol=1e-7)
   np.testing.assert_allclose(_keras_learning_rates(spec), expected,
                              atol=1e-7)

@@ -99,20 +99,22 @@ def test_the_engines_and_2_replicas_step_alike(census, tmp_path):
 
 
 @pytest.mark.estimator
-def test_migrate_carries_both_optimizers_slots(census, tmp_path):
+@pytest.mark.parametrize('lr_decay', ['none', 'cosine'])
+def test_migrate_carries_both_optimizers_slots(census, tmp_path, lr_decay):
   """An Estimator's wide & deep, FTRL + Adagrad, carried to ctl at step 2,
   steps to 3 as the Estimator does: both slot sets placed, each with its
-  part."""
+  part; under the cosine too (FTRL's rate constant in both)."""
+  canned = {**CANNED, 'lr_decay': lr_decay}
   estimator_dir = tmp_path / 'estimator'
-  train(estimator_dir, census, 'estimator', train_steps=2, **CANNED)
+  train(estimator_dir, census, 'estimator', train_steps=2, **canned)
   carried = tmp_path / 'ctl'
   # In process: the migrate command on structured data is test_tabular_runs'.
   migration.convert(config(carried, census, engine='ctl',
-                           **{**WIDE_DEEP, **CANNED}), str(estimator_dir))
+                           **{**WIDE_DEEP, **canned}), str(estimator_dir))
   resumed = tmp_path / 'estimator_resumed'
   shutil.copytree(estimator_dir, resumed)
-  expected = train(resumed, census, 'estimator', train_steps=3, **CANNED)
-  weights = train(carried, census, 'ctl', train_steps=3, **CANNED)
+  expected = train(resumed, census, 'estimator', train_steps=3, **canned)
+  weights = train(carried, census, 'ctl', train_steps=3, **canned)
   assert tf.train.latest_checkpoint(str(carried)).endswith('ckpt-3')
   at_2 = model_weights(estimator_dir)
   moved = {k: expected[k] - at_2[k] for k in expected}

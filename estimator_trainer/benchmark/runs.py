@@ -146,7 +146,7 @@ def census_setup(census_dir, optimizer, learning_rate, wide_deep=False):
           'train_files': census.files(census_dir, 'train'),
           'eval_files': census.files(census_dir, 'test'),
           'optimizer': optimizer, 'learning_rate': learning_rate,
-          'lr_decay': 'none', 'label_smoothing': 0.0,
+          'lr_decay': 'none',
           'shuffle_buffer': census.SHUFFLE_BUFFER, 'seed': census.SEED}
 
 

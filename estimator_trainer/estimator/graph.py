@@ -3,6 +3,7 @@ Estimator, with the package's loss scaling and eval metrics."""
 
 import tensorflow as tf
 
+from estimator_trainer import config as config_lib
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
 from estimator_trainer import loss_scale as loss_scale_lib
@@ -137,16 +138,17 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
     inputs = models.model_inputs(features)
+    label_smoothing = config_lib.label_smoothing_of(
+        params.label_smoothing, images=params.head is None)
     if params.head is None:  # An image classifier.
       model_input = inputs.shape[1:]
-      head = heads.ImageClassifierHead(params.class_names,
-                                       params.label_smoothing, model_input)
+      head = heads.ImageClassifierHead(params.class_names, label_smoothing,
+                                       model_input)
     else:
       model_input = {name: EncodedInput(**value)
                      for name, value in params.model_input.items()}
-      head = heads.make(params.head, params.class_names,
-                        params.label_smoothing, params.huber_delta,
-                        params.label_scale)
+      head = heads.make(params.head, params.class_names, label_smoothing,
+                        params.huber_delta, params.label_scale)
     model = models.build(build_model, model_input, head.logits_dimension,
                          model_kwargs, seed=params.seed,
                          precision=params.precision,

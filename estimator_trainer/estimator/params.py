@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from estimator_trainer import deprecation
-from estimator_trainer.config import TrainConfig
+from estimator_trainer.config import TrainConfig, check_head_flags
 from estimator_trainer.sources import KNOWN_CLASS_NAMES
 
 
@@ -23,7 +23,8 @@ class ModelParams:
   --steps_per_loop, with its train_loop hook). Structured data: `head`
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
   columns: name -> EncodedInput's fields), `huber_delta` and
-  `label_scale` (regression: heads.RegressionHead's),
+  `label_scale` (regression: heads.RegressionHead's), `label_smoothing`
+  (multiclass; None: config.label_smoothing_of's default),
   `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part);
   `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
@@ -41,7 +42,7 @@ class ModelParams:
   weight_decay: float = TrainConfig.weight_decay
   clip_global_norm: Optional[float] = None
   accumulate_steps: int = TrainConfig.accumulate_steps
-  label_smoothing: float = TrainConfig.label_smoothing
+  label_smoothing: Optional[float] = TrainConfig.label_smoothing
   precision: str = TrainConfig.precision
   ema_decay: Optional[float] = TrainConfig.ema_decay
   seed: Optional[int] = TrainConfig.seed
@@ -53,6 +54,9 @@ class ModelParams:
   model_input: Optional[Dict[str, Dict[str, Any]]] = None
   huber_delta: Optional[float] = None
   label_scale: Optional[Tuple[float, float]] = None
+
+  def __post_init__(self):
+    check_head_flags(self, self.head or 'multiclass')
 
   @classmethod
   def from_dict(cls, params):

@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from estimator_trainer.config import check_head_flags
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
@@ -108,9 +109,7 @@ class TabularData:
 
 def _head(config, feature_spec):
   kind = input_lib.head(config, feature_spec)
-  if config.huber_delta is not None and kind != 'regression':
-    raise UsageError(f'--huber_delta is for --head=regression; this run\'s '
-                     f'head is {kind}')
+  check_head_flags(config, kind)
   if (kind == 'multilabel') != isinstance(feature_spec.label, tuple):
     raise UsageError(
         f'--head={kind}: the feature spec\'s label must be '
