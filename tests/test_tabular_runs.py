@@ -24,6 +24,7 @@ from estimator_trainer import models
 from estimator_trainer import stack
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.tabular import dataset as tabular_dataset
 import engine_params
 import tabular_sets
 from tabular_sets import examples
@@ -43,7 +44,9 @@ def sets(tmp_path_factory):
 RUNS = {'binary': ('binary', {}), 'multiclass': ('multiclass', {}),
         'regression': ('regression', {}),
         'huber': ('regression', {'huber_delta': 0.5}),
-        'multilabel': ('multilabel', {})}
+        'multilabel': ('multilabel', {}),
+        # Binary's data, its columns named as users name them.
+        'users_names': ('users_names', {})}
 # Unshuffled (graph and eager derive shuffle seeds differently), so that
 # every engine trains on the same batches; a small model, a high rate.
 FLAGS = {'model': 'dnn', 'model_kwargs': {'hidden_units': [16, 8]},
@@ -165,11 +168,15 @@ def export_dir(model_dir):
   return exports[0]
 
 
-def _raw(data):
-  """The eval split's features as the raw signature takes them."""
+def _raw(data, engine):
+  """The eval split's features as the raw signature of `engine`'s export
+  takes them: keyed by the column names (TF2 engines: their
+  signature_key)."""
   dtypes = {'float': tf.float32, 'integer': tf.int64, 'string': tf.string}
-  return {name: tf.constant(data.eval_rows[name],
-                            dtypes[column['kind'].split('_')[0]])
+  key = (lambda name: name) if engine == 'estimator' else (
+      tabular_dataset.signature_key)
+  return {key(name): tf.constant(data.eval_rows[name],
+                                 dtypes[column['kind'].split('_')[0]])
           for name, column in data.spec['columns'].items()}
 
 
@@ -236,7 +243,7 @@ def assert_same_outputs(actual, expected):
     *(pytest.param('estimator', name, marks=pytest.mark.estimator)
       for name in RUNS), *(('ctl', name) for name in RUNS),
     # Keras's export is ctl's (tf2/export.py): two heads for it.
-    ('keras', 'binary'), ('keras', 'regression')])
+    ('keras', 'binary'), ('keras', 'regression'), ('keras', 'users_names')])
 def test_served_predictions_score_as_the_evaluation(trained, sets, name,
                                                     engine):
   """The SavedModel on the eval split's serialized tf.Examples (and on its
@@ -249,7 +256,7 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
   serialized = tf.constant(examples(data.eval_rows))
   served = {k: v.numpy() for k, v in
             signatures['predict'](examples=serialized).items()}
-  raw = signatures['raw:predict'](**_raw(data))
+  raw = signatures['raw:predict'](**_raw(data, engine))
   assert_same_outputs({k: v.numpy() for k, v in raw.items()}, served)
   head = data.spec['head']
   if engine == 'estimator':  # A canned Estimator's signatures.
