@@ -19,9 +19,9 @@ def _count_examples(metric, weights, padding):
 
 class EvalMetrics:
   """accuracy, average_loss (exact per example), weighted (padding weighs
-  0), and num_examples (every example); with `class_names`, the confusion matrix and the
-  misclassified images (of `image_shape`) too, string-valued image
-  summaries."""
+  0), and num_examples (every example); with `class_names`, the confusion
+  matrix and the misclassified images (of `image_shape`) too,
+  string-valued image summaries."""
 
   def __init__(self, class_names=None, image_shape=None):
     self.scalars = {
@@ -60,10 +60,9 @@ class EvalMetrics:
 class HeadMetrics:
   """What canned Estimator heads report for `head` (heads.py), weighted
   (padding weighs 0): average_loss, num_examples (every example, of any
-  weight), and per kind
-  multiclass: accuracy (and the confusion matrix image); binary: accuracy,
-  auc, auc_precision_recall, precision, recall, label/mean,
-  prediction/mean; regression: mean_absolute_error,
+  weight), and per kind multiclass: accuracy (and the confusion matrix
+  image); binary: accuracy, auc, auc_precision_recall, precision, recall,
+  label/mean, prediction/mean; regression: mean_absolute_error,
   root_mean_squared_error, label/mean, prediction/mean; multilabel: auc
   (canned MultiLabelHead's: of every label's probabilities pooled) and
   auc/<label> per label. `images`: the confusion matrix image of a

@@ -132,8 +132,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   dict of `ModelParams`' fields (`global_batch_size` required; `head` and
   `model_input` for structured data). A `'weight'` per example weighs its
   loss and metrics; in EVAL `'padding'` (True) marks rows that are no
-  examples (weight them 0 too); TRAIN with `steps_per_run`
-  > 1 reads more batches from their iterator.
+  examples (weight them 0 too); TRAIN with `steps_per_run` > 1 reads more
+  batches from their iterator.
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)

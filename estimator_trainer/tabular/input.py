@@ -31,9 +31,8 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   engines, yielding `(features, labels)`: features the Encoder's dict plus
   WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
   padding, else the weight column's or 1) and in EVAL models.PADDING,
-  labels the head's
-  (Encoder.encode_label). PREDICT: the first `config.num_predictions` test
-  examples' features.
+  labels the head's (Encoder.encode_label). PREDICT: the first
+  `config.num_predictions` test examples' features.
 
   TRAIN reads the pipeline's shard of the train split (cache, shuffle,
   repeat, batch); EVAL each test example exactly once, padded with weight-0
