@@ -7,6 +7,7 @@ import math
 import tensorflow as tf
 
 from estimator_trainer import deprecation
+from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.sources import TEST, TRAIN, make_source
 
@@ -27,11 +28,19 @@ def model_images(images):
   return tf.cast(images, tf.float32) / 255.0
 
 
-def _features(images, labels, weights=None):
-  """Batch preprocessing shared by every mode."""
+def eval_weights(features, mask, weights=None):
+  """Adds to EVAL `features` their weights (`weights`, or 1, times `mask`:
+  with_eval_padding's 0 for padding) and which rows are padding."""
+  features[models.WEIGHT] = mask if weights is None else mask * weights
+  features[models.PADDING] = tf.equal(mask, 0.0)
+  return features
+
+
+def _features(images, labels, mask=None):
+  """Batch preprocessing shared by every mode (EVAL: with `mask`)."""
   features = {'image': model_images(images)}
-  if weights is not None:
-    features['weight'] = weights
+  if mask is not None:
+    eval_weights(features, mask)
   return features, labels
 
 

@@ -26,16 +26,18 @@ def serving_input_receiver_fn(example_format):
 def _tabular_receiver_fn(serving):
   """Serialized tf.Examples under `examples`, as a canned Estimator's
   parsing receiver takes them (its classification, regression and predict
-  signatures need one string input), or raw columns (signatures
-  `raw:...`); the preprocessing is in the graph, so clients send raw
-  values. The columns default to the parsed examples, as the images'
-  receiver does."""
+  signatures need one string input), or raw columns under their names
+  (signatures `raw:...`); the preprocessing is in the graph, so clients
+  send raw values. The columns default to the parsed examples, as the
+  images' receiver does."""
   def receiver_fn():
     examples = tf.compat.v1.placeholder_with_default(
         tf.constant([], tf.string), [None], name='input_example_tensor')
     parsed = serving.parse_examples(examples)
+    # Op names are the specs' (an op cannot be named 'mean radius'); the
+    # signature's keys, any string here, the columns' own.
     raw = {name: tf.compat.v1.placeholder_with_default(
-        parsed[name], spec.shape, name=name)
+        parsed[name], spec.shape, name=spec.name)
            for name, spec in serving.raw_signature.items()}
     return tf.estimator.export.ServingInputReceiver(
         features=serving.encode(raw),

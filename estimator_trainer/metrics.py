@@ -8,11 +8,20 @@ from estimator_trainer import losses
 from estimator_trainer import summaries
 
 
+def _count_examples(metric, weights, padding):
+  """num_examples: every row but the eval input's padding (`padding` True;
+  None: none), whatever its weight (the weights weigh the examples, they
+  do not make more or fewer of them)."""
+  rows = tf.ones_like(weights) if padding is None else tf.cast(
+      tf.logical_not(padding), weights.dtype)
+  metric.update_state(rows)
+
+
 class EvalMetrics:
-  """accuracy, average_loss (exact per example) and num_examples, weighted
-  (weight 0 marks padding); with `class_names`, the confusion matrix and the
-  misclassified images (of `image_shape`) too, string-valued image
-  summaries."""
+  """accuracy, average_loss (exact per example), weighted (padding weighs
+  0), and num_examples (every example); with `class_names`, the confusion
+  matrix and the misclassified images (of `image_shape`) too,
+  string-valued image summaries."""
 
   def __init__(self, class_names=None, image_shape=None):
     self.scalars = {
@@ -28,14 +37,15 @@ class EvalMetrics:
                                                         image_shape),
       }
 
-  def update(self, images, labels, logits, weights):
-    """Adds a batch; returns every metric by name."""
+  def update(self, images, labels, logits, weights, padding=None):
+    """Adds a batch (`padding`: True on the eval input's padded rows);
+    returns every metric by name."""
     classes = tf.argmax(logits, axis=1)
     self.scalars['accuracy'].update_state(labels, classes,
                                           sample_weight=weights)
     self.scalars['average_loss'].update_state(
         losses.per_example_loss(labels, logits), sample_weight=weights)
-    self.scalars['num_examples'].update_state(weights)
+    _count_examples(self.scalars['num_examples'], weights, padding)
     if self.images:
       self.images['confusion_matrix'].update_state(labels, classes, weights)
       self.images['misclassified'].update_state(images, labels, classes,
@@ -49,13 +59,14 @@ class EvalMetrics:
 
 class HeadMetrics:
   """What canned Estimator heads report for `head` (heads.py), weighted
-  (weight 0 marks padding): average_loss and num_examples, and per kind
-  multiclass: accuracy (and the confusion matrix image); binary: accuracy,
-  auc, auc_precision_recall, precision, recall, label/mean,
-  prediction/mean; regression: mean_absolute_error,
+  (padding weighs 0): average_loss, num_examples (every example, of any
+  weight), and per kind multiclass: accuracy (and the confusion matrix
+  image); binary: accuracy, auc, auc_precision_recall, precision, recall,
+  label/mean, prediction/mean; regression: mean_absolute_error,
   root_mean_squared_error, label/mean, prediction/mean; multilabel: auc
-  (the labels' mean) and auc/<label> per label. `images`: the confusion
-  matrix image of a multiclass head."""
+  (canned MultiLabelHead's: of every label's probabilities pooled) and
+  auc/<label> per label. `images`: the confusion matrix image of a
+  multiclass head."""
 
   def __init__(self, head, images=True):
     self._head = head
@@ -83,8 +94,7 @@ class HeadMetrics:
       scalars['prediction/mean'] = tf.keras.metrics.Mean(
           name='prediction_mean')
     if kind == 'multilabel':
-      scalars['auc'] = tf.keras.metrics.AUC(
-          multi_label=True, num_labels=head.logits_dimension, name='auc')
+      scalars['auc'] = tf.keras.metrics.AUC(name='auc')
       for index, label in enumerate(head.class_names):
         scalars[f'auc/{label}'] = tf.keras.metrics.AUC(name=f'auc_{index}')
     self.scalars = scalars
@@ -93,21 +103,19 @@ class HeadMetrics:
       self.images['confusion_matrix'] = summaries.ConfusionMatrixImage(
           head.class_names)
 
-  def update(self, inputs, labels, logits, weights):
-    """Adds a batch (`inputs`: the model's, unused); returns every metric by
-    name."""
+  def update(self, inputs, labels, logits, weights, padding=None):
+    """Adds a batch (`inputs`: the model's, unused; `padding`: True on the
+    eval input's padded rows); returns every metric by name."""
     del inputs
     head, scalars = self._head, self.scalars
     scalars['average_loss'].update_state(head.eval_loss(labels, logits),
                                          sample_weight=weights)
-    # Counts the examples (padding has weight 0): a weight column weighs
-    # them, as in every other metric, but does not make more of them.
-    scalars['num_examples'].update_state(tf.cast(weights > 0, tf.float32))
+    _count_examples(scalars['num_examples'], weights, padding)
     if head.kind in ('multiclass', 'binary'):
       class_ids = head.class_ids(logits)
       scalars['accuracy'].update_state(labels, class_ids,
                                        sample_weight=weights)
-    if head.kind == 'multiclass':
+    if 'confusion_matrix' in self.images:
       self.images['confusion_matrix'].update_state(labels, class_ids,
                                                    weights)
     if head.kind in ('binary', 'regression'):
@@ -131,7 +139,8 @@ class HeadMetrics:
                                               sample_weight=weights)
     if head.kind == 'multilabel':
       probabilities = tf.sigmoid(logits)
-      # AUC(multi_label) takes per-example weights of shape [batch, 1].
+      # As canned: one AUC of every (example, label) pair, the example's
+      # weight broadcast over its labels.
       scalars['auc'].update_state(labels, probabilities,
                                   sample_weight=weights[:, None])
       for index, label in enumerate(head.class_names):

@@ -142,11 +142,17 @@ def input_signature(model_input):
           for name, value in model_input.items()}
 
 
+# The features' keys that are not the model's inputs: each example's weight
+# (0 for the eval input's padding) and, in EVAL, True for the padding's rows
+# (which num_examples leaves out).
+WEIGHT, PADDING = 'weight', 'padding'
+
+
 def model_inputs(features):
   """What the model is called with: the image batch, or the dict of encoded
-  columns (`features` without the per-example `weight`)."""
+  columns (`features` without WEIGHT and PADDING)."""
   inputs = {name: value for name, value in features.items()
-            if name != 'weight'}
+            if name not in (WEIGHT, PADDING)}
   return inputs['image'] if set(inputs) == {'image'} else inputs
 
 

@@ -87,8 +87,15 @@ def _floats(names):
   return {name: {'kind': 'float_normalized'} for name in names}
 
 
-def _breast_cancer(directory):
-  """Binary, string labels; a string categorical column; CSV."""
+# Column names as users have them: scikit-learn's own (a space), a dash, a
+# dot, non-ASCII letters.
+USERS_NAMES = {'mean_radius': 'mean radius', 'mean_texture': 'x-1',
+               'mean_smoothness': 'a.b', 'size': 'größe'}
+
+
+def _breast_cancer(directory, name='breast_cancer', rename=None):
+  """Binary, string labels; a string categorical column; CSV. `rename`:
+  column -> the name it gets."""
   bunch = datasets.load_breast_cancer()
   names = [n.replace(' ', '_') for n in bunch.feature_names]
   x = dict(zip(names, bunch.data.T))
@@ -100,13 +107,15 @@ def _breast_cancer(directory):
                np.searchsorted(edges, x['mean_area'])],
            'diagnosis': bunch.target_names[bunch.target],
            'w': _weights(len(bunch.target), 1)}
-  spec = {'name': 'breast_cancer',
-          'columns': {**_floats(floats),
-                      'size': {'kind': 'string_categorical'}},
+  columns = {**_floats(floats), 'size': {'kind': 'string_categorical'}}
+  rename = rename or {}
+  table = {rename.get(k, k): v for k, v in table.items()}
+  spec = {'name': name,
+          'columns': {rename.get(k, k): v for k, v in columns.items()},
           'label': 'diagnosis',
           'label_vocabulary': bunch.target_names.tolist(),
           'weight': 'w', 'head': 'binary'}
-  return _split(directory, 'breast_cancer', table, spec, 400, 'csv')
+  return _split(directory, name, table, spec, 400, 'csv')
 
 
 def _wine_table():
@@ -199,9 +208,12 @@ def _census(directory, weight):
 
 def write(directory):
   """Writes every set under `directory`; returns name -> Set: one per head
-  (binary, multiclass, regression, multilabel), and the census-like set
+  (binary, multiclass, regression, multilabel), binary's with USERS_NAMES
+  (users_names), and the census-like set
   weighted by its weight column and by 3 x it (census, census_tripled)."""
   return {'binary': _breast_cancer(directory),
+          'users_names': _breast_cancer(directory, 'users_names',
+                                        USERS_NAMES),
           'multiclass': _wine(directory),
           'regression': _diabetes(directory),
           'multilabel': _wine_multilabel(directory),

@@ -358,8 +358,10 @@ def test_eval_without_context_is_the_test_split_in_order(mock_source):
   batches = list(data.make_input_fn(config, 32, mock_source)(EVAL))
   labels = np.concatenate([y for _, y in batches])
   weights = np.concatenate([f['weight'] for f, _ in batches])
+  padding = np.concatenate([f['padding'] for f, _ in batches])
   in_order = [int(y) for _, y in mock_source.dataset(sources.TEST)]
   assert weights.tolist() == [1.0] * 70 + [0.0] * 26
+  assert padding.tolist() == [False] * 70 + [True] * 26
   assert labels[:70].tolist() == in_order
 
 

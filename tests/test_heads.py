@@ -11,17 +11,17 @@ from estimator_trainer import heads
 RNG = np.random.default_rng(0)
 BATCH = 64
 WEIGHTS = RNG.uniform(0.0, 2.0, BATCH).astype(np.float32)
-WEIGHTS[:5] = 0.0  # Padding.
+WEIGHTS[:5] = 0.0  # Examples of weight 0 (a weight column's).
 
 
 def _sigmoid(x):
   return 1 / (1 + np.exp(-x))
 
 
-def _evaluate(head, labels, logits, weights=WEIGHTS):
+def _evaluate(head, labels, logits, weights=WEIGHTS, padding=None):
   metrics = head.eval_metrics()
   metrics.update(None, tf.constant(labels), tf.constant(logits),
-                 tf.constant(weights))
+                 tf.constant(weights), padding)
   return {name: float(metric.result())
           for name, metric in metrics.scalars.items()}
 
@@ -53,8 +53,7 @@ def test_binary_loss_metrics_and_predictions():
       np.average(p, weights=w), abs=1e-5)
   assert result['average_loss'] == pytest.approx(
       np.average(expected_loss, weights=w), rel=1e-5)
-  # The examples of weight > 0 (padding has 0), not the weights' sum.
-  assert result['num_examples'] == (w > 0).sum()
+  assert result['num_examples'] == BATCH
   predictions = {k: np.asarray(v) for k, v in head.predictions(
       tf.constant(logits)).items()}
   assert set(predictions) == {'logits', 'logistic', 'probabilities',
@@ -118,8 +117,14 @@ def test_regression_loss_and_metrics(huber_delta, label_scale):
 def test_multilabel_loss_and_aucs():
   names = ('x', 'y', 'z')
   head = heads.make('multilabel', names)
-  labels = RNG.integers(0, 2, (BATCH, 3)).astype(np.float32)
-  logits = RNG.normal(0, 2, (BATCH, 3)).astype(np.float32)
+  # Its own generator: the case must not depend on the tests before it.
+  rng = np.random.default_rng(45)
+  labels = rng.integers(0, 2, (BATCH, 3)).astype(np.float32)
+  # Each label's logits rank its examples well, around an offset of its
+  # own: every per-label AUC is high, the pooled one (positives of one
+  # label below negatives of another) lower.
+  logits = (3 * labels + rng.normal(0, 1, (BATCH, 3)) +
+            np.array([-2.5, 0.0, 2.5])).astype(np.float32)
   p = _sigmoid(logits)
   expected_loss = -(labels * np.log(p) + (1 - labels) * np.log(1 - p)).mean(1)
   np.testing.assert_allclose(head.per_example_loss(labels, logits),
@@ -130,12 +135,17 @@ def test_multilabel_loss_and_aucs():
                for i in range(3)]
   for name, auc in zip(names, per_label):
     assert result[f'auc/{name}'] == pytest.approx(auc, abs=0.01)
-  assert result['auc'] == pytest.approx(np.mean(per_label), abs=0.01)
+  # canned MultiLabelHead's auc: one AUC of the labels and probabilities
+  # flattened, each example's weight on each of its labels.
+  pooled = sk_metrics.roc_auc_score(labels.ravel(), p.ravel(),
+                                    sample_weight=np.repeat(WEIGHTS, 3))
+  assert abs(pooled - np.mean(per_label)) > 0.05  # The case tells them apart.
+  # Keras's AUC interpolates over 200 thresholds: close to the exact one.
+  assert result['auc'] == pytest.approx(pooled, abs=0.01)
 
 
-@pytest.mark.parametrize('kind', heads.KINDS)
-def test_weights_enter_the_sum_and_the_divisor_stays_the_batch(kind):
-  """sum(weight x loss) / global batch, as canned SUM_OVER_BATCH_SIZE."""
+def _head_and_batch(kind):
+  """A head of `kind` and a batch of its labels and logits."""
   head = heads.make(kind, ('a', 'b', 'c') if kind in (
       'multiclass', 'multilabel') else ())
   width = head.logits_dimension
@@ -145,6 +155,31 @@ def test_weights_enter_the_sum_and_the_divisor_stays_the_batch(kind):
             RNG.normal(0, 1, BATCH).astype(np.float32)
             if kind == 'regression' else RNG.integers(0, max(width, 2),
                                                        BATCH))
+  return head, labels, logits
+
+
+@pytest.mark.parametrize('images', [True, False])
+@pytest.mark.parametrize('kind', heads.KINDS)
+def test_eval_metrics_of_every_head_with_and_without_images(kind, images):
+  """Every head's metrics build, update and give results (TFX's EVAL graph
+  has no images: a multiclass head's raised KeyError 'confusion_matrix');
+  num_examples counts every example, weight 0 too, and no padding."""
+  head, labels, logits = _head_and_batch(kind)
+  padding = np.arange(BATCH) >= BATCH - 3
+  weights = np.where(padding, 0.0, WEIGHTS).astype(np.float32)
+  metrics = head.eval_metrics(images)
+  every = metrics.update(None, tf.constant(labels), tf.constant(logits),
+                         tf.constant(weights), tf.constant(padding))
+  assert ('confusion_matrix' in every) == (kind == 'multiclass' and images)
+  result = {name: metric.result().numpy() for name, metric in every.items()}
+  assert result['num_examples'] == BATCH - 3
+  assert all(np.isfinite(result[name]).all() for name in metrics.scalars)
+
+
+@pytest.mark.parametrize('kind', heads.KINDS)
+def test_weights_enter_the_sum_and_the_divisor_stays_the_batch(kind):
+  """sum(weight x loss) / global batch, as canned SUM_OVER_BATCH_SIZE."""
+  head, labels, logits = _head_and_batch(kind)
   per_example = head.per_example_loss(labels, logits).numpy()
   loss = head.replica_training_loss(labels, logits, 4 * BATCH,
                                     weights=WEIGHTS)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError, UsageError
+from estimator_trainer.tabular import dataset as dataset_lib
 from estimator_trainer.tabular import infer as infer_lib
 from estimator_trainer.tabular import source as source_lib
 from estimator_trainer.tabular import spec as spec_lib
@@ -730,3 +731,21 @@ def test_csv_line_ends_and_empty_lines_count_as_they_read(tmp_path):
     source.columns(TRAIN)
   assert str(error.value) == (f'{path} line 2: a quoted field goes on to the '
                               'next line; a record is one line')
+
+
+def test_signature_keys_are_the_names_tensorflow_2_takes():
+  """A TF2 SavedModel's signature input keys: the column's name where
+  tf.saved_model.save takes it, else a deterministic one."""
+  keys = {name: dataset_lib.signature_key(name) for name in (
+      'age', 'hours_per_week', 'mean radius', 'x-1', 'a.b', 'größe', '1st',
+      '_id')}
+  assert keys == {'age': 'age', 'hours_per_week': 'hours_per_week',
+                  'mean radius': 'mean_radius', 'x-1': 'x_1', 'a.b': 'a_b',
+                  'größe': 'gr__e', '1st': 'arg_1st', '_id': 'arg__id'}
+
+
+def test_columns_of_one_signature_key_are_a_usage_error():
+  spec = FeatureSpec((Column('a.b', 'float'), Column('a-b', 'float')), 'y')
+  with pytest.raises(UsageError, match=r"columns 'a.b' and 'a-b' have the "
+                     r"same serving input name 'a_b'"):
+    dataset_lib.Serving(None, spec, None, 'regression')

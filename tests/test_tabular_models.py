@@ -274,3 +274,13 @@ def test_an_estimator_trains_it_and_keys_its_checkpoint_by_layer_names(
   assert estimator.get_variable_value('global_step') == 3
   # Trained: the wide part left its zeros.
   assert np.any(estimator.get_variable_value('linear/bias/bias'))
+
+
+def test_columns_of_one_variable_name_are_a_usage_error():
+  """'a b' and 'a_b' would both name layers ..._a_b: a one-line error
+  naming both columns, before any layer."""
+  inputs = {'a b': EncodedInput('dense', width=1),
+            'a_b': EncodedInput('ids', cardinality=3)}
+  with pytest.raises(UsageError, match=r"columns 'a b' and 'a_b' have the "
+                     r"same variable name 'a_b'"):
+    models.wide_deep(inputs, 2)

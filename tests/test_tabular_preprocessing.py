@@ -18,6 +18,7 @@ from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, TrainerError, UsageError
+from estimator_trainer.models import PADDING
 from estimator_trainer.strategy import make_strategy
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular.encoder import EncodedInput, Encoder
@@ -422,10 +423,10 @@ def test_encoder_serves_from_a_saved_model(data, tmp_path):
 
 
 def _eval_rows(source, stats, pipelines, replicas, batch=16):
-  """(row ids, weights) of every pipeline's EVAL batches; steps per
-  pipeline."""
+  """(row ids, weights, padding) of every pipeline's EVAL batches; steps
+  per pipeline."""
   input_fn = make_input_fn(_config(), batch, source, stats)
-  ids, weights, steps = [], [], []
+  ids, weights, padding, steps = [], [], [], []
   for pipeline in range(pipelines):
     batches = list(input_fn(ModeKeys.EVAL,
                             _context(pipelines, pipeline, replicas)))
@@ -434,7 +435,9 @@ def _eval_rows(source, stats, pipelines, replicas, batch=16):
       assert labels.shape[0] == features[ID].shape[0]
       ids.append(features[ID].numpy()[:, 0])
       weights.append(features[WEIGHT].numpy())
-  return np.concatenate(ids), np.concatenate(weights), steps
+      padding.append(features[PADDING].numpy())
+  return (np.concatenate(ids), np.concatenate(weights),
+          np.concatenate(padding), steps)
 
 
 @pytest.mark.parametrize('pipelines,replicas', [(1, 1), (1, 2), (2, 2)])
@@ -442,12 +445,14 @@ def test_evaluation_sees_every_example_once(data, pipelines, replicas):
   for name in ('breast_cancer', 'wine'):
     source, stats = data[name]
     expected = sorted(source.columns(TEST)[ID].astype(np.float32))
-    ids, weights, steps = _eval_rows(source, stats, pipelines, replicas)
+    ids, weights, padding, steps = _eval_rows(source, stats, pipelines,
+                                              replicas)
     assert len(set(steps)) == 1  # Every pipeline the same number of steps.
-    real = weights > 0
+    # PADDING marks the padded rows (num_examples leaves them out), which
+    # weigh 0; breast cancer's weight column is 2 for malignant.
+    real = ~padding
     assert sorted(ids[real]) == expected
-    # Padding: weight 0; breast cancer's weight column is 2 for malignant.
-    assert (weights[~real] == 0).all() and (~real).any()
+    assert (weights[padding] == 0).all() and padding.any()
     if name == 'breast_cancer':
       assert set(weights[real]) == {1.0, 2.0}
 
@@ -480,11 +485,12 @@ def test_prediction_reads_num_predictions_test_examples(data):
   assert ids.tolist() == [400, 401, 402, 403, 404]
 
 
-def test_a_feature_named_weight_is_a_usage_error(data, tmp_path):
+@pytest.mark.parametrize('name', [WEIGHT, PADDING])
+def test_a_feature_named_weight_or_padding_is_a_usage_error(data, name):
   source, stats = data['wine']
   spec = dataclasses.replace(source.feature_spec, columns=(
-      *source.feature_spec.columns, Column(WEIGHT, 'float')))
-  with pytest.raises(UsageError, match="a feature named 'weight'"):
+      *source.feature_spec.columns, Column(name, 'float')))
+  with pytest.raises(UsageError, match=f"a feature named '{name}'"):
     make_input_fn(_config(), 8, Source(source.patterns, spec), stats)
 
 

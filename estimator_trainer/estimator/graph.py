@@ -132,8 +132,9 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   or on structured data the encoded columns (tabular/), and `params`, a
   dict of `ModelParams`' fields (`global_batch_size` required; `head` and
   `model_input` for structured data). A `'weight'` per example weighs its
-  loss and metrics (in EVAL, 0 marks padding); TRAIN with `steps_per_run`
-  > 1 reads more batches from their iterator.
+  loss and metrics; in EVAL `'padding'` (True) marks rows that are no
+  examples (weight them 0 too); TRAIN with `steps_per_run` > 1 reads more
+  batches from their iterator.
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
@@ -168,7 +169,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           export_outputs=head.export_outputs(predictions), scaffold=scaffold)
 
     if mode == ModeKeys.EVAL:
-      weights = features.get('weight', tf.ones(tf.shape(logits)[:1]))
+      weights = features.get(models.WEIGHT, tf.ones(tf.shape(logits)[:1]))
       metrics = head.eval_metrics(params.eval_images)
       # A per-replica mean, not a share of the global batch: Estimator
       # averages the replicas' `loss`. `average_loss` is exact over the whole
@@ -176,7 +177,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
       return tf.estimator.EstimatorSpec(
           mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
                                           weights),
-          eval_metric_ops=metrics.update(inputs, labels, logits, weights),
+          eval_metric_ops=metrics.update(inputs, labels, logits, weights,
+                                         features.get(models.PADDING)),
           scaffold=scaffold)
 
   return model_fn

@@ -4,6 +4,7 @@ the input_fn and what serving needs."""
 
 import dataclasses
 import logging
+import re
 from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
@@ -45,9 +46,22 @@ class TabularDataSpec:
                if self.label_scale else {})}
 
 
+def signature_key(name):
+  """Column `name` as a TF2 SavedModel's signature input key (and any
+  graph's op name): itself if it is one, else with each character other
+  than A-Z, a-z, 0-9 and _ as _, and arg_ before a first character that is
+  no letter. tf.saved_model.save keys a signature's inputs by their
+  placeholders' op names after tf.function's parameter-name rule, so
+  'mean radius' cannot be a key there (Estimator's signatures take any
+  key)."""
+  key = re.sub(r'[^A-Za-z0-9_]', '_', name)
+  return key if re.match(r'[A-Za-z]', key) else f'arg_{key}'
+
+
 class Serving:
   """What an export needs: raw columns of serialized tf.Examples, and the
-  preprocessing (made in the graph that serves)."""
+  preprocessing (made in the graph that serves). `raw_signature`: column
+  name -> its TensorSpec, named signature_key(name)."""
 
   def __init__(self, source, feature_spec, statistics, head):
     self._source = source
@@ -55,8 +69,16 @@ class Serving:
     self._feature_spec = feature_spec
     self._statistics = statistics
     self.raw_signature = {
-        column.name: tf.TensorSpec([None], tf.dtypes.as_dtype(column.dtype))
+        column.name: tf.TensorSpec([None], tf.dtypes.as_dtype(column.dtype),
+                                   name=signature_key(column.name))
         for column in feature_spec.columns}
+    by_key = {}
+    for name, spec in self.raw_signature.items():
+      other = by_key.setdefault(spec.name, name)
+      if other != name:
+        raise UsageError(f'feature spec: columns {other!r} and {name!r} have '
+                         f'the same serving input name {spec.name!r} '
+                         '(signature_key); rename one')
 
   def parse_examples(self, serialized):
     return self._source.parse_examples(serialized)

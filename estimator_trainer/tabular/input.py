@@ -7,6 +7,7 @@ import logging
 import tensorflow as tf
 
 from estimator_trainer import data
+from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
@@ -16,7 +17,7 @@ _logger = logging.getLogger(__name__)
 
 # The features' key of each example's weight (the weight column's value;
 # in evaluation 0 for padding).
-WEIGHT = 'weight'
+WEIGHT = models.WEIGHT
 
 
 def head(config, feature_spec):
@@ -29,9 +30,9 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
   engines, yielding `(features, labels)`: features the Encoder's dict plus
   WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
-  padding, else the weight column's or 1), labels the head's
-  (Encoder.encode_label). PREDICT: the first `config.num_predictions` test
-  examples' features.
+  padding, else the weight column's or 1) and in EVAL models.PADDING,
+  labels the head's (Encoder.encode_label). PREDICT: the first
+  `config.num_predictions` test examples' features.
 
   TRAIN reads the pipeline's shard of the train split (cache, shuffle,
   repeat, batch); EVAL each test example exactly once, padded with weight-0
@@ -47,9 +48,11 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   feature_spec = source.feature_spec
   names = [c.name for c in feature_spec.columns] + [
       c.name for c in feature_spec.crosses]
-  if WEIGHT in names:
-    raise UsageError(f"feature spec: a feature named '{WEIGHT}' (the input's "
-                     'key of the example weights); rename it')
+  for reserved, meaning in ((WEIGHT, 'the example weights'),
+                            (models.PADDING, "evaluation's padding")):
+    if reserved in names:
+      raise UsageError(f"feature spec: a feature named '{reserved}' (the "
+                       f"input's key of {meaning}); rename it")
   head_name = head(config, feature_spec)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
@@ -66,8 +69,8 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
       if mask is not None:
-        weight = mask if weight is None else mask * weight
-      if weight is not None:
+        data.eval_weights(encoded, mask, weight)
+      elif weight is not None:
         encoded[WEIGHT] = weight
       return encoded, encoding.encode_label(label, head_name)
 

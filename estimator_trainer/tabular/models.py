@@ -76,6 +76,13 @@ def _inputs(inputs):
       field: value.get(field) for field in _FIELDS})
             if isinstance(value, collections.abc.Mapping) else value
             for name, value in inputs.items()}
+  by_scope = {}
+  for name in sorted(inputs):
+    other = by_scope.setdefault(_scope_name(name), name)
+    if other != name:  # Two layers of one name: Keras would refuse them.
+      raise UsageError(f'--model: columns {other!r} and {name!r} have the '
+                       f"same variable name {_scope_name(name)!r}; rename "
+                       'one')
   keras_inputs = {}
   for name, encoded in inputs.items():
     if encoded.kind == 'dense':

@@ -40,8 +40,9 @@ class Evaluator:
   def _replica_step(self, features, labels):
     inputs = models.model_inputs(features)
     logits = self._job.model(inputs, training=False)
-    weights = features['weight']
-    self._metrics.update(inputs, labels, logits, weights)
+    weights = features[models.WEIGHT]
+    self._metrics.update(inputs, labels, logits, weights,
+                         features[models.PADDING])
     self._loss.update_state(losses.weighted_mean(
         self._job.head.eval_loss(labels, logits), weights))
 

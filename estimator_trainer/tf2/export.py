@@ -5,7 +5,9 @@
 and `saved_model_cli` cannot tell which engine exported.
 
 Structured data: `serving_default` and `predict` take serialized tf.Examples
-(`examples`), `raw:predict` the raw columns; all return the head's
+(`examples`), `raw:predict` the raw columns (keyed by
+tabular.dataset.signature_key: a column's name where TensorFlow 2 allows
+it); all return the head's
 predictions under canned names. (A canned Estimator's `classification` and
 `regression` signatures use TensorFlow 1's Classify and Regress methods,
 which tf.saved_model.save cannot write: the estimator engine's exports have
@@ -67,16 +69,21 @@ class _TabularServing(tf.Module):
     self.serve_examples = tf.function(
         self._serve_examples, input_signature=[tf.TensorSpec(
             [None], tf.string, name='examples')])
+    # Keyed by signature_key: tf.saved_model.save takes no other key.
     self.serve_raw = tf.function(self._serve_raw, input_signature=[{
-        name: tf.TensorSpec(spec.shape, spec.dtype, name=name)
-        for name, spec in serving.raw_signature.items()}])
+        spec.name: spec for spec in serving.raw_signature.values()}])
 
-  def _serve_raw(self, raw):
+  def _predictions(self, raw):
     return self._head.predictions(self.model(self.encoder(raw),
                                              training=False))
 
+  def _serve_raw(self, inputs):
+    return self._predictions({
+        name: inputs[spec.name]
+        for name, spec in self._serving.raw_signature.items()})
+
   def _serve_examples(self, examples):
-    return self._serve_raw(self._serving.parse_examples(examples))
+    return self._predictions(self._serving.parse_examples(examples))
 
   def signatures(self):
     return {'serving_default': self.serve_examples,
