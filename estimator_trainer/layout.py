@@ -58,6 +58,12 @@ def feature_spec_file(model_dir):
   return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
 
 
+def stored_feature_spec(model_dir):
+  """The path of model_dir's stored feature spec; None without one."""
+  path = feature_spec_file(model_dir)
+  return path if _exists(path) else None
+
+
 def _exists(path):
   if '://' in path:  # gs://...: only TensorFlow reads those.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top

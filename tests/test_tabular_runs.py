@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from estimator_trainer import engines
 from estimator_trainer import heads
@@ -474,3 +475,119 @@ def test_resume_on_changed_data_keeps_the_statistics_and_says_so(
   assert 'this run keeps the stored ones' in said[0]
   assert statistics.read_text() == stored
   assert tf.train.latest_checkpoint(str(model_dir)).endswith(f'ckpt-{steps}')
+
+
+# --- The model_dir's own feature spec ---------------------------------------
+
+
+def _edited_spec(data, directory, edit):
+  """A copy of `data`'s feature spec file, changed by `edit(spec dict)`."""
+  spec = json.loads(pathlib.Path(data.feature_spec).read_text())
+  edit(spec)
+  path = directory / 'edited.json'
+  path.write_text(json.dumps(spec))
+  return str(path)
+
+
+def _files(model_dir):
+  """relative path -> content of every file under model_dir."""
+  return {str(p.relative_to(model_dir)): p.read_bytes()
+          for p in sorted(pathlib.Path(model_dir).rglob('*')) if p.is_file()}
+
+
+def _reverse_classes(spec):
+  spec['label_vocabulary'].reverse()
+
+
+def _unnormalized(spec):
+  spec['columns']['mean_radius']['kind'] = 'float'
+
+
+def _one_more_column(spec):
+  spec['columns']['mean_area'] = {'kind': 'float'}
+
+
+# mode, engine of the model_dir, the spec's edit, what the error names.
+SPEC_CHANGES = [
+    ('evaluate', 'ctl', _reverse_classes, 'label_vocabulary order'),
+    ('export', 'ctl', _unnormalized,
+     'columns.mean_radius.kind float_normalized -> float'),
+    ('train', 'ctl', _one_more_column, 'column mean_area added'),
+    ('predict', 'keras', _reverse_classes, 'label_vocabulary order'),
+    pytest.param('migrate', 'estimator', _unnormalized,
+                 'columns.mean_radius.kind float_normalized -> float',
+                 marks=pytest.mark.estimator)]
+
+
+@pytest.mark.parametrize('mode, engine, edit, named', SPEC_CHANGES)
+def test_another_spec_than_the_model_dirs_is_a_usage_error(
+    trained, sets, tmp_path, mode, engine, edit, named):
+  """Every later mode reads the spec stored with the statistics: a
+  --feature_spec other than it fails (exit 2, one line naming the
+  difference) before anything is written."""
+  data = sets['binary']
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained('binary', engine), model_dir)
+  before = _files(model_dir)
+  edited = dataclasses.replace(data, feature_spec=_edited_spec(
+      data, tmp_path, edit))
+  if mode == 'migrate':
+    command = ['estimator_trainer.migrate', f'--from={model_dir}',
+               f'--to={tmp_path / "carried"}']
+  else:
+    command = ['estimator_trainer.run', f'--model_dir={model_dir}',
+               f'--mode={mode}']
+  result = subprocess.run([sys.executable, '-m', *command, *_flags(edited)],
+                          capture_output=True, text=True, timeout=600,
+                          check=False)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert f'--feature_spec={edited.feature_spec} differs from' in last, last
+  assert named in last, last
+  assert _files(model_dir) == before
+  assert not (tmp_path / 'carried').exists()
+
+
+def test_later_runs_use_the_stored_spec_given_the_same_or_none(
+    trained, sets, tmp_path, caplog):
+  """The spec file the run was given, edited since, is not read: evaluate
+  without --feature_spec scores as training's final evaluation; the same
+  spec re-serialized (other key order, YAML) is the same spec; a model_dir
+  of an earlier version, without a stored spec, reads --feature_spec."""
+  data = sets['binary']
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained('binary', 'ctl'), model_dir)
+  expected = metrics(model_dir)
+  record = json.loads((model_dir / 'model.json').read_text())
+  record['run']['feature_spec'] = _edited_spec(data, tmp_path,
+                                               _reverse_classes)
+  (model_dir / 'model.json').write_text(json.dumps(record))
+  (model_dir / 'metrics.json').unlink()
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={model_dir}', '--mode=evaluate'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  stored = model_dir / 'preprocessing' / 'feature_spec.json'
+  assert f'Feature spec: {stored}' in result.stderr, result.stderr[-3000:]
+  for key, value in expected.items():
+    assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-6), key
+  spec = json.loads(pathlib.Path(data.feature_spec).read_text())
+  reordered = tmp_path / 'reordered.yaml'
+  reordered.write_text(yaml.safe_dump(dict(reversed(spec.items())),
+                                      sort_keys=True))
+  _evaluates_as(model_dir, dataclasses.replace(
+      data, feature_spec=str(reordered)), expected)
+  stored.unlink()  # An earlier version's model_dir.
+  _evaluates_as(model_dir, data, expected)
+
+
+def _evaluates_as(model_dir, data, expected):
+  (model_dir / 'metrics.json').unlink()
+  engines.ENGINES['ctl'].run(config(model_dir, data, engine='ctl',
+                                    mode='evaluate', **FLAGS))
+  for key, value in expected.items():
+    assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-6), key

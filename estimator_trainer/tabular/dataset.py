@@ -3,10 +3,12 @@ source, the model_dir's statistics, the head, the model's encoded inputs,
 the input_fn and what serving needs."""
 
 import dataclasses
+import logging
 from typing import Any, Dict, Tuple
 
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import input as input_lib
@@ -14,6 +16,8 @@ from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
 from estimator_trainer.tabular.encoder import Encoder
 from estimator_trainer.tabular.source import TabularSource
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,13 +115,36 @@ def _head(config, feature_spec):
   return kind
 
 
+def feature_spec_of(config, model_dir=None):
+  """The feature spec of a run in `model_dir` (default: config's): the one
+  stored there with its statistics, which its checkpoints were trained on;
+  --feature_spec may name the same spec (a usage error naming the
+  differences otherwise). Without a stored one (a new model_dir, or one of
+  an earlier version), --feature_spec's."""
+  model_dir = model_dir or config.model_dir
+  given = spec_lib.read(config.feature_spec)
+  path = layout.stored_feature_spec(model_dir)
+  if path is None:
+    return given
+  stored = spec_lib.read(path)
+  changed = spec_lib.differences(stored, given)
+  if changed:
+    raise UsageError(
+        f'--feature_spec={config.feature_spec} differs from {path}, the spec '
+        f'of the statistics and checkpoints of {model_dir}: '
+        f'{"; ".join(changed)}: drop the flag (the stored spec is used), or '
+        'use another model_dir')
+  _logger.info('Feature spec: %s (stored with the statistics)', path)
+  return stored
+
+
 def load(config, training=False) -> TabularData:
-  """The structured data of `config` (--feature_spec), with the statistics
-  of its model_dir: computed from the training split once, by the chief, and
-  stored there when training starts (TabularData.persist). For `training`,
-  the evaluation split's values are checked first too: a bad value fails
-  before anything is written, naming it."""
-  feature_spec = spec_lib.read(config.feature_spec)
+  """The structured data of `config` (its `feature_spec`), with the
+  statistics of its model_dir: computed from the training split once, by
+  the chief, and stored there when training starts (TabularData.persist).
+  For `training`, the evaluation split's values are checked first too: a
+  bad value fails before anything is written, naming it."""
+  feature_spec = feature_spec_of(config)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind)
