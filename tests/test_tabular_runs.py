@@ -25,6 +25,7 @@ from estimator_trainer import models
 from estimator_trainer import stack
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.tabular import statistics
 import engine_params
 import tabular_sets
 from tabular_sets import examples
@@ -591,3 +592,66 @@ def _evaluates_as(model_dir, data, expected):
   for key, value in expected.items():
     assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
                                                     abs=1e-6), key
+
+
+# --- Warm start across changed data -----------------------------------------
+
+WIDE_DEEP = {**FLAGS, 'model': 'wide_deep', 'export': 'none'}
+
+
+def _resized(data, directory, vocabulary, new_value):
+  """`data` with its training rows' sizes reassigned so that the size
+  vocabulary (by frequency) is `vocabulary` reversed, then `new_value` (if
+  any); the other columns as they were (the same means and variances)."""
+  with open(data.train_files) as f:
+    rows = list(csv.DictReader(f))
+  sizes = [value for value, count in zip(reversed(vocabulary), (200, 110, 80))
+           for _ in range(count)]
+  rest = [new_value or vocabulary[0]] * (len(rows) - len(sizes))
+  for row, size in zip(rows, sizes + rest):
+    row['size'] = size
+  path = directory / 'resized.csv'
+  with open(path, 'w', newline='') as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  return dataclasses.replace(data, train_files=str(path))
+
+
+def _vocabulary(model_dir, column):
+  return statistics.read(str(pathlib.Path(
+      model_dir, 'preprocessing', 'statistics.json'))).columns[column].vocabulary
+
+
+@pytest.mark.parametrize('new_value', [None, 'huge'])
+@pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
+    pytest.mark.estimator)), 'ctl', 'keras'])
+def test_a_warm_start_on_a_reordered_vocabulary_evaluates_as_its_source(
+    sets, tmp_path, engine, new_value, caplog):
+  """The warm-started model's size tables (the embedding and the linear
+  weights of wide_deep) follow each size to its new id, a new size keeping
+  its initial rows: after a step at rate 1e-12 it evaluates as its
+  source."""
+  data, source, warm = sets['binary'], tmp_path / 'source', tmp_path / 'warm'
+  engines.ENGINES[engine].run(config(source, data, engine=engine,
+                                     **WIDE_DEEP))
+  vocabulary = _vocabulary(source, 'size')
+  with caplog.at_level(logging.INFO):
+    engines.ENGINES[engine].run(config(
+        warm, _resized(data, tmp_path, vocabulary, new_value),
+        engine=engine, warm_start_from=str(source), **{
+            **WIDE_DEEP, 'optimizer': 'sgd', 'learning_rate': 1e-12,
+            'train_steps': 1}))
+  assert _vocabulary(warm, 'size') == (*reversed(vocabulary),
+                                       *([new_value] if new_value else []))
+  expected = {key: metrics(source)[key] for key in CANNED['binary']}
+  print(f'{engine} warm-started vs its source: '
+        f'{_worst(metrics(warm), expected):.1e}')
+  for key, value in expected.items():
+    assert metrics(warm)[key] == pytest.approx(value, rel=1e-5,
+                                               abs=1e-6), key
+  remapped = ('remapped rows of 2 by vocabulary: size' +
+              (' (1 new value)' if new_value else ''))
+  said = [r.getMessage() for r in caplog.records
+          if r.getMessage().startswith('Warm-start')]
+  assert any(line.endswith(remapped) for line in said), said
