@@ -26,6 +26,9 @@ AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 PREPROCESSING_DIR = 'preprocessing'
 STATISTICS_FILE = 'statistics.json'
 FEATURE_SPEC_FILE = 'feature_spec.json'
+# The estimator engine's warm start across changed vocabularies: the files
+# of each remapped table's rows (tabular/warm_start.py), <table>.{old,new}.
+WARM_START_DIR = 'warm_start'
 # The checkpoint state file (tf.train.latest_checkpoint's, every engine's).
 CHECKPOINT_STATE_FILE = 'checkpoint'
 
@@ -56,6 +59,18 @@ def statistics_file(model_dir):
 
 def feature_spec_file(model_dir):
   return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
+
+
+def warm_start_vocabulary_file(model_dir, table, which):
+  """The vocabulary file of `table` (a variable's index) `which` ('old' or
+  'new') of an estimator engine's warm start."""
+  return os.path.join(model_dir, WARM_START_DIR, f'{table}.{which}')
+
+
+def stored_feature_spec(model_dir):
+  """The path of model_dir's stored feature spec; None without one."""
+  path = feature_spec_file(model_dir)
+  return path if _exists(path) else None
 
 
 def _exists(path):

@@ -12,6 +12,7 @@ model_dir is only read: it still resumes with `--engine=estimator`, and
 """
 
 import dataclasses
+import os
 
 # pylint: disable=g-import-not-at-top
 from absl import app
@@ -21,6 +22,7 @@ from absl import logging
 from estimator_trainer import config_flags
 from estimator_trainer import console
 from estimator_trainer import errors
+from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 config_flags.define_flags()
@@ -42,12 +44,18 @@ def main(argv):
     if FLAGS['model_dir'].present or FLAGS['job_dir'].present:
       raise UsageError('--to is the new model_dir: give no --model_dir')
     FLAGS.model_dir = FLAGS.to
+    source = FLAGS['from'].value
+    stored_spec = layout.stored_feature_spec(
+        source if os.path.isdir(source) else os.path.dirname(source))
+    if stored_spec and not FLAGS['feature_spec'].present:
+      # Structured data: the spec stored with the statistics carried along.
+      FLAGS.feature_spec = stored_spec
     config = dataclasses.replace(config_flags.config_from_flags(),
                                  engine='ctl', cluster=None)
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     # TensorFlow loads only now, after quiet_tensorflow (as in run.py).
     from estimator_trainer.tf2 import migration
-    print(migration.convert(config, FLAGS['from'].value))
+    print(migration.convert(config, source))
 
 
 if __name__ == '__main__':

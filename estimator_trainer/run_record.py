@@ -40,6 +40,8 @@ def read(values, given):
 
   Evaluation, prediction and export read the record of any model_dir;
   training only that of a model_dir with a checkpoint (it resumes that run).
+  Structured data's feature spec is the one stored in the model_dir, where
+  it holds one (tabular/dataset.py checks a given one against it).
   A given flag that disagrees with what the checkpoints are of (the model,
   its kwargs, the image shape and classes) is a usage error.
   """
@@ -72,6 +74,11 @@ def read(values, given):
   taken = {name: value for name, value in run.items()
            if name in values and name not in kept and value != values[name]
            and config_lib.HEAD_FLAGS.get(name, head) == head}
+  stored_spec = layout.stored_feature_spec(model_dir)
+  if stored_spec and 'feature_spec' not in given:
+    # The spec stored with the statistics, not what the recorded path (or
+    # none, given other data flags) holds now: the checkpoints' own.
+    taken['feature_spec'] = stored_spec
   engine = engines.ENGINES.get(taken.get('engine'))
   if engine and engine.needs_estimator and not stack.has_estimator():
     raise UsageError(

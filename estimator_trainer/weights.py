@@ -11,6 +11,7 @@ the checkpoint's tensors.
 import logging
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import TrainerError, first_line
@@ -59,11 +60,13 @@ def assign(model, names, values, checkpoint, selected=lambda weight, name:
   return count
 
 
-def warm_start(model, source, pattern, names, build_model):
+def warm_start(model, source, pattern, names, build_model, tables=None):
   """Estimator's warm start for the TF2 engines: the trainable weights whose
   name (as Estimator's `vars_to_warm_start` sees it, `conv1/kernel:0`)
   matches `pattern` from `source`, a checkpoint or model_dir of either
-  engine."""
+  engine (`build_model`: a model of the source's). `tables`: index in
+  `model.weights` -> tabular/warm_start.Table, a weight whose rows are
+  remapped (a new row keeps the model's initial one)."""
   checkpoint = (tf.train.latest_checkpoint(source)
                 if tf.io.gfile.isdir(source) else source)
   if not checkpoint:
@@ -73,8 +76,33 @@ def warm_start(model, source, pattern, names, build_model):
   except (tf.errors.OpError, ValueError) as e:
     raise TrainerError(f'--warm_start_from {checkpoint}: '
                        f'{first_line(e)}') from None
-  count = assign(model, names, values, checkpoint,
-                 lambda weight, name: weight.trainable and re.match(
-                     pattern, f'{name}:0'))
-  _logger.info('Warm-started %d of %d weights from %s', count,
-               len(model.weights), checkpoint)
+  selected = lambda weight, name: weight.trainable and re.match(
+      pattern, f'{name}:0')
+  remapped = {i: table for i, table in (tables or {}).items()
+              if selected(model.weights[i], names[i])}
+  for i, table in remapped.items():
+    values[i] = remap_rows(values[i], model.weights[i].numpy(), table.rows)
+  count = assign(model, names, values, checkpoint, selected)
+  _logger.info('Warm-started %d of %d weights from %s%s', count,
+               len(model.weights), checkpoint, remapped_note(
+                   remapped.values()))
+
+
+def remap_rows(value, initial, rows):
+  """`initial` with row i set to `value`'s row rows[i] where that is not
+  -1."""
+  remapped = np.array(initial, copy=True)
+  kept = rows >= 0
+  remapped[kept] = value[rows[kept]]
+  return remapped
+
+
+def remapped_note(tables):
+  """'; remapped rows of 2 by vocabulary: a (1 new value), b' of `tables`
+  (tabular/warm_start.Tables), '' of none."""
+  tables = list(tables)
+  if not tables:
+    return ''
+  columns = dict.fromkeys(table.label for table in tables)
+  return (f'; remapped rows of {len(tables)} by vocabulary: '
+          f'{", ".join(columns)}')

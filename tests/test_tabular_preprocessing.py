@@ -20,7 +20,9 @@ from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.models import PADDING
 from estimator_trainer.strategy import make_strategy
+from estimator_trainer.tabular import models as tabular_models
 from estimator_trainer.tabular import statistics as stats_lib
+from estimator_trainer.tabular import warm_start
 from estimator_trainer.tabular.encoder import EncodedInput, Encoder
 from estimator_trainer.tabular.input import WEIGHT, make_input_fn
 from estimator_trainer.tabular.source import TabularSource as Source
@@ -226,6 +228,39 @@ def test_stored_statistics_of_another_spec_are_a_usage_error(data, tmp_path):
       *source.feature_spec.columns, Column('proline', 'float_normalized')))
   with pytest.raises(UsageError, match="no mean of column 'proline'"):
     stats_lib.load_or_compute(str(tmp_path), other, source)
+
+
+def test_a_warm_start_remaps_rows_by_value_and_says_what_else_changed(
+    data, tmp_path, caplog):
+  """A changed vocabulary's ids map to the source's by value (the
+  out-of-vocabulary id to its own, a new value to none) in the tables of
+  its column; other changed statistics are said, in one line."""
+  source, stats = data['breast_cancer']
+  stats_lib.store(str(tmp_path), source.feature_spec, stats)
+  inputs = Encoder(source.feature_spec, stats).inputs
+  (tmp_path / layout.MODEL_FILE).write_text(json.dumps({'model_input': {
+      name: dataclasses.asdict(value) for name, value in inputs.items()}}))
+  size, radius = stats.columns['size'], stats.columns['mean_radius']
+  changed = dataclasses.replace(stats, columns={
+      **stats.columns,
+      'size': dataclasses.replace(size, vocabulary=(
+          *reversed(size.vocabulary), 'huge')),
+      'mean_radius': dataclasses.replace(radius, mean=radius.mean + 1)})
+  assert warm_start.remapping(str(tmp_path), stats) is None
+  with caplog.at_level(logging.WARNING):
+    remapping = warm_start.remapping(str(tmp_path), changed)
+  assert {name: rows.tolist() for name, rows in remapping.rows.items()} == {
+      'size': [0, *range(len(size.vocabulary), 0, -1), -1]}
+  assert remapping.model_input == inputs
+  [record] = caplog.records
+  assert "'mean_radius' mean" in record.getMessage()
+  assert 'vocabulary' not in record.getMessage()
+  model = tabular_models.wide_deep(Encoder(source.feature_spec,
+                                           changed).inputs, 1)
+  tables = remapping.tables(model)
+  assert sorted(model.weights[i].name for i in tables) == [
+      'dnn/embedding_size/embeddings:0', 'linear/weights_size/embeddings:0']
+  assert {table.label for table in tables.values()} == {'size (1 new value)'}
 
 
 class _Said(logging.Handler):

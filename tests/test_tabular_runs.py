@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from estimator_trainer import engines
 from estimator_trainer import heads
@@ -25,6 +26,7 @@ from estimator_trainer import stack
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tabular import dataset as tabular_dataset
+from estimator_trainer.tabular import statistics
 import engine_params
 import tabular_sets
 from tabular_sets import examples
@@ -483,3 +485,182 @@ def test_resume_on_changed_data_keeps_the_statistics_and_says_so(
   assert 'this run keeps the stored ones' in said[0]
   assert statistics.read_text() == stored
   assert tf.train.latest_checkpoint(str(model_dir)).endswith(f'ckpt-{steps}')
+
+
+# --- The model_dir's own feature spec ---------------------------------------
+
+
+def _edited_spec(data, directory, edit):
+  """A copy of `data`'s feature spec file, changed by `edit(spec dict)`."""
+  spec = json.loads(pathlib.Path(data.feature_spec).read_text())
+  edit(spec)
+  path = directory / 'edited.json'
+  path.write_text(json.dumps(spec))
+  return str(path)
+
+
+def _files(model_dir):
+  """relative path -> content of every file under model_dir."""
+  return {str(p.relative_to(model_dir)): p.read_bytes()
+          for p in sorted(pathlib.Path(model_dir).rglob('*')) if p.is_file()}
+
+
+def _reverse_classes(spec):
+  spec['label_vocabulary'].reverse()
+
+
+def _unnormalized(spec):
+  spec['columns']['mean_radius']['kind'] = 'float'
+
+
+def _one_more_column(spec):
+  spec['columns']['mean_area'] = {'kind': 'float'}
+
+
+# mode, engine of the model_dir, the spec's edit, what the error names.
+SPEC_CHANGES = [
+    ('evaluate', 'ctl', _reverse_classes, 'label_vocabulary order'),
+    ('export', 'ctl', _unnormalized,
+     'columns.mean_radius.kind float_normalized -> float'),
+    ('train', 'ctl', _one_more_column, 'column mean_area added'),
+    ('predict', 'keras', _reverse_classes, 'label_vocabulary order'),
+    pytest.param('migrate', 'estimator', _unnormalized,
+                 'columns.mean_radius.kind float_normalized -> float',
+                 marks=pytest.mark.estimator)]
+
+
+@pytest.mark.parametrize('mode, engine, edit, named', SPEC_CHANGES)
+def test_another_spec_than_the_model_dirs_is_a_usage_error(
+    trained, sets, tmp_path, mode, engine, edit, named):
+  """Every later mode reads the spec stored with the statistics: a
+  --feature_spec other than it fails (exit 2, one line naming the
+  difference) before anything is written."""
+  data = sets['binary']
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained('binary', engine), model_dir)
+  before = _files(model_dir)
+  edited = dataclasses.replace(data, feature_spec=_edited_spec(
+      data, tmp_path, edit))
+  if mode == 'migrate':
+    command = ['estimator_trainer.migrate', f'--from={model_dir}',
+               f'--to={tmp_path / "carried"}']
+  else:
+    command = ['estimator_trainer.run', f'--model_dir={model_dir}',
+               f'--mode={mode}']
+  result = subprocess.run([sys.executable, '-m', *command, *_flags(edited)],
+                          capture_output=True, text=True, timeout=600,
+                          check=False)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert f'--feature_spec={edited.feature_spec} differs from' in last, last
+  assert named in last, last
+  assert _files(model_dir) == before
+  assert not (tmp_path / 'carried').exists()
+
+
+def test_later_runs_use_the_stored_spec_given_the_same_or_none(
+    trained, sets, tmp_path, caplog):
+  """The spec file the run was given, edited since, is not read: evaluate
+  without --feature_spec scores as training's final evaluation; the same
+  spec re-serialized (other key order, YAML) is the same spec; a model_dir
+  of an earlier version, without a stored spec, reads --feature_spec."""
+  data = sets['binary']
+  model_dir = tmp_path / 'model'
+  shutil.copytree(trained('binary', 'ctl'), model_dir)
+  expected = metrics(model_dir)
+  record = json.loads((model_dir / 'model.json').read_text())
+  record['run']['feature_spec'] = _edited_spec(data, tmp_path,
+                                               _reverse_classes)
+  (model_dir / 'model.json').write_text(json.dumps(record))
+  (model_dir / 'metrics.json').unlink()
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.run',
+       f'--model_dir={model_dir}', '--mode=evaluate'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  stored = model_dir / 'preprocessing' / 'feature_spec.json'
+  assert f'Feature spec: {stored}' in result.stderr, result.stderr[-3000:]
+  for key, value in expected.items():
+    assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-6), key
+  spec = json.loads(pathlib.Path(data.feature_spec).read_text())
+  reordered = tmp_path / 'reordered.yaml'
+  reordered.write_text(yaml.safe_dump(dict(reversed(spec.items())),
+                                      sort_keys=True))
+  _evaluates_as(model_dir, dataclasses.replace(
+      data, feature_spec=str(reordered)), expected)
+  stored.unlink()  # An earlier version's model_dir.
+  _evaluates_as(model_dir, data, expected)
+
+
+def _evaluates_as(model_dir, data, expected):
+  (model_dir / 'metrics.json').unlink()
+  engines.ENGINES['ctl'].run(config(model_dir, data, engine='ctl',
+                                    mode='evaluate', **FLAGS))
+  for key, value in expected.items():
+    assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-6), key
+
+
+# --- Warm start across changed data -----------------------------------------
+
+WIDE_DEEP = {**FLAGS, 'model': 'wide_deep', 'export': 'none'}
+
+
+def _resized(data, directory, vocabulary, new_value):
+  """`data` with its training rows' sizes reassigned so that the size
+  vocabulary (by frequency) is `vocabulary` reversed, then `new_value` (if
+  any); the other columns as they were (the same means and variances)."""
+  with open(data.train_files) as f:
+    rows = list(csv.DictReader(f))
+  sizes = [value for value, count in zip(reversed(vocabulary), (200, 110, 80))
+           for _ in range(count)]
+  rest = [new_value or vocabulary[0]] * (len(rows) - len(sizes))
+  for row, size in zip(rows, sizes + rest):
+    row['size'] = size
+  path = directory / 'resized.csv'
+  with open(path, 'w', newline='') as f:
+    writer = csv.DictWriter(f, list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  return dataclasses.replace(data, train_files=str(path))
+
+
+def _vocabulary(model_dir, column):
+  return statistics.read(str(pathlib.Path(
+      model_dir, 'preprocessing', 'statistics.json'))).columns[column].vocabulary
+
+
+@pytest.mark.parametrize('new_value', [None, 'huge'])
+@pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
+    pytest.mark.estimator)), 'ctl', 'keras'])
+def test_a_warm_start_on_a_reordered_vocabulary_evaluates_as_its_source(
+    sets, tmp_path, engine, new_value, caplog):
+  """The warm-started model's size tables (the embedding and the linear
+  weights of wide_deep) follow each size to its new id, a new size keeping
+  its initial rows: after a step at rate 1e-12 it evaluates as its
+  source."""
+  data, source, warm = sets['binary'], tmp_path / 'source', tmp_path / 'warm'
+  engines.ENGINES[engine].run(config(source, data, engine=engine,
+                                     **WIDE_DEEP))
+  vocabulary = _vocabulary(source, 'size')
+  with caplog.at_level(logging.INFO):
+    engines.ENGINES[engine].run(config(
+        warm, _resized(data, tmp_path, vocabulary, new_value),
+        engine=engine, warm_start_from=str(source), **{
+            **WIDE_DEEP, 'optimizer': 'sgd', 'learning_rate': 1e-12,
+            'train_steps': 1}))
+  assert _vocabulary(warm, 'size') == (*reversed(vocabulary),
+                                       *([new_value] if new_value else []))
+  expected = {key: metrics(source)[key] for key in CANNED['binary']}
+  print(f'{engine} warm-started vs its source: '
+        f'{_worst(metrics(warm), expected):.1e}')
+  for key, value in expected.items():
+    assert metrics(warm)[key] == pytest.approx(value, rel=1e-5,
+                                               abs=1e-6), key
+  remapped = ('remapped rows of 2 by vocabulary: size' +
+              (' (1 new value)' if new_value else ''))
+  said = [r.getMessage() for r in caplog.records
+          if r.getMessage().startswith('Warm-start')]
+  assert any(line.endswith(remapped) for line in said), said

@@ -3,6 +3,8 @@ the Estimator on model_fn, its hooks and exporters."""
 
 import dataclasses
 import logging
+import os
+import re
 
 import tensorflow as tf
 
@@ -20,6 +22,7 @@ from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
+from estimator_trainer import weights
 from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import early_stopping_hook
 from estimator_trainer.estimator import train_loop
@@ -27,6 +30,7 @@ from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
 from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.tabular import warm_start as tabular_warm_start
 
 _logger = logging.getLogger(__name__)
 
@@ -107,15 +111,11 @@ class Job:
           self.source.num_examples(sources.TRAIN) if training else None))
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta)
-    models.check(config.model, spec.model_input, self.head.logits_dimension,
-                 config.model_kwargs, config.precision, config.sync_batch_norm,
-                 inspect=(config.linear_optimizer and
-                          tabular_models.linear_part))
+    names = models.check(
+        config.model, spec.model_input, self.head.logits_dimension,
+        config.model_kwargs, config.precision, config.sync_batch_norm,
+        inspect=config.linear_optimizer and tabular_models.linear_part)
     self.example_format = data.example_format(config, self.source)
-    warm_start = None
-    if config.warm_start_from:
-      warm_start = tf.estimator.WarmStartSettings(
-          config.warm_start_from, vars_to_warm_start=config.warm_start_vars)
     params = dict(model_params(config, self.global_batch_size,
                                self.max_steps, spec), eval_images=eval_images,
                   steps_per_run=self.steps_per_run)
@@ -125,6 +125,10 @@ class Job:
     if training and self.is_chief:
       data.persist(config.model_dir, self.source)
       checkpoints.record_model(config.model_dir, config, spec)
+    warm_start = None
+    if training and config.warm_start_from:
+      warm_start = _warm_start(config, self.source, names,
+                               self.head.logits_dimension)
     self.estimator = tf.estimator.Estimator(
         model_fn, config=self.run_config, warm_start_from=warm_start,
         params=params)
@@ -194,6 +198,42 @@ class Job:
   def write_metrics(self, eval_result):
     return outputs.write_eval_metrics(self.config.model_dir, eval_result)
 
+
+
+def _warm_start(config, source, names, logits_dimension):
+  """The WarmStartSettings of --warm_start_from; a table whose rows follow a
+  changed vocabulary (tabular/warm_start.py) remapped by canned's
+  VocabInfo, its ids as the tokens of its files in model_dir (a new value's
+  row from its layer's initializer)."""
+  remapping = tabular_warm_start.remapping(
+      config.warm_start_from, getattr(source, 'statistics', None))
+  tables = {}
+  if remapping:
+    with tf.Graph().as_default():  # As models.check named the weights.
+      tables = remapping.tables(models.build(
+          config.model, source.spec.model_input, logits_dimension,
+          config.model_kwargs, precision=config.precision,
+          sync_batch_norm=config.sync_batch_norm))
+    tables = {i: table for i, table in tables.items()
+              if re.match(config.warm_start_vars, f'{names[i]}:0')}
+    _logger.info('Warm-starting from %s%s', config.warm_start_from,
+                 weights.remapped_note(tables.values()))
+  vocab_info = {}
+  for i, table in tables.items():
+    old, new = (layout.warm_start_vocabulary_file(config.model_dir, i, which)
+                for which in ('old', 'new'))
+    tf.io.gfile.makedirs(os.path.dirname(old))
+    outputs.write_atomic(old, ''.join(
+        f'{row}\n' for row in range(max(table.rows) + 1)))
+    outputs.write_atomic(new, ''.join(
+        f'{row}\n' if row >= 0 else f'new {index}\n'
+        for index, row in enumerate(table.rows)))
+    vocab_info[names[i]] = tf.estimator.VocabInfo(
+        new, len(table.rows), num_oov_buckets=0, old_vocab=old,
+        backup_initializer=table.initializer)
+  return tf.estimator.WarmStartSettings(
+      config.warm_start_from, vars_to_warm_start=config.warm_start_vars,
+      var_name_to_vocab_info=vocab_info)
 
 
 def eval_job(config):

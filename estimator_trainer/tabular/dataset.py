@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.config import check_head_flags
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
@@ -140,11 +141,9 @@ def _head(config, feature_spec):
   return kind
 
 
-def _feature_spec(config):
-  """--feature_spec's; without it, the one `infer` makes of the CSV
-  training files (the label --label_key), its choices logged."""
-  if config.feature_spec:
-    return spec_lib.read(config.feature_spec)
+def _inferred_spec(config):
+  """The spec `infer` makes of the CSV training files (the label
+  --label_key), its choices logged."""
   spec, lines = infer.infer(config.train_files, config.label_key,
                             head=config.head)
   _logger.info('No --feature_spec: the spec inferred from %s (label '
@@ -154,13 +153,40 @@ def _feature_spec(config):
   return spec
 
 
+def feature_spec_of(config, model_dir=None):
+  """The feature spec of a run in `model_dir` (default: config's): the one
+  stored there with its statistics, which its checkpoints were trained on;
+  --feature_spec may name the same spec (a usage error naming the
+  differences otherwise). Without a stored one (a new model_dir, or one of
+  an earlier version), --feature_spec's, else the one inferred from CSV
+  training files."""
+  model_dir = model_dir or config.model_dir
+  path = layout.stored_feature_spec(model_dir)
+  if not config.feature_spec:
+    return spec_lib.read(path) if path else _inferred_spec(config)
+  given = spec_lib.read(config.feature_spec)
+  if path is None:
+    return given
+  stored = spec_lib.read(path)
+  changed = spec_lib.differences(stored, given)
+  if changed:
+    raise UsageError(
+        f'--feature_spec={config.feature_spec} differs from {path}, the spec '
+        f'of the statistics and checkpoints of {model_dir}: '
+        f'{"; ".join(changed)}: drop the flag (the stored spec is used), or '
+        'use another model_dir')
+  _logger.info('Feature spec: %s (stored with the statistics)', path)
+  return stored
+
+
 def load(config, training=False) -> TabularData:
-  """The structured data of `config` (--feature_spec), with the statistics
-  of its model_dir: computed from the training split once, by the chief, and
-  stored there when training starts (TabularData.persist). For `training`,
-  the evaluation split's values are checked first too: a bad value fails
-  before anything is written, naming it."""
-  feature_spec = _feature_spec(config)
+  """The structured data of `config` (its `feature_spec`, else the stored or
+  inferred one), with the statistics of its model_dir: computed from the
+  training split once, by the chief, and stored there when training starts
+  (TabularData.persist). For `training`, the evaluation split's values are
+  checked first too: a bad value fails before anything is written, naming
+  it."""
+  feature_spec = feature_spec_of(config)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind)

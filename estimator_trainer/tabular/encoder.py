@@ -17,6 +17,9 @@ from estimator_trainer.errors import UsageError
 from estimator_trainer.tabular import spec as spec_lib
 
 DENSE, IDS = 'dense', 'ids'
+# A categorical column's ids: its out-of-vocabulary id 0, then its vocabulary
+# from 1 (tabular/warm_start.py remaps the rows they index).
+OOV_INDICES = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +70,10 @@ class Encoder(tf.Module):
       elif kind in spec_lib.CATEGORICAL_KINDS:
         lookup = (layers.StringLookup if column.dtype == 'string' else
                   layers.IntegerLookup)
-        layer = lookup(vocabulary=list(stats.vocabulary), num_oov_indices=1)
-        encoded = EncodedInput(IDS, cardinality=len(stats.vocabulary) + 1,
+        layer = lookup(vocabulary=list(stats.vocabulary),
+                       num_oov_indices=OOV_INDICES)
+        encoded = EncodedInput(IDS, cardinality=len(stats.vocabulary) +
+                               OOV_INDICES,
                                embedding_dim=dim)
       else:  # Hashed.
         layer = layers.Hashing(num_bins=column.num_bins)

@@ -180,6 +180,49 @@ def _set(values):
   return {k: v for k, v in values.items() if v is not None and v != []}
 
 
+def _fields(item):
+  """A column's or cross's fields but those its name is of."""
+  return {k: v for k, v in dataclasses.asdict(item).items()
+          if k not in ('name', 'columns')}
+
+
+def differences(old, new):
+  """What `new` changes of `old` (FeatureSpecs), a phrase each, e.g.
+  'columns.x.kind float_normalized -> float', 'column y added',
+  'label_vocabulary order'. The order of columns and crosses is none: the
+  models take their inputs by name (and the JSON's key order or layout
+  never reach a FeatureSpec)."""
+  found = []
+  for key, singular in (('columns', 'column'), ('crosses', 'cross')):
+    before = {item.name: _fields(item) for item in getattr(old, key)}
+    after = {item.name: _fields(item) for item in getattr(new, key)}
+    found += [f'{singular} {name} removed' for name in before
+              if name not in after]
+    found += [f'{singular} {name} added' for name in after
+              if name not in before]
+    found += [f'{key}.{name}.{field} {_shown(was)} -> '
+              f'{_shown(after[name][field])}'
+              for name, fields in before.items() if name in after
+              for field, was in fields.items()
+              if after[name][field] != was]
+  for field in ('label', 'label_vocabulary', 'weight', 'head', 'name'):
+    was, now = getattr(old, field), getattr(new, field)
+    if was == now:
+      continue
+    if field == 'label_vocabulary' and was and now and sorted(
+        was) == sorted(now):
+      found.append('label_vocabulary order')
+    else:
+      found.append(f'{field} {_shown(was)} -> {_shown(now)}')
+  return found
+
+
+def _shown(value):
+  if value is None:
+    return 'unset'
+  return value if isinstance(value, str) else json.dumps(value)
+
+
 def from_dict(values, origin='feature spec'):
   """The FeatureSpec of a decoded JSON object, checked (see `check`)."""
 

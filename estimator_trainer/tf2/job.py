@@ -24,6 +24,7 @@ from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.tabular import warm_start as tabular_warm_start
 from estimator_trainer.tf2 import ema
 from estimator_trainer.errors import TrainerError, first_line
 from estimator_trainer.optimizers import OptimizerSpec
@@ -222,12 +223,17 @@ class Job:
 
   def _warm_start(self):
     config, spec = self.config, self.source.spec
+    remapping = tabular_warm_start.remapping(
+        config.warm_start_from, getattr(self.source, 'statistics', None))
+    # A TF2 checkpoint is read into a model of the source's inputs.
+    model_input = remapping.model_input if remapping else spec.model_input
     weights.warm_start(
         self.model, config.warm_start_from, config.warm_start_vars,
         self.weight_names, lambda: models.build(
-            config.model, spec.model_input, self.head.logits_dimension,
+            config.model, model_input, self.head.logits_dimension,
             config.model_kwargs, precision=config.precision,
-            sync_batch_norm=config.sync_batch_norm))
+            sync_batch_norm=config.sync_batch_norm),
+        remapping and remapping.tables(self.model))
 
   def check_checkpoint(self):
     """Fails unless model_dir's latest checkpoint holds this job's model;

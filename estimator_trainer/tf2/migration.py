@@ -22,6 +22,7 @@ from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.layout import AVERAGE_SUFFIX
 from estimator_trainer.optimizers import ADAM_BETA_1
+from estimator_trainer.tabular import dataset
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ def convert(config, source):
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
                        f'its Estimator trained with --optimizer={trained}; '
                        f'give migrate --optimizer={trained}')
+  if config.feature_spec:  # Checked against the stored one before a write.
+    dataset.feature_spec_of(config, os.path.dirname(checkpoint))
   _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
   job = job_lib.Job(config)
   names = job.weight_names
