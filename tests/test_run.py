@@ -203,10 +203,11 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
                             for i, v in enumerate(x)]
     (tmp_path / f'{part}.csv').write_text('\n'.join(lines) + '\n')
   flags = (f'--train_files={tmp_path}/train.csv',
-           f'--eval_files={tmp_path}/eval.csv', '--label_key=y',
-           '--model=linear', '--train_steps=5', '--export=none')
+           f'--eval_files={tmp_path}/eval.csv', '--model=linear',
+           '--train_steps=5', '--export=none')
   model_dir = tmp_path / 'model'
-  result = _run(f'--model_dir={model_dir}', *flags, timeout=300)
+  result = _run(f'--model_dir={model_dir}', *flags, '--label_key=y',
+                timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'No --feature_spec: the spec inferred from' in result.stderr
   assert ('label y: binary (2 distinct integers, not 0..K-1: the label '
@@ -214,7 +215,8 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   stored = spec_lib.read(str(model_dir / 'preprocessing/feature_spec.json'))
   assert stored == infer.infer(f'{tmp_path}/train.csv', 'y')[0]
   assert 'accuracy' in json.loads((model_dir / 'metrics.json').read_text())
-  # A spec given wins: the shop as hashed ids, the label 1/2 as its classes.
+  # A spec given wins (it names the label: --label_key would be a usage
+  # error): the shop as hashed ids, the label 1/2 as its classes.
   given = dataclasses.replace(stored, columns=(
       spec_lib.Column('shop', 'string_hashed', num_bins=4),))
   (tmp_path / 'spec.json').write_text(spec_lib.to_json(given))
