@@ -16,6 +16,7 @@ import shlex
 
 import tensorflow as tf
 
+from estimator_trainer import config as config_lib
 from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import models
@@ -97,6 +98,8 @@ def migrate_command(config, to):
   optimizer and data flags (those not at their defaults)."""
   defaults = {field.name: field.default
               for field in dataclasses.fields(config)}
+  # The model's default is the data's (TrainConfig resolves None).
+  defaults['model'] = config_lib.default_model(config.structured)
   flags = [_flag(name, getattr(config, name)) for name in _MIGRATE_FLAGS
            if getattr(config, name) != defaults[name]]
   return ' '.join(['python -m estimator_trainer.migrate',

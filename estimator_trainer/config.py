@@ -334,8 +334,7 @@ class TrainConfig:
     if not self.model_dir:
       raise UsageError('--model_dir must be given')
     if self.model is None:
-      object.__setattr__(self, 'model',
-                         STRUCTURED_MODEL if self.structured else 'cnn')
+      object.__setattr__(self, 'model', default_model(self.structured))
     if not isinstance(self.model, str) and not callable(self.model):
       raise UsageError('--model must be a name, MODULE:FUNCTION or a '
                        f'builder function, got {self.model!r}')
@@ -487,6 +486,11 @@ class TrainConfig:
       parts.append(f'{", ".join(CONSTANT_RATE_OPTIMIZERS)} keeps a constant '
                    'rate, as canned Estimators do')
     return '; '.join(parts)
+
+
+def default_model(structured):
+  """--model's default: STRUCTURED_MODEL on structured data, else cnn."""
+  return STRUCTURED_MODEL if structured else 'cnn'
 
 
 def check_head_flags(settings, head):

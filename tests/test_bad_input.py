@@ -352,11 +352,11 @@ CASES = [
     _case('tabular-image-model',
           [*TABULAR, '--feature_spec={data}/tab/spec.json', '--model=cnn'],
           2, '--model cnn is an image model: structured data '
-          '(--feature_spec) takes --model=linear, dnn, wide_deep or '
-          'MODULE:FUNCTION', setup=_tabular()),
+          '(--feature_spec, or CSV files) takes --model=linear, dnn, '
+          'wide_deep or MODULE:FUNCTION', setup=_tabular()),
     _case('head-regression-on-images', [*MNIST, '--head=regression'], 2,
-          '--head=regression needs structured data (--feature_spec); images '
-          'are multiclass'),
+          '--head=regression needs structured data (--feature_spec, or CSV '
+          'files); images are multiclass'),
     _case('huber-delta-with-binary-head',
           [*TABULAR, '--feature_spec={data}/tab/spec.json',
            '--huber_delta=1'], 2,
