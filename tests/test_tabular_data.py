@@ -184,7 +184,7 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
      'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: default, dtype, embedding_dim, '
-     'kind, num_bins'),
+     'kind, missing_indicator, num_bins'),
     ({'crosses': [{'columns': ['edu', 'job'], 'num_bins': 8}]},
      "crosses[0].columns: no column 'job' in columns"),
     ({'crosses': [{'columns': ['edu', 'age'], 'num_bins': 8}]},
