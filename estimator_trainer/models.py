@@ -254,9 +254,15 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
   if weight_decay:
     for variable in model.trainable_variables:
       if _decayed(variable.name):
-        model.add_loss(lambda v=variable: weight_decay * tf.reduce_sum(
-            tf.square(v)))
+        model.add_loss(_l2(variable, weight_decay))
   return model
+
+
+def _l2(variable, factor):
+  """The penalty as a closure: a lambda taking the variable as a default
+  argument fails tf.saved_model.save (no encoder for a tf.Variable as a
+  function's argument), so a TF2 export of a model with weight decay did."""
+  return lambda: factor * tf.reduce_sum(tf.square(variable))
 
 
 def check(builder, model_input, num_classes, model_kwargs=None,

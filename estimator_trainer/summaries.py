@@ -230,7 +230,7 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
       'linear_learning_rate': (config.linear_learning_rate or
                                config.learning_rate),
       'lr_decay': config.lr_decay,
-      'weight_decay': config.weight_decay,
+      'weight_decay': config_lib.weight_decay_of(config, spec),
       'label_smoothing': config_lib.label_smoothing_of(
           config.label_smoothing, images=not spec.head),
       'clip_global_norm': config.clip_global_norm or 0.0,

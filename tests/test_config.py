@@ -6,6 +6,7 @@ from absl import flags
 import pytest
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config as config_lib
 from estimator_trainer import config_flags
 from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
@@ -46,6 +47,28 @@ def test_structured_data_has_its_own_recipe_and_images_keep_theirs():
   # TFRecords without a spec are images (their dataset_spec.json).
   assert not TrainConfig(model_dir='/tmp/x', train_files='a.tfrecord',
                          eval_files='b.tfrecord').structured
+
+
+def test_the_structured_linear_models_rate_and_l2_are_logistic_regressions():
+  """Issue 45, item 3: structured data's default linear model trains at
+  rate 0.01 with LogisticRegression's (Ridge's) prior L2 from the data
+  spec; every other model, and images, at 2e-3 without L2; a given flag
+  wins."""
+  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular.dataset import TabularDataSpec
+  spec = TabularDataSpec('t', 'binary', ('0', '1'), {},
+                         prior_weight_decay=1e-3)
+  linear = TrainConfig(model_dir='/tmp/x', train_files='a.csv')
+  assert (linear.model, linear.learning_rate) == ('linear', 0.01)
+  assert config_lib.weight_decay_of(linear, spec) == 1e-3
+  for other in (TrainConfig(model_dir='/tmp/x', train_files='a.csv',
+                            model='dnn'), TrainConfig(model_dir='/tmp/x')):
+    assert other.learning_rate == 2e-3
+    assert config_lib.weight_decay_of(other, spec) == 0.0
+  given = TrainConfig(model_dir='/tmp/x', train_files='a.csv',
+                      learning_rate=0.5, weight_decay=0.0)
+  assert given.learning_rate == 0.5
+  assert config_lib.weight_decay_of(given, spec) == 0.0
 
 
 def test_global_batch_must_divide_by_replicas():

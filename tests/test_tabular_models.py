@@ -304,3 +304,16 @@ def test_weight_decay_covers_every_coefficient_of_the_linear_part(builder):
              for v in decayed) == (builder != 'dnn')
   expected = 0.5 * sum(float(tf.reduce_sum(tf.square(v))) for v in decayed)
   assert float(tf.add_n(model.losses)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_model_with_weight_decay_saves(tmp_path):
+  """A penalty closing over its variable by a lambda's default argument
+  failed tf.saved_model.save (NotEncodableError): every TF2 export of a
+  model with --weight_decay did."""
+  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import models as models_lib
+  model = models_lib.build('linear', INPUTS, 3, seed=1, weight_decay=0.5)
+  model(features())
+  tf.saved_model.save(model, str(tmp_path / 'saved'))
+  assert len(tf.saved_model.load(str(tmp_path / 'saved'))
+             .trainable_variables) == len(model.trainable_variables)

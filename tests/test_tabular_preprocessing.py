@@ -717,3 +717,41 @@ def test_a_regressions_statistics_hold_its_label_scale(data):
   assert stats.label_scale == pytest.approx((labels.mean(), labels.std()))
   assert stats_lib.Statistics.from_json(stats.to_json()) == stats
   assert data['wine'][1].label_scale is None
+
+
+def test_the_prior_l2_is_logistic_regressions_and_ridges():
+  """Issue 45, item 3: the linear model's default L2 factor on its mean
+  loss (dataset._prior_weight_decay) puts the optimum where scikit-learn's
+  defaults put theirs: LogisticRegression(C=1) and Ridge(alpha=1)."""
+  # pylint: disable=g-import-not-at-top
+  from scipy import optimize
+  from sklearn import linear_model
+  from estimator_trainer.tabular import dataset as dataset_lib
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(60, 3))
+  labels = (x @ [2.0, -1.0, 0.5] + rng.normal(size=60) > 0).astype(float)
+  values = x @ [3.0, 1.0, -2.0] + 10 + rng.normal(size=60) * 4
+  for head, y in (('binary', labels), ('regression', values)):
+    scale = (float(y.mean()), float(y.std())) if head == 'regression' else None
+    decay = dataset_lib._prior_weight_decay(
+        stats_lib.Statistics({}, len(y), label_scale=scale), scale)
+
+    def objective(params, y=y, head=head, decay=decay):
+      # The package's: the mean loss of logits x.w + b (regression: the
+      # value (x.w + b) * stddev + mean) plus decay * |w|^2.
+      w, b = params[:-1], params[-1]
+      logits = x @ w + b
+      if head == 'binary':
+        loss = np.mean(np.logaddexp(0, logits) - y * logits)
+      else:
+        loss = np.mean((y - (logits * scale[1] + scale[0])) ** 2)
+      return loss + decay * np.sum(w ** 2)
+
+    ours = optimize.minimize(objective, np.zeros(4), method='BFGS',
+                             options={'gtol': 1e-10}).x[:-1]
+    if head == 'binary':
+      theirs = linear_model.LogisticRegression(C=1.0, tol=1e-10).fit(
+          x, y).coef_[0]
+    else:
+      theirs = linear_model.Ridge(alpha=1.0).fit(x, y).coef_ / scale[1]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)

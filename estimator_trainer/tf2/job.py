@@ -112,7 +112,7 @@ class Job:
           config.model, spec.model_input, self.head.logits_dimension,
           config.model_kwargs, seed=config.seed, precision=config.precision,
           sync_batch_norm=config.sync_batch_norm,
-          weight_decay=config.weight_decay)
+          weight_decay=config_lib.weight_decay_of(config, spec))
       self.optimizer = self.linear_optimizer = None
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
