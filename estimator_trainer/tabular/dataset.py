@@ -198,12 +198,21 @@ def load(config, training=False) -> TabularData:
       is_chief=cluster is None or cluster.is_chief,
       timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
   encoder = Encoder(feature_spec, statistics)
-  spec = TabularDataSpec(feature_spec.name, kind,
+  spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,
                          tuple(encoder.class_names(kind)), encoder.inputs,
                          statistics.label_scale if kind == 'regression'
                          else None)
   return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind))
+
+
+def data_name(feature_spec, train_files):
+  """What the run record and HParams call the data: the spec's name, else
+  (an inferred spec, or one that names nothing) the training files, so that
+  runs on different tables are never taken for one."""
+  if feature_spec.name != spec_lib.FeatureSpec.name:
+    return feature_spec.name
+  return train_files
 
 
 def prepare(config, global_batch_size, training, seeded=True):
