@@ -21,9 +21,9 @@ BOTH = ('model_dir', 'mode', 'engine', 'model', 'model_kwargs',
         'throttle_secs', 'export', 'exports_to_keep', 'early_stopping_evals',
         'warm_start_from', 'warm_start_vars', 'num_predictions',
         'predictions_file', 'cluster_timeout_secs')
-_LABELS = {**{name: 'Images' for name in IMAGES},
-           **{name: 'Structured data' for name in STRUCTURED},
-           **{name: 'Images and structured data' for name in BOTH}}
+_LABELS = {**{name: '[images]' for name in IMAGES},
+           **{name: '[structured data]' for name in STRUCTURED},
+           **{name: '[images, structured data]' for name in BOTH}}
 
 
 def label(name):

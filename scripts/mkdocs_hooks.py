@@ -30,7 +30,7 @@ COMMANDS = (
 
 _FIELDS = r'''
 import dataclasses, json, typing
-from estimator_trainer import config
+from estimator_trainer import config, flag_data
 hints = typing.get_type_hints(config.TrainConfig)
 rows = []
 for f in dataclasses.fields(config.TrainConfig):
@@ -43,7 +43,8 @@ for f in dataclasses.fields(config.TrainConfig):
   kind = hints[f.name]
   rows.append(dict(name=f.name, default=default,
                    type=getattr(kind, '__name__', None) or str(kind).replace('typing.', ''),
-                   help=f.metadata.get('help', ''),
+                   help=(f"{flag_data.label(f.name)} {f.metadata['help']}"
+                         if 'help' in f.metadata else ''),
                    choices=list(f.metadata.get('choices') or ()),
                    flag='help' in f.metadata))
 print(json.dumps(rows))
