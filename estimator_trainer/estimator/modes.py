@@ -10,6 +10,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
@@ -68,10 +69,17 @@ def _train_in_cluster(config):
     tf.estimator.train_and_evaluate(
         job.estimator, *job.specs([WatchdogHook(watchdog)]))
   cluster_roles.remove_scratch_dir(config)
+  # Before the finished mark, after which a running evaluator ends.
+  evaluator = config.cluster.has_evaluator or (
+      cluster_roles.evaluator_announced(config.model_dir))
   progress.mark_finished(job.max_steps)
-  if config.cluster.is_chief and not config.cluster.has_evaluator:
+  if config.cluster.is_chief and not evaluator:
     job = job_lib.eval_job(config)
     return job.write_metrics(job_lib.final_evaluation(job))
+  if config.cluster.is_chief and not config.cluster.has_evaluator:
+    _logger.info('An evaluator task runs (%s), though TF_CONFIG lists none: '
+                 'it writes the final evaluation and export',
+                 layout.evaluator_file(config.model_dir))
   return None
 
 
