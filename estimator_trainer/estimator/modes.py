@@ -1,6 +1,7 @@
 """The Estimator engine's run modes: train_and_evaluate (every cluster
 role), train, evaluate, predict, export."""
 
+import contextlib
 import itertools
 import logging
 
@@ -66,8 +67,11 @@ def _train_in_cluster(config):
     progress = training_progress.TrainingProgress(config)
     if config.cluster.is_chief:
       progress.write_train_spec(job.max_steps, job.global_batch_size)
-    tf.estimator.train_and_evaluate(
-        job.estimator, *job.specs([WatchdogHook(watchdog)]))
+    # The chief's step 0 too, which only it writes into model_dir.
+    with (checkpoints.none_untrained(config.model_dir)
+          if config.cluster.is_chief else contextlib.nullcontext()):
+      tf.estimator.train_and_evaluate(
+          job.estimator, *job.specs([WatchdogHook(watchdog)]))
   cluster_roles.remove_scratch_dir(config)
   # Before the finished mark, after which a running evaluator ends.
   evaluator = config.cluster.has_evaluator or (
