@@ -435,3 +435,25 @@ def test_one_task_evaluates_and_exports_the_end_whichever_tf_config_form(
   assert json.loads((model_dir / 'metrics.json').read_text())[
       'global_step'] == 60
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
+
+
+def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
+    tmp_path, mnist_small_dir):
+  """Issue 47, item 9, the TF2 engines: their workers decide who evaluates
+  as they start, all alike, so an evaluator no TF_CONFIG lists cannot
+  announce itself in time; it says so and exits 0, and the chief alone
+  evaluates and exports the end (both did)."""
+  model_dir = tmp_path / 'model'
+  result = launch(['--workers=2', '--unlisted_evaluator'], _flags(
+      model_dir, mnist_small_dir, '--engine=ctl',
+      '--strategy=multi_worker_mirrored', '--train_steps=40',
+      '--save_checkpoints_steps=20', '--steps_per_loop=10'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  assert set(task_lines(result.stdout, 'This evaluator is in no TF_CONFIG')
+             ) == {'evaluator:0'}
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
+  # (Worker 1 exports too, collectively, into its scratch directory.)
+  assert 'evaluator:0' not in task_lines(result.stdout,
+                                         'Exported a SavedModel to')
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
