@@ -73,8 +73,9 @@ def require_same_parameter_servers(config):
 # The flags `migrate` builds the run's model and optimizer from.
 _MIGRATE_FLAGS = (
     'dataset', 'train_split', 'eval_split', 'image_size', 'data_source',
-    'data_dir', 'idx_dir', 'train_files', 'eval_files', 'image_key',
-    'label_key', 'image_shape', 'num_classes', 'feature_spec', 'head',
+    'data_dir', 'idx_dir', 'train_files', 'eval_files', 'eval_fraction',
+    'image_key', 'label_key', 'image_shape', 'num_classes', 'feature_spec',
+    'head',
     'huber_delta', 'model', 'model_kwargs', 'sync_batch_norm', 'precision',
     'weight_decay', 'optimizer', 'linear_optimizer', 'linear_learning_rate',
     'ema_decay')

@@ -41,6 +41,10 @@ CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
 # The flags that only one head reads (heads.py) -> that head: given to a run
 # of another head, a usage error, never shown as applied.
 HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
+# The part of structured training files held out to evaluate on when no
+# --eval_files are given (the baselines' 80/20 split in docs/guide/tabular.md).
+DEFAULT_EVAL_FRACTION = 0.2
+
 # The flags of image data, which structured data (--feature_spec) does not
 # read: given with it, a usage error.
 IMAGE_FLAGS = ('image_size', 'augment', 'image_key', 'label_key',
@@ -157,9 +161,15 @@ class TrainConfig:
       'Glob of TFRecord files of tf.Example (--image_key, --label_key) to '
       'train on, instead of --dataset; needs --eval_files. With '
       '--feature_spec: structured data, CSV files with a header row '
-      '(.csv, .csv.gz) or TFRecords of tf.Example keyed by column.')
+      '(.csv, .csv.gz) or TFRecords of tf.Example keyed by column; without '
+      '--eval_files, --eval_fraction of them is held out.')
   eval_files: Optional[str] = _option(
       None, 'Glob of files to evaluate and predict on.')
+  eval_fraction: Optional[float] = _option(
+      None, 'Without --eval_files: evaluate (and predict) '
+      'on this fraction of the training files\' records, chosen by a hash of '
+      f'each record and left out of training; default {DEFAULT_EVAL_FRACTION}.',
+      above=0)
   feature_spec: Optional[str] = _option(
       None, 'The JSON (or YAML) file of the columns\' '
       'kinds, crosses, label and weight column (`python -m '
@@ -338,10 +348,20 @@ class TrainConfig:
     if not isinstance(self.model, str) and not callable(self.model):
       raise UsageError('--model must be a name, MODULE:FUNCTION or a '
                        f'builder function, got {self.model!r}')
-    if bool(self.train_files) != bool(self.eval_files):
-      raise UsageError('give both --train_files and --eval_files')
+    if self.eval_files and not self.train_files:
+      raise UsageError('--eval_files needs --train_files')
+    if self.train_files and not (self.eval_files or self.structured):
+      raise UsageError('give both --train_files and --eval_files (images; '
+                       'structured data can hold out --eval_fraction)')
+    if self.eval_fraction is not None and (
+        self.eval_files or not self.structured or self.eval_fraction >= 1):
+      raise UsageError(
+          f'--eval_fraction={self.eval_fraction}: a fraction below 1 of '
+          'structured training files, for runs without --eval_files')
+    if self.structured and not self.eval_files and self.eval_fraction is None:
+      object.__setattr__(self, 'eval_fraction', DEFAULT_EVAL_FRACTION)
     if self.feature_spec and not self.train_files:
-      raise UsageError('--feature_spec needs --train_files and --eval_files')
+      raise UsageError('--feature_spec needs --train_files')
     if self.structured and self.model in ('cnn', 'resnet20'):
       raise UsageError(f'--model {self.model} is an image model: structured '
                        'data (--feature_spec, or CSV files) takes '
@@ -471,9 +491,8 @@ class TrainConfig:
                    f'epoch{"" if epochs == 1 else "s"} of '
                    f'{num_train_examples} training examples)')
     described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
-                 'dataset', 'train_files', 'eval_files', 'feature_spec',
-                 'data_source',
-                 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
+                 'dataset', 'train_files', 'eval_files', 'eval_fraction',
+                 'feature_spec', 'data_source', 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
                  'train_steps', 'train_epochs', 'cluster'}
     others = [f'{field.name}={getattr(self, field.name)!r}'
               for field in dataclasses.fields(self)

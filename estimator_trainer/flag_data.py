@@ -5,8 +5,8 @@ run's record leaves out the settings of images it never read."""
 IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
           'data_source', 'data_dir', 'idx_dir', 'image_key', 'image_shape',
           'num_classes')
-STRUCTURED = ('feature_spec', 'head', 'huber_delta', 'linear_optimizer',
-              'linear_learning_rate')
+STRUCTURED = ('eval_fraction', 'feature_spec', 'head', 'huber_delta',
+              'linear_optimizer', 'linear_learning_rate')
 # Listed too, so that a new field must be placed (tests/test_config.py).
 BOTH = ('model_dir', 'mode', 'engine', 'model', 'model_kwargs',
         'sync_batch_norm', 'bn_recompute_batches', 'train_files',
@@ -26,6 +26,7 @@ _LABELS = {**{name: '[images]' for name in IMAGES},
            **{name: '[images, structured data]' for name in BOTH}}
 
 
-def label(name):
-  """What --help says first of flag `name`: the data it applies to."""
-  return _LABELS[name]
+def help_text(name, text):
+  """Flag `name`'s help `text` preceded by the data it applies to (a field
+  not placed here yet, by nothing: tests/test_config.py fails on it)."""
+  return f'{_LABELS[name]} {text}' if name in _LABELS else text

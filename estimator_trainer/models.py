@@ -230,6 +230,15 @@ def _precision(precision):
     tf.keras.mixed_precision.set_global_policy(saved)
 
 
+def _decayed(name):
+  """Whether --weight_decay covers the variable of `name`: every kernel,
+  and the linear model's (or wide part's) weights of ids, which are its
+  coefficients as much as a number's kernel is (LogisticRegression's L2
+  covers both); not biases, batch-norm scales or the DNN's embeddings."""
+  return 'kernel' in name or (name.startswith('linear/weights_') and
+                              'embeddings' in name)
+
+
 def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
           precision='float32', sync_batch_norm=False, weight_decay=0.0):
   """The model of `builder` (a callable or a --model name) for data of
@@ -267,7 +276,7 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
                      'not a tf.keras.Model')
   if weight_decay:
     for variable in model.trainable_variables:
-      if 'kernel' in variable.name:
+      if _decayed(variable.name):
         model.add_loss(lambda v=variable: weight_decay * tf.reduce_sum(
             tf.square(v)))
   return model

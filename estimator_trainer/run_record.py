@@ -25,7 +25,7 @@ _NOT_RECORDED = ('model_dir', 'mode', 'strategy', 'eval_strategy',
 # The flags that name the data: given one, the record's data source is left
 # whole (its split, shape, keys... still apply, unless given).
 _DATA_SOURCE = ('dataset', 'data_source', 'data_dir', 'idx_dir',
-                'train_files', 'eval_files', 'feature_spec')
+                'train_files', 'eval_files', 'eval_fraction', 'feature_spec')
 _DATA_PATHS = ('data_dir', 'idx_dir', 'train_files', 'eval_files',
                'feature_spec')
 # Alternatives: given one, neither is taken from the record.
@@ -80,6 +80,10 @@ def read(values, given):
     # The spec stored with the statistics, not what the recorded path (or
     # none, given other data flags) holds now: the checkpoints' own.
     taken['feature_spec'] = stored_spec
+    # That spec names the label: a run on CSV files without a spec recorded
+    # --label_key, an image flag beside a spec.
+    for name in config_lib.IMAGE_FLAGS:
+      taken.pop(name, None)
   engine = engines.ENGINES.get(taken.get('engine'))
   if engine and engine.needs_estimator and not stack.has_estimator():
     raise UsageError(

@@ -47,8 +47,7 @@ for f in dataclasses.fields(config.TrainConfig):
   kind = hints[f.name]
   rows.append(dict(name=f.name, default=default,
                    type=getattr(kind, '__name__', None) or str(kind).replace('typing.', ''),
-                   help=(f"{flag_data.label(f.name)} {f.metadata['help']}"
-                         if 'help' in f.metadata else ''),
+                   help=flag_data.help_text(f.name, f.metadata.get('help', '')),
                    choices=list(f.metadata.get('choices') or ()),
                    flag='help' in f.metadata))
 print(json.dumps(rows))

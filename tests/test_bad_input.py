@@ -385,7 +385,7 @@ CASES = [
           setup=_tabular()),
     _case('feature-spec-without-train-files',
           ['--feature_spec={data}/tab/spec.json'], 2,
-          '--feature_spec needs --train_files and --eval_files',
+          '--feature_spec needs --train_files',
           setup=_tabular()),
     _case('evaluate-checkpoint-of-other-model', ['--mode=evaluate', *MNIST],
           1, '{model_dir} holds a checkpoint of a different model: '

@@ -37,6 +37,13 @@ def test_structured_data_has_its_own_recipe_and_images_keep_theirs():
     assert TrainConfig(model_dir='/tmp/x', train_epochs=10, **files
                        ).resolve_train_steps(426, 64) == 67
     assert TrainConfig(model_dir='/tmp/x', model='dnn', **files).model == 'dnn'
+  # Structured training files without evaluation files hold out a fifth.
+  assert TrainConfig(model_dir='/tmp/x', train_files='a.csv'
+                     ).eval_fraction == 0.2
+  assert TrainConfig(model_dir='/tmp/x', train_files='a.csv',
+                     eval_fraction=0.1).eval_fraction == 0.1
+  assert TrainConfig(model_dir='/tmp/x', train_files='a.csv',
+                     eval_files='b.csv').eval_fraction is None
   # TFRecords without a spec are images (their dataset_spec.json).
   assert not TrainConfig(model_dir='/tmp/x', train_files='a.tfrecord',
                          eval_files='b.tfrecord').structured
@@ -82,6 +89,18 @@ def test_epochs_round_up_to_whole_steps():
     (dict(idx_dir='/nonexistent'), 'is not a directory'),
     (dict(data_source='idx'), 'needs --idx_dir'),
     (dict(model_dir=''), '--model_dir must be given'),
+    # Only structured data holds out an evaluation split (issue 45).
+    (dict(train_files='a.tfrecord'), r'give both --train_files and '
+     r'--eval_files \(images; structured data can hold out'),
+    (dict(eval_files='a.csv'), '^--eval_files needs --train_files$'),
+    *((dict(train_files=train, eval_fraction=fraction, **more),
+       f'^--eval_fraction={fraction}: a fraction below 1 of structured '
+       'training files, for runs without --eval_files$')
+      for train, fraction, more in (
+          ('a.csv', 0.1, {'eval_files': 'b.csv'}), ('a.csv', 1.0, {}),
+          ('a.tfrecord', 0.1, {'eval_files': 'b.tfrecord'}))),
+    (dict(train_files='a.csv', eval_fraction=0.0),
+     '--eval_fraction must be > 0'),
     # Image flags structured data does not read.
     *((dict(feature_spec='s.json', train_files='t', eval_files='e',
             model='dnn', **{name: value}),

@@ -10,7 +10,9 @@ import sys
 import numpy as np
 import pytest
 
+from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
+from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular import spec as spec_lib
 
 
@@ -200,16 +202,16 @@ def test_bad_config_file_exits_2(tmp_path, content, message):
 def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   """Issue 45: `run --train_files=a.csv --label_key=y` infers the spec,
   prints its choices, stores it in the model_dir and trains (it was the
-  image path's "TFRecords need dataset_spec.json beside them");
-  --feature_spec still wins."""
+  image path's "TFRecords need dataset_spec.json beside them"), evaluating
+  on a held-out fifth of the file, which evaluating the model_dir later
+  holds out again; --feature_spec still wins."""
   rng = np.random.default_rng(0)
-  for part, rows in (('train', 80), ('eval', 20)):
+  for part, rows in (('train', 100), ('eval', 20)):
     x = rng.normal(size=rows)
     lines = ['x,shop,y'] + [f'{v:.4f},{"ab"[i % 2]},{int(v > 0) + 1}'
                             for i, v in enumerate(x)]
     (tmp_path / f'{part}.csv').write_text('\n'.join(lines) + '\n')
-  flags = (f'--train_files={tmp_path}/train.csv',
-           f'--eval_files={tmp_path}/eval.csv', '--model=linear',
+  flags = (f'--train_files={tmp_path}/train.csv', '--model=linear',
            '--train_steps=5', '--export=none')
   model_dir = tmp_path / 'model'
   result = _run(f'--model_dir={model_dir}', *flags, '--label_key=y',
@@ -218,9 +220,19 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   assert 'No --feature_spec: the spec inferred from' in result.stderr
   assert ('label y: binary (2 distinct integers, not 0..K-1: the label '
           'vocabulary, sorted: 1, 2)') in result.stderr
+  assert '(20.0% of the records held out for evaluation)' in result.stderr
   stored = spec_lib.read(str(model_dir / 'preprocessing/feature_spec.json'))
   assert stored == infer.infer(f'{tmp_path}/train.csv', 'y')[0]
-  assert 'accuracy' in json.loads((model_dir / 'metrics.json').read_text())
+  held_out = TabularSource({TRAIN: f'{tmp_path}/train.csv', TEST: None},
+                           stored, eval_fraction=0.2).num_examples(TEST)
+  assert 5 <= held_out <= 35
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['num_examples'] == held_out
+  result = _run(f'--model_dir={model_dir}', '--mode=evaluate', timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'num_examples'] == held_out
+  flags += (f'--eval_files={tmp_path}/eval.csv',)
   # A spec given wins (it names the label: --label_key would be a usage
   # error): the shop as hashed ids, the label 1/2 as its classes.
   given = dataclasses.replace(stored, columns=(

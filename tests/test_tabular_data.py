@@ -184,7 +184,7 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
      'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: default, dtype, embedding_dim, '
-     'kind, num_bins'),
+     'kind, missing_indicator, num_bins'),
     ({'crosses': [{'columns': ['edu', 'job'], 'num_bins': 8}]},
      "crosses[0].columns: no column 'job' in columns"),
     ({'crosses': [{'columns': ['edu', 'age'], 'num_bins': 8}]},
@@ -749,3 +749,39 @@ def test_columns_of_one_signature_key_are_a_usage_error():
   with pytest.raises(UsageError, match=r"columns 'a.b' and 'a-b' have the "
                      r"same serving input name 'a_b'"):
     dataset_lib.Serving(None, spec, None, 'regression')
+
+
+@pytest.mark.parametrize('file_format', [0, 1], ids=['csv', 'tfrecord'])
+def test_a_held_out_split_is_the_same_records_however_read(tmp_path,
+                                                           file_format):
+  """Issue 45, item 9: without evaluation files, eval_fraction of the
+  training records are the test split and no training record: counted,
+  sharded (2 and 3 pipelines), parsed, read whole for the statistics and
+  for another order of the same files, always the same records."""
+  sizes = (100, 80, 60)
+  rows = _census_rows(sum(sizes), seed=1)
+  pattern = _write(tmp_path, 'census', rows, sizes, CENSUS_HEADER)[
+      file_format]
+  source = source_lib.TabularSource({TRAIN: pattern, TEST: None},
+                                    CENSUS_SPEC, eval_fraction=0.25)
+  every = sorted(float(np.float32(r['hours'])) for r in rows)
+  splits = {}
+  for split in (TRAIN, TEST):
+    whole = sorted(_numbers(source, split, 1, 0))
+    assert len(whole) == source.num_examples(split)
+    assert sorted(source.columns(split)['hours'].tolist()) == whole
+    for num_shards in (2, 3):
+      shards = [_numbers(source, split, num_shards, i)
+                for i in range(num_shards)]
+      assert sorted(sum(shards, [])) == whole
+      assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    splits[split] = whole
+  assert sorted(splits[TRAIN] + splits[TEST]) == every
+  assert 40 <= len(splits[TEST]) <= 80  # A quarter of 240, by hash.
+  # The same records in other files, in another order: the same split.
+  other = _write(tmp_path, 'reversed', rows[::-1], (240,), CENSUS_HEADER)[
+      file_format]
+  reversed_source = source_lib.TabularSource(
+      {TRAIN: other, TEST: None}, CENSUS_SPEC, eval_fraction=0.25)
+  assert sorted(_numbers(reversed_source, TEST, 1, 0)) == splits[TEST]
+  assert 'held out for evaluation' in str(source)

@@ -284,3 +284,23 @@ def test_columns_of_one_variable_name_are_a_usage_error():
   with pytest.raises(UsageError, match=r"columns 'a b' and 'a_b' have the "
                      r"same variable name 'a_b'"):
     models.wide_deep(inputs, 2)
+
+
+@pytest.mark.parametrize('builder', sorted(models.BUILTINS))
+def test_weight_decay_covers_every_coefficient_of_the_linear_part(builder):
+  """--weight_decay is L2 on the linear model's (and wide part's) weights
+  of ids too, its coefficients as a number's kernel is (LogisticRegression's
+  L2 covers both; only the kernels were decayed); not on biases or the
+  DNN's embedding tables."""
+  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import models as models_lib
+  model = models_lib.build(builder, INPUTS, 3, seed=1, weight_decay=0.5)
+  for variable in model.trainable_variables:  # The linear part starts at 0.
+    variable.assign(tf.random.stateless_normal(variable.shape, (1, 2)))
+  decayed = [v for v in model.trainable_variables
+             if 'kernel' in v.name or v.name.startswith('linear/')
+             and 'bias' not in v.name]
+  assert any('embeddings' in v.name and v.name.startswith('linear/')
+             for v in decayed) == (builder != 'dnn')
+  expected = 0.5 * sum(float(tf.reduce_sum(tf.square(v))) for v in decayed)
+  assert float(tf.add_n(model.losses)) == pytest.approx(expected, rel=1e-5)

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import logging
+import re
 import threading
 
 import numpy as np
@@ -14,6 +15,7 @@ import tensorflow as tf
 from sklearn import datasets
 
 from estimator_trainer import layout
+from estimator_trainer import models as models_lib
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
@@ -21,6 +23,7 @@ from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.models import PADDING
 from estimator_trainer.strategy import make_strategy
 from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular import warm_start
 from estimator_trainer.tabular.encoder import EncodedInput, Encoder
@@ -391,6 +394,54 @@ def test_a_missing_number_is_the_mean_of_the_present_ones(tmp_path):
                              'n': tf.constant([1], tf.int64),
                              'x2': tf.constant([1.0])})['x'].numpy()[0, 0] \
       == pytest.approx(-100 / 2 ** 0.5)
+
+
+def test_a_missing_indicator_says_which_numbers_were_filled(tmp_path):
+  """Issue 45, item 4: a float or float_normalized column with
+  `missing_indicator` gives its models [value, 1.0 if missing] (the
+  filled mean alone cannot tell a missing value from the mean); it reads
+  back from the spec's JSON, and the models take the wider input."""
+  table = {'x': [100.0, None, 98.0, None, 102.0, 100.0],
+           'n': [5, 7, None, 9, 7, 8], 'y': [0, 1, 0, 1, 0, 1]}
+  spec = FeatureSpec((Column('x', 'float_normalized', missing_indicator=True),
+                      Column('n', 'float', dtype='int64',
+                             missing_indicator=True)), 'y', head='binary')
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  assert 'missing_indicator' not in spec_lib.to_json(
+      FeatureSpec((Column('x', 'float'),), 'y'))
+  path = _write_csv(tmp_path / 'train.csv', table, range(6))
+  source = Source({TRAIN: path, TEST: path}, spec)
+  encoder = Encoder(spec, stats_lib.compute(spec, source.columns(TRAIN)))
+  assert {name: encoded.width for name, encoded in encoder.inputs.items()
+          } == {'x': 2, 'n': 2}
+  raw, _, _ = source.parse(tf.constant(list(
+      source.records(TRAIN).as_numpy_iterator())))
+  encoded = encoder(raw)
+  np.testing.assert_allclose(
+      encoded['x'], [[0, 0], [0, 1], [-2 ** 0.5, 0], [0, 1], [2 ** 0.5, 0],
+                     [0, 0]], atol=1e-6)
+  np.testing.assert_allclose(
+      encoded['n'], [[5, 0], [7, 0], [7.2, 1], [9, 0], [7, 0], [8, 0]],
+      rtol=1e-6)
+  for builder in ('linear', 'dnn'):
+    assert models_lib.build(builder, encoder.inputs, 1)(encoded).shape == (
+        6, 1)
+
+
+@pytest.mark.parametrize('column, message', [
+    ({'kind': 'float_discretized', 'num_bins': 4, 'missing_indicator': True},
+     'only for float and float_normalized columns, not float_discretized'),
+    ({'kind': 'string_categorical', 'missing_indicator': True},
+     'only for float and float_normalized columns'),
+    ({'kind': 'float', 'default': 0.0, 'missing_indicator': True},
+     'a column with a default has no missing values to indicate'),
+    ({'kind': 'float', 'missing_indicator': 'yes'},
+     "expected true or false, got 'yes'"),
+])
+def test_a_bad_missing_indicator_is_a_usage_error(column, message):
+  with pytest.raises(UsageError, match=f'columns.x.missing_indicator: '
+                     f'{re.escape(message)}'):
+    spec_lib.loads(json.dumps({'columns': {'x': column}, 'label': 'y'}))
 
 
 def test_encoder_labels_and_class_names(data):

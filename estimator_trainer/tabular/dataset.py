@@ -189,7 +189,8 @@ def load(config, training=False) -> TabularData:
   feature_spec = feature_spec_of(config)
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
-                         feature_spec, head=kind)
+                         feature_spec, head=kind,
+                         eval_fraction=config.eval_fraction)
   if training:
     source.columns(TEST)
   cluster = config.cluster

@@ -44,8 +44,9 @@ def _variance(variance):
 
 class Encoder(tf.Module):
   """`encoder(raw)`: raw dict column -> Tensor [batch] (TabularSource.parse's)
-  to the encoded dict: float kinds float32 [batch, 1] (float_discretized:
-  int64 ids [batch]); categorical, hashed and crosses int64 ids [batch]
+  to the encoded dict: float kinds float32 [batch, 1] (with a missing
+  indicator [batch, 2]: the value, then 1.0 where it was missing;
+  float_discretized: int64 ids [batch]); categorical, hashed and crosses int64 ids [batch]
   (categorical: 0 is out of vocabulary). `inputs`: name -> EncodedInput."""
 
   def __init__(self, feature_spec, statistics, labels=True):
@@ -57,12 +58,13 @@ class Encoder(tf.Module):
     for column in feature_spec.columns:
       stats = statistics.columns.get(column.name)
       kind, dim = column.kind, column.embedding_dim
+      dense = EncodedInput(DENSE, width=2 if column.missing_indicator else 1)
       if kind == 'float':
-        layer, encoded = None, EncodedInput(DENSE, width=1)
+        layer, encoded = None, dense
       elif kind == 'float_normalized':
         layer = layers.Normalization(mean=stats.mean,
                                      variance=_variance(stats.variance))
-        encoded = EncodedInput(DENSE, width=1)
+        encoded = dense
       elif kind == 'float_discretized':
         layer = layers.Discretization(bin_boundaries=list(stats.boundaries))
         encoded = EncodedInput(IDS, cardinality=len(stats.boundaries) + 1,
@@ -102,20 +104,25 @@ class Encoder(tf.Module):
   def _encode(self, column, value):
     layer = self._layers[column.name]
     if column.kind in spec_lib.FLOAT_KINDS:
-      value = self._filled(column, value)
+      missing = (tf.math.is_nan(value) if value.dtype == tf.float32 else
+                 tf.equal(value, spec_lib.MISSING_INT64))
+      value = self._filled(column, value, missing)
       if column.kind == 'float_discretized':
         return layer(value)
       value = value[:, tf.newaxis]
-      return layer(value) if layer else value
+      value = layer(value) if layer else value
+      if column.missing_indicator:
+        value = tf.concat(
+            [value, tf.cast(missing, tf.float32)[:, tf.newaxis]], axis=-1)
+      return value
     if column.dtype == 'int64':
       value = tf.cast(value, tf.int64)
     return layer(value)
 
-  def _filled(self, column, value):
-    """float32 numbers, a missing one (source.feature_default's marker) the
-    stored fill: the training mean (0.0 in statistics stored before it)."""
-    missing = (tf.math.is_nan(value) if value.dtype == tf.float32 else
-               tf.equal(value, spec_lib.MISSING_INT64))
+  def _filled(self, column, value, missing):
+    """float32 numbers, a `missing` one (source.feature_default's marker)
+    the stored fill: the training mean (0.0 in statistics stored before
+    it)."""
     stats = self.statistics.columns.get(column.name)
     fill = stats.fill if stats and stats.fill is not None else 0.0
     return tf.where(missing, tf.constant(fill, tf.float32),

@@ -25,6 +25,10 @@ from estimator_trainer.tabular import table
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
 _KIND_DEFAULTS = {'int64': -1, 'string': ''}
 _BATCH = 1024
+# A held-out evaluation split takes the records whose hash falls in the
+# first buckets of these: a record's split is its content's, whatever the
+# files' order, sharding or task (as TFX's ExampleGen splits by hash).
+HOLDOUT_BUCKETS = 1000
 
 
 def feature_default(column):
@@ -44,22 +48,56 @@ class TabularSource:
   glob}; comma-separated globs), described by `feature_spec`. Files ending
   .csv or .csv.gz are CSV, any others TFRecords of tf.Example (.gz: GZIP);
   all of one format. `head` (--head), if given, replaces the spec's: the
-  label's dtype depends on it."""
+  label's dtype depends on it.
 
-  def __init__(self, patterns, feature_spec, head=None):
+  Without a TEST glob, `eval_fraction` of the training files' records
+  (by a hash of each record: equal records go to one split) are the TEST
+  split and are left out of TRAIN."""
+
+  def __init__(self, patterns, feature_spec, head=None, eval_fraction=None):
     self.patterns = patterns
+    self._held_out = 0
+    if not patterns.get(sources.TEST):
+      if not eval_fraction:
+        raise ValueError('no evaluation files and no eval_fraction')
+      self._held_out = max(1, round(eval_fraction * HOLDOUT_BUCKETS))
     if head and head != feature_spec.head:
       feature_spec = dataclasses.replace(feature_spec, head=head)
       spec_lib.check(feature_spec, f'--head={head} with the feature spec')
     self.feature_spec = feature_spec
 
   def __str__(self):
-    return (f'{"CSV" if self._csv else "TFRecord"} files '
-            f'{self.patterns[sources.TRAIN]} / {self.patterns[sources.TEST]}')
+    kind = "CSV" if self._csv else "TFRecord"
+    if self._held_out:
+      return (f'{kind} files {self.patterns[sources.TRAIN]} '
+              f'({self._held_out / HOLDOUT_BUCKETS:.1%} of the records held '
+              'out for evaluation)')
+    return (f'{kind} files {self.patterns[sources.TRAIN]} / '
+            f'{self.patterns[sources.TEST]}')
 
   @functools.lru_cache(maxsize=None)
   def files(self, split):
-    return sources.glob_files(self.patterns[split])
+    return sources.glob_files(self.patterns[
+        sources.TRAIN if self._held_out else split])
+
+  def _in_split(self, records, split):
+    """Which of the tf.string `records` belong to `split` (all of them
+    unless one is held out). Graph-safe."""
+    bucket = tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS)
+    if split == sources.TEST:
+      return bucket < self._held_out
+    return bucket >= self._held_out
+
+  @functools.lru_cache(maxsize=None)
+  def _split_mask(self, path, split):
+    """Whether each record of the file at `path` is in `split` (numpy
+    bool)."""
+    def mask(path):
+      return np.concatenate([np.zeros([0], bool)] + [
+          batch for batch in self._read([path]).batch(_BATCH).map(
+              lambda records: self._in_split(records, split))
+          .as_numpy_iterator()])
+    return sources.eagerly(mask, path)
 
   @functools.cached_property
   def _csv(self):
@@ -97,9 +135,12 @@ class TabularSource:
                       f'gzipped but {plain[0]} is not: the files of a split '
                       'must be all gzipped (.gz) or none')
     if self._csv:
-      return tuple(self._check_csv(path) for path in files)
-    # Eager even when an input_fn asks inside Estimator's graph.
-    return sources.eagerly(self._check_tfrecords, files)
+      sizes = tuple(self._check_csv(path) for path in files)
+    else:  # Eager even when an input_fn asks inside Estimator's graph.
+      sizes = sources.eagerly(self._check_tfrecords, files)
+    if self._held_out:
+      return tuple(int(self._split_mask(path, split).sum()) for path in files)
+    return sizes
 
   def _check_csv(self, path):
     header, count = table.csv_file(path)
@@ -132,10 +173,17 @@ class TabularSource:
     when they share evenly, else by record)."""
     files = self.files(split)
     if sources.whole_files(self.file_sizes(split), split, num_shards):
-      return self._read(files[index::num_shards])
-    return self._read(files).shard(num_shards, index)
+      return self._read(files[index::num_shards], split)
+    return self._read(files, split).shard(num_shards, index)
 
-  def _read(self, files):
+  def _read(self, files, split=None):
+    """The records of `files`, those of `split` if one is held out."""
+    records = self._read_all(files)
+    if self._held_out and split:
+      records = records.filter(lambda record: self._in_split(record, split))
+    return records
+
+  def _read_all(self, files):
     compression = sources.compression(files) if files else None
     files = tf.constant(files, tf.string)
     if not self._csv:
@@ -229,8 +277,16 @@ class TabularSource:
     [n, k] under the tuple), the weight under spec.weight; every value
     checked first (DataError naming file, line or record, column, value)."""
     self.file_sizes(split)  # Checks the files have the columns.
+    result = self._all_columns(self.files(split))
+    if not self._held_out:
+      return result
+    mask = np.concatenate([self._split_mask(path, split)
+                           for path in self.files(split)])
+    return {name: values[mask] for name, values in result.items()}
+
+  def _all_columns(self, files):
+    """columns() of every record of `files`."""
     spec = self.feature_spec
-    files = self.files(split)
     if self._csv:
       cells = table.read_csv(files, spec.names)
     else:

@@ -44,7 +44,9 @@ class Column:
   of a missing cell or feature (None: the kind's: 0.0, '' or -1, which
   look up as out-of-vocabulary); `dtype`: the raw value's dtype name,
   float32, int64 or string, the kind's unless given (a float kind's may
-  be int64: integers of TFRecords' int64_list used as numbers)."""
+  be int64: integers of TFRecords' int64_list used as numbers);
+  `missing_indicator`: a float or float_normalized column's input also
+  says, 1 or 0, whether the value was missing (and filled)."""
 
   name: str
   kind: str
@@ -52,6 +54,7 @@ class Column:
   embedding_dim: Optional[int] = None
   default: Union[float, int, str, None] = None
   dtype: Optional[str] = None
+  missing_indicator: bool = False
 
   def __post_init__(self):
     if self.dtype is None:
@@ -116,7 +119,8 @@ class FeatureSpec:
 
 _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
-_COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype'}
+_COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
+                'missing_indicator'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -154,6 +158,8 @@ def to_json(spec):
     del values['name']
     if values['dtype'] == kind_dtype(column.kind):
       del values['dtype']  # The kind's: said by the kind.
+    if not values['missing_indicator']:
+      del values['missing_indicator']
     columns[column.name] = _set(values)
   values = _set({
       'name': spec.name, 'columns': columns,
@@ -259,7 +265,8 @@ def from_dict(values, origin='feature spec'):
         name, column['kind'], integer(column.get('num_bins'),
                                       f'{key}.num_bins'),
         integer(column.get('embedding_dim'), f'{key}.embedding_dim'),
-        column.get('default'), column.get('dtype')))
+        column.get('default'), column.get('dtype'),
+        column.get('missing_indicator', False)))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -328,6 +335,16 @@ def check(spec, origin='feature spec'):
     if column.embedding_dim and column.kind in ('float', 'float_normalized'):
       fail(f'{key}.embedding_dim', f'a {column.kind} column has no ids to '
            'embed')
+    if column.missing_indicator is not False:
+      if column.missing_indicator is not True:
+        fail(f'{key}.missing_indicator', 'expected true or false, got '
+             f'{column.missing_indicator!r}')
+      if column.kind not in ('float', 'float_normalized'):
+        fail(f'{key}.missing_indicator', 'only for float and '
+             f'float_normalized columns, not {column.kind}')
+      if column.default is not None:
+        fail(f'{key}.missing_indicator', 'a column with a default has no '
+             'missing values to indicate')
     if column.default is not None and not _fits(column.default, column.dtype):
       fail(f'{key}.default', f'{column.default!r} is not a {column.dtype} '
            f'value (the kind {column.kind})')
