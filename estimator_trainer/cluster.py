@@ -28,6 +28,9 @@ class Cluster:
   task_type: str
   task_index: int
   has_evaluator: bool
+  # Whether TF_CONFIG's `cluster` lists the evaluator: TensorFlow's own
+  # train_and_evaluate documentation gives the evaluator only its task.
+  evaluator_listed: bool = True
 
   @property
   def is_chief(self):
@@ -106,7 +109,8 @@ def parse(text: Optional[str]) -> Optional[Cluster]:
   jobs = {job: list(addresses) for job, addresses in cluster.items()
           if job != EVALUATOR}
   result = Cluster(jobs, task_type, index,
-                   has_evaluator=EVALUATOR in cluster or task_type == EVALUATOR)
+                   has_evaluator=EVALUATOR in cluster or task_type == EVALUATOR,
+                   evaluator_listed=EVALUATOR in cluster)
   if not result.num_trainers:
     _fail('the cluster has no chief or worker')
   return result

@@ -172,18 +172,18 @@ class TrainConfig:
   eval_files: Optional[str] = _option(
       None, 'Glob of files to evaluate and predict on.')
   eval_fraction: Optional[float] = _option(
-      None, 'Structured data without --eval_files: evaluate (and predict) '
+      None, 'Without --eval_files: evaluate (and predict) '
       'on this fraction of the training files\' records, chosen by a hash of '
       f'each record and left out of training; default {DEFAULT_EVAL_FRACTION}.',
       above=0)
   feature_spec: Optional[str] = _option(
-      None, 'Structured data: the JSON (or YAML) file of its columns\' '
+      None, 'The JSON (or YAML) file of the columns\' '
       'kinds, crosses, label and weight column (`python -m '
       'estimator_trainer.tabular.infer` writes one from the data). Without '
       'it, CSV training files\' spec is inferred as that command does (the '
       'label: --label_key), printed and stored in the model_dir.')
   head: Optional[str] = _option(
-      None, 'Structured data: multiclass (softmax cross-entropy), binary '
+      None, 'multiclass (softmax cross-entropy), binary '
       '(sigmoid cross-entropy), multilabel (sigmoid cross-entropy per label) '
       'or regression (squared error); default: the feature spec\'s. Images '
       'are multiclass.', choices=HEADS)
@@ -324,7 +324,7 @@ class TrainConfig:
       '.*', 'Regex of the variables to warm-start, e.g. "^(?!logits/)" for '
       'all but the last layer.')
   num_predictions: int = _option(
-      10, '--mode predict: how many test images to predict.', above=0)
+      10, '--mode predict: how many test examples to predict.', above=0)
   predictions_file: Optional[str] = _option(
       None, '--mode predict output (default <model_dir>/predictions.jsonl).')
   cluster_timeout_secs: int = _option(

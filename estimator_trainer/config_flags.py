@@ -9,6 +9,7 @@ import typing
 from absl import flags
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import flag_data
 from estimator_trainer import layout
 from estimator_trainer import run_record
 from estimator_trainer.errors import UsageError
@@ -39,7 +40,7 @@ def define_flags(flag_values=flags.FLAGS):
   """Defines a flag per TrainConfig field, plus --job_dir and --config."""
   for field, kind in _flag_fields():
     meta = field.metadata
-    help_text = meta['help']
+    help_text = flag_data.help_text(field.name, meta['help'])
     if meta.get('choices'):
       help_text += f' One of: {", ".join(meta["choices"])}.'
     default = meta.get('flag_default', field.default)

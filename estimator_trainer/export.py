@@ -1,6 +1,5 @@
 """SavedModel export: serving inputs, exporters, and the export mode."""
 
-import logging
 import os
 import tempfile
 
@@ -10,8 +9,6 @@ from estimator_trainer import examples as examples_lib
 from estimator_trainer import export_policy
 from estimator_trainer import layout
 from estimator_trainer.data import model_images
-
-_logger = logging.getLogger(__name__)
 
 
 def serving_input_receiver_fn(example_format):
@@ -87,12 +84,9 @@ def eval_input_receiver_fn(example_format):
   return receiver_fn
 
 
-def _log_export(path):
-  """Logs where a SavedModel landed (Estimator's own line names the
-  temporary directory it writes first); returns the path as a string."""
-  path = path.decode() if isinstance(path, bytes) else path
-  _logger.info('Exported a SavedModel to %s', path)
-  return path
+def _path(path):
+  """Estimator's export path (bytes) as a string."""
+  return path.decode() if isinstance(path, bytes) else path
 
 
 class _Exporter(tf.estimator.Exporter):
@@ -113,16 +107,17 @@ class _Exporter(tf.estimator.Exporter):
     del export_path  # The policy's base_dir: the same directory.
     if not self._policy.wants(eval_result, is_the_final_export):
       return None
-    return self._policy.write(lambda record: self._write(
-        estimator, checkpoint_path, record), eval_result)
+    return self._policy.write(
+        lambda record, temporary: self._write(
+            estimator, checkpoint_path, record, temporary), eval_result)
 
-  def _write(self, estimator, checkpoint_path, record):
+  def _write(self, estimator, checkpoint_path, record, temporary):
     with tempfile.TemporaryDirectory() as scratch:
       source = os.path.join(scratch, export_policy.RECORD_FILE)
       with open(source, 'w') as f:
         f.write(record)
-      return _log_export(estimator.export_saved_model(
-          self._policy.base_dir, self._serving_input_fn,
+      return _path(estimator.export_saved_model(
+          temporary, self._serving_input_fn,
           assets_extra={export_policy.RECORD_FILE: source},
           checkpoint_path=checkpoint_path))
 
@@ -135,6 +130,7 @@ def make_exporters(config, example_format):
 
 def export_latest_checkpoint(estimator, model_dir, example_format):
   """Writes a SavedModel of the latest checkpoint; returns its directory."""
-  return _log_export(estimator.export_saved_model(
-      layout.export_dir(model_dir, 'manual'),
-      serving_input_receiver_fn(example_format)))
+  return export_policy.write_whole(
+      lambda temporary: _path(estimator.export_saved_model(
+          temporary, serving_input_receiver_fn(example_format))),
+      layout.export_dir(model_dir, 'manual'), 'manual')

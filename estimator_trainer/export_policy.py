@@ -14,7 +14,10 @@ Both engine families use it (no tf.estimator here).
 """
 
 import json
+import logging
 import os
+import time
+import uuid
 
 import tensorflow as tf
 
@@ -26,6 +29,8 @@ RECORD_FILE = 'evaluation.json'
 RECORD = os.path.join(EXTRA_DIR, RECORD_FILE)
 # An export's name until it is whole and renamed (Estimator's naming).
 TEMPORARY_PREFIX = 'temp-'
+
+_logger = logging.getLogger(__name__)
 
 
 def record(eval_result):
@@ -64,6 +69,49 @@ def best_exported_score(model_dir):
       layout.eval_dir(model_dir)).values(), default=None)
 
 
+def owner(config):
+  """What names an exporting task's temporary directories: its task in a
+  cluster (a restarted task removes what it left), else `local`."""
+  cluster = config.cluster
+  return f'{cluster.task_type}{cluster.task_index}' if cluster else 'local'
+
+
+def write_whole(write_fn, base_dir, owner_name):
+  """Writes an export with `write_fn(temporary)` into a new directory of
+  its own beside base_dir's exports (`write_fn` returns the SavedModel's
+  path in it), then renames it into base_dir under a fresh name: another
+  task exporting the same checkpoint in the same second (a chief that does
+  not know of an evaluator) writes elsewhere and takes another name.
+  Returns the export's path; removes the temporary directory."""
+  temporary = os.path.join(
+      base_dir, f'{TEMPORARY_PREFIX}{owner_name}-{uuid.uuid4().hex}')
+  tf.io.gfile.makedirs(temporary)
+  try:
+    path = _publish(write_fn(temporary), base_dir)
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.rmtree(temporary)
+  _logger.info('Exported a SavedModel to %s', path)
+  return path
+
+
+def _publish(written, base_dir):
+  """Renames the whole export `written` to base_dir/<timestamp>: now's, or
+  the next one free when another exporter took it (between the check and
+  the rename too: the rename then fails, the name being taken)."""
+  timestamp = int(time.time())
+  while True:
+    path = os.path.join(base_dir, str(timestamp))
+    if not tf.io.gfile.exists(path):
+      try:
+        tf.io.gfile.rename(written, path)
+        return path
+      except tf.errors.OpError:
+        if not tf.io.gfile.exists(path):
+          raise
+    timestamp += 1
+
+
 class ExportPolicy:
   """`--export` of one task, whose SavedModels go to `base_dir`
   (model_dir's export/<kind>/ unless given: a TF2 non-chief worker writes
@@ -72,6 +120,7 @@ class ExportPolicy:
   def __init__(self, config, base_dir=None):
     self.kind = config.export
     self.base_dir = base_dir or layout.export_dir(config.model_dir, self.kind)
+    self._owner = owner(config)
     self._keep = config.exports_to_keep
     # Read once, before this task's first evaluation: every worker of a
     # collective strategy reads the chief's exports alike, and decides alike.
@@ -87,16 +136,18 @@ class ExportPolicy:
     return self.kind == 'latest' or final
 
   def write(self, write_fn, eval_result):
-    """Writes an export after `eval_result` with `write_fn(record_text)`,
-    which writes the SavedModel with RECORD under a temporary name, renames
-    it into base_dir, logs and returns its path; keeps the newest; returns
-    the path.
+    """Writes an export after `eval_result` with `write_fn(record_text,
+    temporary)`, which writes the SavedModel with RECORD into directory
+    `temporary` and returns its path (write_whole renames it into
+    base_dir); keeps the newest; returns the path.
 
     An export counts once written: one that fails (its error propagates)
     neither raises the bar of `best` nor leaves its temporary directory.
     """
+    text = record(eval_result)
     try:
-      path = write_fn(record(eval_result))
+      path = write_whole(lambda temporary: write_fn(text, temporary),
+                         self.base_dir, self._owner)
     finally:
       self._remove_temporaries()
     if self.kind == 'best':
@@ -107,10 +158,10 @@ class ExportPolicy:
     return path
 
   def _remove_temporaries(self):
-    """Removes what failed (or killed) exports left: only this task
-    writes into base_dir, so every temporary directory there is one."""
+    """Removes what this task's killed exports left; not another task's
+    temporary directory, which may be an export being written."""
     if not tf.io.gfile.isdir(self.base_dir):
       return
     for name in tf.io.gfile.listdir(self.base_dir):
-      if name.startswith(TEMPORARY_PREFIX):
+      if name.startswith(f'{TEMPORARY_PREFIX}{self._owner}-'):
         tf.io.gfile.rmtree(os.path.join(self.base_dir, name.strip('/')))

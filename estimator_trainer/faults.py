@@ -6,7 +6,7 @@ checkpoint is one to resume or roll back to; and on SIGTERM (what Kubernetes
 and preemptible VMs send before killing) it stops after the current step,
 saves it and skips the evaluation and export that would follow. A first
 Ctrl-C (SIGINT) does the same, then raises KeyboardInterrupt (the CLI exits
-130); a second one stops the process at once.
+130); a second one stops the process at once, saying so (exit code 130).
 """
 
 import logging
@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer.errors import Interrupted, TrainerError
+from estimator_trainer.errors import INTERRUPTED_EXIT_CODE, Interrupted, TrainerError
 
 _logger = logging.getLogger(__name__)
 
@@ -110,9 +110,10 @@ class StopSignals:
   """Records SIGTERM and a first SIGINT (Ctrl-C) instead of dying of them,
   while entered, so that training stops after the current step and saves it.
 
-  A second Ctrl-C gets SIGINT's default action, which stops the process at
-  once (the shell shows 130): no Python handler could run while the main
-  thread is inside TensorFlow. `sigterm=False` leaves SIGTERM alone: a
+  A second Ctrl-C stops the process at once, saying so, with exit code 130:
+  wherever its main thread is (inside TensorFlow no Python handler runs),
+  a thread learns of it from the signal wakeup fd, which the interpreter's
+  C-level handler writes at once. `sigterm=False` leaves SIGTERM alone: a
   cluster's tasks would have to stop together, or a handler of TensorFlow's
   watches it; `on_sigint()` is then called on the first Ctrl-C (to pass it
   on to that handler).
@@ -125,24 +126,44 @@ class StopSignals:
         signal.SIGINT,)
     self._on_sigint = on_sigint
     self._previous = {}
+    self._wakeup = None  # (read fd, write fd, the previous wakeup fd).
 
   def __enter__(self):
     self._previous = {signum: signal.signal(signum, self._handle)
                       for signum in self._signals}
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    self._wakeup = read, write, signal.set_wakeup_fd(write)
+    threading.Thread(target=self._watch, args=(read,), daemon=True).start()
     return self
 
   def __exit__(self, *exc_info):
+    read, write, previous_fd = self._wakeup
+    signal.set_wakeup_fd(previous_fd)
+    os.close(write)  # Ends _watch, which closes `read`.
     for signum, previous in self._previous.items():
       signal.signal(signum, previous)
 
   def _handle(self, signum, frame):
     del frame
     self.received = True
-    if signum == signal.SIGINT:
+    if signum == signal.SIGINT and not self.interrupted:
       self.interrupted = True
-      signal.signal(signal.SIGINT, signal.SIG_DFL)  # The next stops at once.
       if self._on_sigint:
         self._on_sigint()
+
+  def _watch(self, read):
+    """Exits on the second SIGINT the wakeup fd reports."""
+    count = 0
+    with os.fdopen(read, 'rb', buffering=0) as wakeups:
+      for data in iter(lambda: wakeups.read(64), b''):
+        count += data.count(signal.SIGINT)
+        if count >= 2:
+          _logger.warning('Interrupted again: stopped at once, without '
+                          'saving this step (the latest checkpoint stays)')
+          for handler in logging.getLogger().handlers:
+            handler.flush()
+          os._exit(INTERRUPTED_EXIT_CODE)  # pylint: disable=protected-access
 
 
 class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):

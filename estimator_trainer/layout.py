@@ -18,6 +18,7 @@ METRICS_FILE = 'metrics.json'  # The final evaluation.
 PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
 TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
+EVALUATOR_FILE = 'evaluator.json'  # An evaluator task runs.
 MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
 # An estimator checkpoint's --ema_decay average of weight W: W/<this>.
 AVERAGE_SUFFIX = 'ExponentialMovingAverage'
@@ -116,6 +117,11 @@ def train_spec_file(model_dir):
 
 def finished_file(model_dir, task_type, task_index):
   return os.path.join(model_dir, FINISHED_DIR, f'{task_type}-{task_index}.json')
+
+
+def evaluator_file(model_dir):
+  """Where a running evaluator task announces itself (estimator engine)."""
+  return os.path.join(model_dir, EVALUATOR_FILE)
 
 
 def scratch_dir(model_dir, task_type, task_index):

@@ -19,6 +19,7 @@ import collections.abc
 import contextlib
 import importlib
 import inspect
+import random
 
 import tensorflow as tf
 
@@ -197,6 +198,27 @@ def resolve(name):
 
 
 @contextlib.contextmanager
+def _seeded_initializers(seed):
+  """Keras's initializers given no seed (a user's builder's defaults) draw
+  one, when they first run, from a thread-local Python generator, else from
+  Python's global one: whatever drew before (another replica count, engine
+  or strategy) changed the model's start. While a builder runs, that
+  generator is one of `seed` alone. (Variables a model makes only when
+  first called, a subclassed model's, are made after.)"""
+  backend = importlib.import_module(tf.keras.backend.int_shape.__module__)
+  local = getattr(backend, '_SEED_GENERATOR', None)
+  if seed is None or local is None:
+    yield
+    return
+  saved = getattr(local, 'generator', None)
+  local.generator = random.Random(seed)
+  try:
+    yield
+  finally:
+    local.generator = saved
+
+
+@contextlib.contextmanager
 def _precision(precision):
   """Keras's global dtype policy while a builder runs: layers take theirs
   when they are made."""
@@ -239,7 +261,8 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
     kwargs['sync_batch_norm'] = True
   try:
     # The variables' names come from the builder alone (layer_names).
-    with _precision(precision), layer_names.counters().fresh():
+    with _precision(precision), layer_names.counters().fresh(), (
+        _seeded_initializers(seed)):
       model = builder(
           dict(model_input) if _is_tabular(model_input) else
           tuple(model_input), num_classes, **kwargs)

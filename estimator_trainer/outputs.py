@@ -84,8 +84,16 @@ def write_eval_metrics(model_dir, eval_result):
   metrics['loss'] = metrics['average_loss']
   metrics = write_metrics(model_dir, metrics)
   _logger.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
-               metrics)
+               shown_metrics(metrics))
   return metrics
+
+
+def shown_metrics(metrics):
+  """`metrics` as the console shows them: floats to 4 decimals, as the
+  progress line's loss (float32's noise, 0.9185000061988831, is no
+  figure); metrics.json keeps every digit."""
+  return {name: round(value, 4) if isinstance(value, float) else value
+          for name, value in metrics.items()}
 
 
 def _prediction_line(index, prediction):

@@ -1,7 +1,12 @@
 """Command line: `python -m estimator_trainer.run --model_dir DIR [flags]`.
 
-Trains the CNN on Fashion-MNIST or MNIST with tf.estimator and writes
-checkpoints, TensorBoard events and `metrics.json` to `--model_dir`.
+Trains a Keras model on images (Fashion-MNIST by default, a TFDS dataset,
+TFRecords: --model=cnn, resnet20 or MODULE:FUNCTION) or on structured data
+(CSV files or TFRecords of tf.Example: --model=linear, dnn, wide_deep or
+MODULE:FUNCTION) with tf.estimator, a TF2 custom loop or Model.fit
+(--engine), and writes checkpoints, TensorBoard events and `metrics.json`
+to `--model_dir`. Each flag's help starts with the data it applies to:
+[images], [structured data] or [images, structured data].
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 

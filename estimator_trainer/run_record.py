@@ -8,6 +8,7 @@ import os
 
 from estimator_trainer import config as config_lib
 from estimator_trainer import engines
+from estimator_trainer import flag_data
 from estimator_trainer import layout
 from estimator_trainer import stack
 from estimator_trainer.errors import UsageError
@@ -133,10 +134,13 @@ def shown(value):
 def of(config):
   """The settings of run `config` (a TrainConfig) that its model_dir records (JSON values;
   a builder function as given: the caller names it). Local data paths are
-  made absolute: a later run may start in another directory."""
+  made absolute: a later run may start in another directory. A run on
+  structured data records no image settings: it read none (its --dataset
+  would name an image dataset it never saw)."""
   record = {}
   for field in dataclasses.fields(config):
-    if field.name in _NOT_RECORDED:
+    if field.name in _NOT_RECORDED or (config.structured and
+                                       field.name in flag_data.IMAGES):
       continue
     value = getattr(config, field.name)
     if field.name in _DATA_PATHS and value and '://' not in value:

@@ -3,6 +3,7 @@
 import functools
 import io
 import math
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -214,11 +215,19 @@ _HPARAMS_METRICS = (
 
 
 def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
-  """What the HParams plugin compares runs by (`spec`: the DatasetSpec)."""
+  """What the HParams plugin compares runs by (`spec`: the DatasetSpec).
+
+  The plugin makes one row of the runs whose values are all equal and
+  averages their metrics: the run's model_dir makes every run its own row
+  (a resumed one too: the same directory), and the data's name, its head
+  and the model say what each row is of."""
   return {
+      'run': (config.model_dir if '://' in config.model_dir
+              else os.path.abspath(config.model_dir)),
       'engine': config.engine,
       'model': models.name_of(config.model),
       'dataset': spec.name,
+      'head': spec.head or 'multiclass',
       'strategy': config.strategy,
       'replicas': num_replicas,
       'global_batch_size': global_batch_size,

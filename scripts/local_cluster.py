@@ -101,11 +101,15 @@ def _signal_running(procs, signum):
         pass  # It ended since.
 
 
-def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
+def run_cluster(cluster, tasks, trainer_args, python=sys.executable,
+                list_evaluator=True):
   """Runs every task to completion; returns the launcher's exit code. Ctrl-C
   or SIGTERM (a scheduler stopping the launcher) is passed on to every task:
   each saves its step and stops (as interrupted or preempted), none is left
-  running; a second Ctrl-C is passed on too, which stops them at once."""
+  running; a second Ctrl-C is passed on too, which stops them at once.
+  Without `list_evaluator`, no task's TF_CONFIG lists the evaluator (the
+  evaluator's own gives it only its task), as TensorFlow's
+  train_and_evaluate documentation writes it."""
   previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
   # Ctrl-C's KeyboardInterrupt even where SIGINT came ignored (a job a
   # non-interactive shell started with &: Python then keeps it ignored).
@@ -114,6 +118,9 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable):
   procs, pumps = {}, []
   code = 0
   stop = signal.SIGTERM  # What the tasks still running get at the end.
+  if not list_evaluator:
+    cluster = {job: addresses for job, addresses in cluster.items()
+               if job != 'evaluator'}
   try:
     for task_type, index in tasks:
       env = dict(os.environ, TF_CONFIG=json.dumps(
@@ -178,15 +185,20 @@ def main(argv=None):
   parser.add_argument('--ps', type=int, default=0, help='parameter servers')
   parser.add_argument('--evaluator', action='store_true',
                       help='add an evaluator task')
+  parser.add_argument('--unlisted_evaluator', action='store_true',
+                      help='add an evaluator task that no TF_CONFIG lists '
+                      '(TensorFlow\'s train_and_evaluate documentation\'s '
+                      'form)')
   parser.add_argument('trainer_args', nargs='*',
                       help='flags for estimator_trainer.run, after --')
   args = parser.parse_args(argv)
   if args.workers < 0 or args.ps < 0 or not (args.workers or args.chief):
     parser.error('the cluster needs a chief or at least one worker')
   cluster, tasks = make_cluster(args.chief, args.workers, args.ps,
-                                args.evaluator)
+                                args.evaluator or args.unlisted_evaluator)
   print(f'[launcher] cluster {json.dumps(cluster)}', flush=True)
-  return run_cluster(cluster, tasks, args.trainer_args)
+  return run_cluster(cluster, tasks, args.trainer_args,
+                     list_evaluator=not args.unlisted_evaluator)
 
 
 if __name__ == '__main__':

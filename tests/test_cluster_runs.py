@@ -409,3 +409,51 @@ def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 100 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('evaluator_flag', ['--evaluator',
+                                            '--unlisted_evaluator'])
+def test_one_task_evaluates_and_exports_the_end_whichever_tf_config_form(
+    tmp_path, mnist_small_dir, evaluator_flag):
+  """Issue 47, item 9: with TF_CONFIG as TensorFlow's train_and_evaluate
+  documentation writes it (no task's cluster lists the evaluator), the
+  chief evaluated and exported the final checkpoint as the evaluator did,
+  and the evaluator failed 2 runs in 3 (AlreadyExistsError). The evaluator
+  announces itself in the model_dir; the chief leaves the end to it."""
+  model_dir = tmp_path / 'model'
+  result = launch(['--workers=2', evaluator_flag], _flags(
+      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
+      '--train_steps=60', '--save_checkpoints_steps=30'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {
+      'evaluator:0'}
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
+      'evaluator:0'}
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'global_step'] == 60
+  assert not (model_dir / layout.EVALUATOR_FILE).exists()
+
+
+def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
+    tmp_path, mnist_small_dir):
+  """Issue 47, item 9, the TF2 engines: their workers decide who evaluates
+  as they start, all alike, so an evaluator no TF_CONFIG lists cannot
+  announce itself in time; it says so and exits 0, and the chief alone
+  evaluates and exports the end (both did)."""
+  model_dir = tmp_path / 'model'
+  result = launch(['--workers=2', '--unlisted_evaluator'], _flags(
+      model_dir, mnist_small_dir, '--engine=ctl',
+      '--strategy=multi_worker_mirrored', '--train_steps=40',
+      '--save_checkpoints_steps=20', '--steps_per_loop=10'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
+  assert set(task_lines(result.stdout, 'This evaluator is in no TF_CONFIG')
+             ) == {'evaluator:0'}
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
+  # (Worker 1 exports too, collectively, into its scratch directory.)
+  assert 'evaluator:0' not in task_lines(result.stdout,
+                                         'Exported a SavedModel to')
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1

@@ -9,6 +9,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config as config_lib
 from estimator_trainer import config_flags
 from estimator_trainer import engines
+from estimator_trainer import flag_data
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import engine_params
@@ -191,6 +192,24 @@ def test_flags_come_from_the_config_fields():
       assert choice in flag_values[field.name].help
   assert flag_values['model_dir'].default == TrainConfig.__dataclass_fields__[
       'model_dir'].metadata['flag_default']
+
+
+def test_every_flags_help_says_which_data_it_applies_to():
+  """Issue 47, item 1: --help was about images only. Each flag field is
+  placed in exactly one group, so that a new one cannot go unlabelled."""
+  flag_fields = [field.name for field in dataclasses.fields(TrainConfig)
+                 if 'help' in field.metadata]
+  groups = flag_data.IMAGES + flag_data.STRUCTURED + flag_data.BOTH
+  assert sorted(groups) == sorted(flag_fields)
+  flag_values = flags.FlagValues()
+  config_flags.define_flags(flag_values)
+  for name in flag_data.IMAGES:
+    assert flag_values[name].help.startswith('[images] '), name
+  for name in flag_data.STRUCTURED:
+    assert flag_values[name].help.startswith('[structured data] '), name
+  for name in flag_data.BOTH:
+    assert flag_values[name].help.startswith(
+        '[images, structured data] '), name
 
 
 @pytest.mark.parametrize('kwargs, said', [

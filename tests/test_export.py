@@ -11,12 +11,14 @@ import re
 import shutil
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import export_policy
@@ -290,18 +292,17 @@ def _export(policy, accuracy, fail=False):
   if not policy.wants(result, final=False):
     return None
 
-  def write(record):
-    name = str(next(_timestamps))
-    temporary = os.path.join(policy.base_dir, f'temp-{name}')
+  def write(record, temporary):
     os.makedirs(os.path.join(temporary, export_policy.EXTRA_DIR))
     with open(os.path.join(temporary, export_policy.RECORD), 'w') as f:
       f.write(record)
     if fail:
       raise tf.errors.NotFoundError(None, None, 'model.ckpt-1 was deleted')
-    os.rename(temporary, os.path.join(policy.base_dir, name))
-    return os.path.join(policy.base_dir, name)
+    return temporary
 
-  return policy.write(write, result)
+  with mock.patch.object(export_policy.time, 'time',
+                         lambda: next(_timestamps)):
+    return policy.write(write, result)
 
 
 def test_a_best_export_counts_once_written(tmp_path):
@@ -345,3 +346,62 @@ def test_latest_and_final_exports(tmp_path):
   final = _policy(tmp_path, 'final')
   assert not final.wants({'accuracy': 0.9}, final=False)
   assert final.wants({'accuracy': 0.1}, final=True)
+
+
+def test_two_tasks_exporting_in_the_same_second_both_land_whole(tmp_path):
+  """Issue 47, item 9: a chief that does not know of an evaluator exports
+  the final checkpoint as the evaluator does, in the same second: they
+  wrote the same temp-<timestamp> directory, and one failed (Estimator:
+  AlreadyExistsError). Here one export is written whole while the other
+  is being saved, under one clock second."""
+  from estimator_trainer import heads  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tf2 import export as tf2_export  # pylint: disable=g-import-not-at-top
+  import builders  # pylint: disable=g-import-not-at-top
+  model = builders.mlp((4, 4, 1), 3, hidden=4)
+  head = heads.ImageClassifierHead(('a', 'b', 'c'))
+  example_format = examples.ExampleFormat((4, 4, 1), 3)
+  base_dir = str(tmp_path / 'export' / 'final')
+  save = tf.saved_model.save
+  written, saves = [], []
+
+  def save_meanwhile(obj, path, **kwargs):
+    saves.append(path)
+    if len(saves) == 1:  # The first export's save: the other one's meanwhile.
+      written.append(tf2_export.write(model, head, example_format, base_dir,
+                                      record='{"task": "evaluator"}\n'))
+    save(obj, path, **kwargs)
+
+  with mock.patch.object(tf.saved_model, 'save', save_meanwhile), \
+      mock.patch('time.time', lambda: 1_700_000_000.5):
+    written.append(tf2_export.write(model, head, example_format, base_dir,
+                                    record='{"task": "chief"}\n'))
+  assert sorted(os.listdir(base_dir)) == ['1700000000', '1700000001']
+  assert sorted(written) == [os.path.join(base_dir, name)
+                             for name in sorted(os.listdir(base_dir))]
+  for path in written:
+    assert tf.saved_model.load(path).signatures['serving_default']
+
+
+def test_a_task_cleaning_up_leaves_another_tasks_export_being_written(
+    tmp_path):
+  """The chief's clean-up of failed exports ran while the evaluator wrote
+  one: it removed every temp-* directory in the export directory."""
+  def policy(task_type):
+    return export_policy.ExportPolicy(TrainConfig(
+        model_dir=str(tmp_path), export='final', cluster=cluster_lib.Cluster(
+            {'worker': ['a:1']}, task_type, 0, True)))
+
+  def write(record, temporary, meanwhile=None):
+    if meanwhile:
+      meanwhile()
+    with open(os.path.join(temporary, 'saved_model.pb'), 'w') as f:
+      f.write(record)
+    return temporary
+
+  result = {'accuracy': 0.5, 'global_step': 7}
+  chief, evaluator = policy('worker'), policy('evaluator')
+  path = evaluator.write(functools.partial(
+      write, meanwhile=lambda: chief.write(write, result)), result)
+  base_dir = tmp_path / 'export' / 'final'
+  assert len(os.listdir(base_dir)) == 2
+  assert os.path.exists(os.path.join(path, 'saved_model.pb'))

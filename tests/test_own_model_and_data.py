@@ -279,6 +279,27 @@ def test_a_run_that_fails_before_its_first_step_leaves_no_checkpoint(
   assert not list(model_dir.glob('*ckpt*'))
 
 
+@pytest.mark.slow
+@pytest.mark.estimator
+def test_a_cluster_chief_that_fails_before_its_first_step_leaves_none(
+    tmp_path):
+  """Issue 47, item 7: the step-0 clean-up applied only outside clusters;
+  a chief (here of a one-task TF_CONFIG cluster) left its step 0."""
+  path = _grey_then_rgb(tmp_path)
+  model_dir = tmp_path / 'model'
+  port, = scripts_dir.load('local_cluster').free_ports(1)
+  result = _cli(f'--model_dir={model_dir}', f'--train_files={path}',
+                f'--eval_files={path}', '--image_shape=16,16,1',
+                '--num_classes=4', *_TRAIN_2_STEPS, env={
+                    'TF_CONFIG': json.dumps({
+                        'cluster': {'chief': [f'127.0.0.1:{port}']},
+                        'task': {'type': 'chief', 'index': 0}})})
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert 'image not of shape [16, 16, 1]' in result.stderr.strip(
+      ).splitlines()[-1]
+  assert not list(model_dir.glob('*ckpt*'))
+
+
 def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
   return TrainConfig(**{'model_dir': str(model_dir), 'dataset': 'mnist',
                         'idx_dir': str(mnist_small_dir), 'model': 'resnet20',

@@ -1,10 +1,13 @@
 """Progress display: a bar on a terminal, plain lines otherwise."""
 
 import io
+import json
 import logging
 
 from absl import logging as absl_logging
+import numpy as np
 
+from estimator_trainer import outputs
 from estimator_trainer import progress
 
 
@@ -48,3 +51,21 @@ def test_plain_lines_when_not_a_terminal(monkeypatch, caplog):
       'step 240/1000 (24%) loss 1.0000 200 examples/s ETA 0m38s',
       'step 1000/1000 (100%) loss 1.0000 422 examples/s ETA 0m00s',
   ]
+
+
+def test_the_final_line_rounds_while_metrics_json_keeps_every_digit(
+    tmp_path, caplog):
+  """Issue 47, item 5: float32's noise (0.9185000061988831) was printed."""
+  accuracy = float(np.float32(0.9185))
+  assert accuracy != 0.9185  # The noise this is about.
+  with caplog.at_level(logging.INFO, logger=outputs.__name__):
+    outputs.write_eval_metrics(str(tmp_path), {
+        'accuracy': np.float32(0.9185), 'average_loss': np.float32(2790.25),
+        'loss': np.float32(0.5), 'global_step': np.int64(938)})
+  line, = [r.getMessage() for r in caplog.records
+           if r.getMessage().startswith('Final evaluation')]
+  assert line.endswith("{'accuracy': 0.9185, 'average_loss': 2790.25, "
+                       "'batch_mean_loss': 0.5, 'global_step': 938, "
+                       "'loss': 2790.25}")
+  written = json.loads((tmp_path / 'metrics.json').read_text())
+  assert written['accuracy'] == accuracy

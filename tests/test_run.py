@@ -33,6 +33,12 @@ def test_help_lists_the_flags():
                '--cpu_replicas', '--global_batch_size', '--train_epochs',
                '--mode', '--idx_dir', '--data_dir'):
     assert flag in result.stdout
+  # The summary and --model name structured data's models too (issue 47).
+  summary = ' '.join(result.stdout.split('\nflags:')[0].split())
+  assert 'structured data' in summary
+  assert '--model=linear, dnn, wide_deep' in summary
+  assert '[structured data] The JSON (or YAML) file' in ' '.join(
+      result.stdout.split())
 
 
 @pytest.mark.estimator

@@ -1,10 +1,15 @@
 """The Estimator engine's cluster roles beyond training: parameter servers
 and the evaluator."""
 
+import contextlib
+import json
 import logging
+import os
+import socket
 
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import job as job_lib
@@ -28,6 +33,32 @@ def evaluate_until_trained(config):
   the last one (training_progress.follow_checkpoints); writes metrics.json
   of the last. Restarted after the end, what is left
   (training_progress.finish_ended)."""
+  with _announced(config.model_dir):
+    return _evaluate_until_trained(config)
+
+
+@contextlib.contextmanager
+def _announced(model_dir):
+  """While the evaluator runs, model_dir says so (layout.evaluator_file):
+  a chief whose TF_CONFIG does not list the evaluator (TensorFlow's own
+  train_and_evaluate documentation gives only the evaluator its task)
+  learns of it there, and leaves the final evaluation and export to it."""
+  path = layout.evaluator_file(model_dir)
+  tf.io.gfile.makedirs(model_dir)
+  outputs.write_atomic(path, json.dumps(
+      {'host': socket.gethostname(), 'pid': os.getpid()}) + '\n')
+  try:
+    yield
+  finally:
+    tf.io.gfile.remove(path)
+
+
+def evaluator_announced(model_dir):
+  """Whether an evaluator task runs on model_dir (_announced)."""
+  return tf.io.gfile.exists(layout.evaluator_file(model_dir))
+
+
+def _evaluate_until_trained(config):
   if training_progress.training_ended(config):
     return training_progress.finish_ended(
         config, lambda: job_lib.final_evaluation(job_lib.eval_job(config)))

@@ -1,6 +1,7 @@
 """The Estimator engine's run modes: train_and_evaluate (every cluster
 role), train, evaluate, predict, export."""
 
+import contextlib
 import itertools
 import logging
 
@@ -10,6 +11,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
+from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
@@ -65,13 +67,23 @@ def _train_in_cluster(config):
     progress = training_progress.TrainingProgress(config)
     if config.cluster.is_chief:
       progress.write_train_spec(job.max_steps, job.global_batch_size)
-    tf.estimator.train_and_evaluate(
-        job.estimator, *job.specs([WatchdogHook(watchdog)]))
+    # The chief's step 0 too, which only it writes into model_dir.
+    with (checkpoints.none_untrained(config.model_dir)
+          if config.cluster.is_chief else contextlib.nullcontext()):
+      tf.estimator.train_and_evaluate(
+          job.estimator, *job.specs([WatchdogHook(watchdog)]))
   cluster_roles.remove_scratch_dir(config)
+  # Before the finished mark, after which a running evaluator ends.
+  evaluator = config.cluster.has_evaluator or (
+      cluster_roles.evaluator_announced(config.model_dir))
   progress.mark_finished(job.max_steps)
-  if config.cluster.is_chief and not config.cluster.has_evaluator:
+  if config.cluster.is_chief and not evaluator:
     job = job_lib.eval_job(config)
     return job.write_metrics(job_lib.final_evaluation(job))
+  if config.cluster.is_chief and not config.cluster.has_evaluator:
+    _logger.info('An evaluator task runs (%s), though TF_CONFIG lists none: '
+                 'it writes the final evaluation and export',
+                 layout.evaluator_file(config.model_dir))
   return None
 
 

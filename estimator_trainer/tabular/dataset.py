@@ -202,7 +202,7 @@ def load(config, training=False) -> TabularData:
       timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
   encoder = Encoder(feature_spec, statistics)
   label_scale = statistics.label_scale if kind == 'regression' else None
-  spec = TabularDataSpec(feature_spec.name, kind,
+  spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,
                          tuple(encoder.class_names(kind)), encoder.inputs,
                          label_scale, _prior_weight_decay(statistics,
                                                           label_scale))
@@ -220,6 +220,15 @@ def _prior_weight_decay(statistics, label_scale):
     return None
   scale = label_scale[1] ** 2 if label_scale else 0.5
   return scale / statistics.num_examples
+
+
+def data_name(feature_spec, train_files):
+  """What the run record and HParams call the data: the spec's name, else
+  (an inferred spec, or one that names nothing) the training files, so that
+  runs on different tables are never taken for one."""
+  if feature_spec.name != spec_lib.FeatureSpec.name:
+    return feature_spec.name
+  return train_files
 
 
 def prepare(config, global_batch_size, training, seeded=True):

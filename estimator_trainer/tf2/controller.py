@@ -264,6 +264,16 @@ def engine_modes(run):
     cluster = config.cluster
     with cluster_lib.tf_config_environment(cluster):
       if cluster and cluster.task_type == cluster_lib.EVALUATOR:
+        if not cluster.evaluator_listed:
+          # The training tasks decide who evaluates as they start, on every
+          # worker alike; unlisted, this task is unknown to them (no
+          # announcement can reach them all in time), so they evaluate.
+          _logger.warning(
+              'This evaluator is in no TF_CONFIG "cluster": the training '
+              'tasks of --engine=%s evaluate and export themselves; list '
+              'it in every task\'s "cluster" (as TFJob does) to leave that '
+              'to it. Nothing to do', config.engine)
+          return None
         return cluster_roles.evaluate_until_trained(config)
       if cluster_roles.serves(config):
         return cluster_roles.serve(config)

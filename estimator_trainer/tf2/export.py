@@ -13,9 +13,7 @@ predictions under canned names. (A canned Estimator's `classification` and
 which tf.saved_model.save cannot write: the estimator engine's exports have
 them.)"""
 
-import logging
 import os
-import time
 
 import tensorflow as tf
 
@@ -25,8 +23,6 @@ from estimator_trainer import layout
 from estimator_trainer.data import model_images
 from estimator_trainer.examples import EXAMPLES_SIGNATURE, ExampleFormat
 from estimator_trainer.tf2 import job as job_lib
-
-_logger = logging.getLogger(__name__)
 
 
 class _Serving(tf.Module):
@@ -98,25 +94,22 @@ def _serving_module(model, head, example_format):
 
 def write(model, head, example_format, base_dir, record=None):
   """Writes a SavedModel to `base_dir/<timestamp>/`, as Estimator names
-  them, with `record` (export_policy.RECORD's text) if given: first to a
-  temporary directory beside it, then renamed, so a reader never sees half
-  of one. Returns its path."""
-  tf.io.gfile.makedirs(base_dir)
-  timestamp = int(time.time())
-  while tf.io.gfile.exists(os.path.join(base_dir, str(timestamp))):
-    timestamp += 1
-  path = os.path.join(base_dir, str(timestamp))
-  temporary = os.path.join(base_dir,
-                           f'{export_policy.TEMPORARY_PREFIX}{timestamp}')
+  them, with `record` (export_policy.RECORD's text) if given, whole
+  (export_policy.write_whole: a reader never sees half of one, a concurrent
+  exporter takes another name). Returns its path."""
+  return export_policy.write_whole(
+      lambda temporary: _save(model, head, example_format, temporary, record),
+      base_dir, 'manual')
+
+
+def _save(model, head, example_format, path, record):
   serving = _serving_module(model, head, example_format)
-  tf.saved_model.save(serving, temporary, signatures=serving.signatures())
+  tf.saved_model.save(serving, path, signatures=serving.signatures())
   if record is not None:
-    tf.io.gfile.makedirs(os.path.join(temporary, export_policy.EXTRA_DIR))
-    with tf.io.gfile.GFile(os.path.join(temporary, export_policy.RECORD),
+    tf.io.gfile.makedirs(os.path.join(path, export_policy.EXTRA_DIR))
+    with tf.io.gfile.GFile(os.path.join(path, export_policy.RECORD),
                            'w') as f:
       f.write(record)
-  tf.io.gfile.rename(temporary, path)
-  _logger.info('Exported a SavedModel to %s', path)
   return path
 
 
@@ -137,9 +130,9 @@ class Exporter:
     written, or None."""
     if not self._policy.wants(result, final):
       return None
-    return self._policy.write(lambda record: write(
-        self._model, self._head, self._example_format, self._policy.base_dir,
-        record), result)
+    return self._policy.write(lambda record, temporary: _save(
+        self._model, self._head, self._example_format, temporary, record),
+                              result)
 
 
 def export(config):
