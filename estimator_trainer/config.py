@@ -176,6 +176,10 @@ class TrainConfig:
       'on this fraction of the training files\' records, chosen by a hash of '
       f'each record and left out of training; default {DEFAULT_EVAL_FRACTION}.',
       above=0)
+  skip_rows_without_label: bool = _option(
+      False, 'Leave out the records whose label is missing (an empty cell, '
+      'an absent feature), from training, evaluation and the statistics, '
+      'and log how many; without it such a record is an error naming it.')
   feature_spec: Optional[str] = _option(
       None, 'The JSON (or YAML) file of the columns\' '
       'kinds, crosses, label and weight column (`python -m '
@@ -375,6 +379,9 @@ class TrainConfig:
       raise UsageError(
           f'--eval_fraction={self.eval_fraction}: a fraction below 1 of '
           'structured training files, for runs without --eval_files')
+    if self.skip_rows_without_label and not self.structured:
+      raise UsageError('--skip_rows_without_label is for structured data '
+                       '(--feature_spec, or CSV files)')
     if self.structured and not self.eval_files and self.eval_fraction is None:
       object.__setattr__(self, 'eval_fraction', DEFAULT_EVAL_FRACTION)
     if self.feature_spec and not self.train_files:
@@ -509,7 +516,7 @@ class TrainConfig:
                    f'{num_train_examples} training examples)')
     described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
                  'dataset', 'train_files', 'eval_files', 'eval_fraction',
-                 'feature_spec', 'data_source', 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
+                 'skip_rows_without_label', 'feature_spec', 'data_source', 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
                  'train_steps', 'train_epochs', 'cluster'}
     others = [f'{field.name}={getattr(self, field.name)!r}'
               for field in dataclasses.fields(self)

@@ -245,3 +245,30 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   assert 'No --feature_spec' not in result.stderr
   assert spec_lib.read(
       str(model_dir / 'preprocessing/feature_spec.json')) == given
+
+
+@pytest.mark.slow
+def test_rows_without_a_label_stop_the_run_or_are_skipped(tmp_path):
+  """Issue 47, item 8: an empty label cell stops `run` (and infer, for the
+  spec) with one line naming the file, line and flag;
+  --skip_rows_without_label trains on the others and says how many it
+  left out."""
+  rng = np.random.default_rng(0)
+  lines = ['x,y'] + [f'{v:.4f},{"" if i in (4, 9) else int(v > 0)}'
+                     for i, v in enumerate(rng.normal(size=60))]
+  (tmp_path / 'train.csv').write_text('\n'.join(lines) + '\n')
+  flags = (f'--train_files={tmp_path}/train.csv', '--label_key=y',
+           '--train_steps=5', '--export=none')
+  result = _run(f'--model_dir={tmp_path}/failed', *flags, timeout=300)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert _error_line(result) == (
+      f"error: {tmp_path}/train.csv line 6, column 'y': no label (an empty "
+      'cell); --skip_rows_without_label leaves such records out')
+  result = _run(f'--model_dir={tmp_path}/model', *flags,
+                '--skip_rows_without_label', timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert ('--skip_rows_without_label: left out 2 records without a label '
+          f'in {tmp_path}/train.csv') in result.stderr
+  assert '2 records without a label left out' in result.stderr
+  metrics = json.loads((tmp_path / 'model/metrics.json').read_text())
+  assert 0 < metrics['num_examples'] < 58

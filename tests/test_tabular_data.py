@@ -614,7 +614,8 @@ _COLUMNS = ('age, hours, children, education, occupation, user_id, income, '
     ('csv', ('income', 'maybe'), 'line 17', "column 'income': label 'maybe' "
      'is not in the label vocabulary (<=50K, >50K)'),
     ('csv', ('income', ''), 'line 17',
-     "column 'income': no value (an empty cell)"),
+     "column 'income': no label (an empty cell); --skip_rows_without_label "
+     'leaves such records out'),
     ('csv', ('fnlwgt', '-1'), 'line 17', "column 'fnlwgt': weight '-1' is "
      'negative'),
     ('tfrecord', ('age', 'abc'), 'record 16',
@@ -625,7 +626,8 @@ _COLUMNS = ('age, hours, children, education, occupation, user_id, income, '
     ('tfrecord', ('income', 'maybe'), 'record 16', "column 'income': label "
      "'maybe' is not in the label vocabulary (<=50K, >50K)"),
     ('tfrecord', ('income', None), 'record 16',
-     "column 'income': no value (no such feature)"),
+     "column 'income': no label (no such feature); "
+     '--skip_rows_without_label leaves such records out'),
     ('tfrecord', ('age', float('nan')), 'record 16',
      "column 'age': nan is not a finite number"),
 ])
@@ -785,3 +787,42 @@ def test_a_held_out_split_is_the_same_records_however_read(tmp_path,
       {TRAIN: other, TEST: None}, CENSUS_SPEC, eval_fraction=0.25)
   assert sorted(_numbers(reversed_source, TEST, 1, 0)) == splits[TEST]
   assert 'held out for evaluation' in str(source)
+
+
+@pytest.mark.parametrize('file_format', [0, 1], ids=['csv', 'tfrecord'])
+@pytest.mark.parametrize('eval_fraction', [None, 0.25])
+def test_records_without_a_label_fail_or_are_left_out(tmp_path, file_format,
+                                                      eval_fraction):
+  """Issue 47, item 8: a record whose label is missing (an empty cell, an
+  absent feature) fails as one line naming it and the flag; with
+  skip_unlabeled it is in no split, counted, sharded or read whole."""
+  rows = _census_rows(120, seed=2)
+  unlabeled = {3, 50, 51, 119}
+  for i in unlabeled:
+    rows[i]['income'] = None
+  pattern = _write(tmp_path, 'census', rows, (60, 60), CENSUS_HEADER)[
+      file_format]
+  patterns = {TRAIN: pattern, TEST: None if eval_fraction else pattern}
+  with pytest.raises(DataError, match=(
+      r"census-0\.\w+ (line|record) \d+, column 'income': no label .*"
+      '--skip_rows_without_label leaves such records out')):
+    source_lib.TabularSource(patterns, CENSUS_SPEC,
+                             eval_fraction=eval_fraction).columns(TRAIN)
+  source = source_lib.TabularSource(patterns, CENSUS_SPEC,
+                                    eval_fraction=eval_fraction,
+                                    skip_unlabeled=True)
+  labeled = sorted(float(np.float32(r['hours'])) for i, r in enumerate(rows)
+                   if i not in unlabeled)
+  read = []
+  for split in (TRAIN, TEST):
+    whole = sorted(_numbers(source, split, 1, 0))
+    assert len(whole) == source.num_examples(split)
+    assert sorted(source.columns(split)['hours'].tolist()) == whole
+    shards = [_numbers(source, split, 2, i) for i in range(2)]
+    assert sorted(sum(shards, [])) == whole
+    read.append(whole)
+    assert source.unlabeled(split) == len(unlabeled)
+  if eval_fraction:
+    assert sorted(read[0] + read[1]) == labeled
+  else:
+    assert read[0] == read[1] == labeled

@@ -147,7 +147,8 @@ def _inferred_spec(config):
   """The spec `infer` makes of the CSV training files (the label
   --label_key), its choices logged."""
   spec, lines = infer.infer(config.train_files, config.label_key,
-                            head=config.head)
+                            head=config.head,
+                            skip_unlabeled=config.skip_rows_without_label)
   _logger.info('No --feature_spec: the spec inferred from %s (label '
                '--label_key=%s), as `python -m estimator_trainer.tabular.'
                'infer` writes it:\n  %s', config.train_files,
@@ -192,7 +193,14 @@ def load(config, training=False) -> TabularData:
   kind = _head(config, feature_spec)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind,
-                         eval_fraction=config.eval_fraction)
+                         eval_fraction=config.eval_fraction,
+                         skip_unlabeled=config.skip_rows_without_label)
+  if config.skip_rows_without_label:
+    for split, files in ((TRAIN, config.train_files),
+                         (TEST, config.eval_files)):
+      if files:  # (A held-out split's files are the training ones.)
+        _logger.info('--skip_rows_without_label: left out %d records '
+                     'without a label in %s', source.unlabeled(split), files)
   if training:
     source.columns(TEST)
   cluster = config.cluster

@@ -23,6 +23,8 @@ import math
 import re
 import warnings
 
+import numpy as np
+
 from estimator_trainer import console
 
 if __name__ == '__main__':
@@ -55,11 +57,13 @@ _LIST_DTYPES = {'float_list': 'float32', 'int64_list': 'int64',
 
 
 def infer(source_or_files, label, weight=None, head=None,
-          max_categorical=MAX_CATEGORICAL, max_codes=MAX_CODES):
+          max_categorical=MAX_CATEGORICAL, max_codes=MAX_CODES,
+          skip_unlabeled=False):
   """(FeatureSpec, lines saying what it chose and why) of the training files
   of a TabularSource, of comma-separated globs or of a list of files;
   `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
-  infer it."""
+  infer it; `skip_unlabeled`: records without a label are left out (else
+  an error naming the first)."""
   if isinstance(source_or_files, str):
     files = sources.glob_files(source_or_files)
   elif isinstance(source_or_files, (list, tuple)):
@@ -75,6 +79,13 @@ def infer(source_or_files, label, weight=None, head=None,
     for name in names:
       table.check_has(files[0], name, list(cells.values), why=f'--{flag}')
   lines = [f'{len(cells.numbers)} records in {len(files)} files']
+  if skip_unlabeled:
+    labeled = np.array([all(cells.values[name][row] is not None
+                            for name in labels)
+                        for row in range(len(cells.numbers))], bool)
+    cells.select(labeled)
+    lines.append(f'{int((~labeled).sum())} records without a label left '
+                 'out (--skip_rows_without_label)')
   columns = []
   for name, values in cells.values.items():
     if name in labels or name == weight:
@@ -169,7 +180,8 @@ def _head(labels, cells, head, max_categorical, max_codes):
     return 'multilabel', None, f'multilabel ({len(labels)} label columns)'
   name = labels[0]
   dtype = _dtype(name, cells.values[name], cells)
-  values = cells.typed(name, dtype)  # Every record has a label.
+  cells.check_labeled(name)
+  values = cells.typed(name, dtype)
   classes = sorted(set(values.tolist()))
   if len(classes) < 2:
     raise DataError(f'{cells.files[0]}: the label {name!r} has one value '
@@ -221,6 +233,8 @@ def _define_flags():
                        'of up to this many distinct values are codes '
                        '(categorical; a label: classes), of more numbers.',
                        lower_bound=1)
+  flags.DEFINE_bool('skip_rows_without_label', False, 'Leave out the records '
+                    'whose label is missing (else an error naming one).')
   flags.DEFINE_string('output', None, 'Where to write the spec (JSON).')
 
 
@@ -235,7 +249,7 @@ def main(argv):
     label = values.label[0] if len(values.label) == 1 else tuple(values.label)
     spec, lines = infer(values.train_files, label, values.weight,
                         values.head, values.max_categorical,
-                        values.max_codes)
+                        values.max_codes, values.skip_rows_without_label)
     outputs.write_atomic(values.output, spec_lib.to_json(spec))
     for line in lines:
       print(line)

@@ -52,10 +52,14 @@ class TabularSource:
 
   Without a TEST glob, `eval_fraction` of the training files' records
   (by a hash of each record: equal records go to one split) are the TEST
-  split and are left out of TRAIN."""
+  split and are left out of TRAIN. With `skip_unlabeled`, records without
+  a label (an empty cell, an absent feature; any of multilabel's) are left
+  out of both splits (else they fail as bad values do)."""
 
-  def __init__(self, patterns, feature_spec, head=None, eval_fraction=None):
+  def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
+               skip_unlabeled=False):
     self.patterns = patterns
+    self._skip_unlabeled = skip_unlabeled
     self._held_out = 0
     if not patterns.get(sources.TEST):
       if not eval_fraction:
@@ -80,24 +84,63 @@ class TabularSource:
     return sources.glob_files(self.patterns[
         sources.TRAIN if self._held_out else split])
 
-  def _in_split(self, records, split):
-    """Which of the tf.string `records` belong to `split` (all of them
-    unless one is held out). Graph-safe."""
-    bucket = tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS)
-    if split == sources.TEST:
-      return bucket < self._held_out
-    return bucket >= self._held_out
+  @property
+  def _filtered(self):
+    """Whether a split is some of its files' records, not all."""
+    return bool(self._held_out or self._skip_unlabeled)
+
+  def _kept(self, records, split):
+    """Which of the tf.string `records` [batch] belong to `split`: all
+    unless one is held out, those with a label if unlabeled ones are
+    skipped. Graph-safe."""
+    kept = tf.ones_like(records, tf.bool)
+    if self._held_out:
+      bucket = tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS)
+      kept = (bucket < self._held_out if split == sources.TEST else
+              bucket >= self._held_out)
+    if self._skip_unlabeled:
+      kept &= self._labeled(records)
+    return kept
+
+  def _labeled(self, records):
+    """Whether each of `records` [batch] has every label column's value."""
+    names = self.feature_spec.label_columns
+    if self._csv:
+      where = sorted(self._header.index(name) for name in names)
+      cells = tf.io.decode_csv(records, [tf.constant([''])] * len(where),
+                               select_cols=where)
+      return tf.reduce_all(tf.stack(
+          [tf.strings.length(cell) > 0 for cell in cells]), axis=0)
+    dtype = _DTYPES[self.feature_spec.label_dtype]
+    parsed = tf.io.parse_example(
+        records, {name: tf.io.VarLenFeature(dtype) for name in names})
+    counts = [tf.math.bincount(tf.cast(parsed[name].indices[:, 0], tf.int32),
+                               minlength=tf.size(records))
+              for name in names]
+    return tf.reduce_all(tf.stack([count > 0 for count in counts]), axis=0)
 
   @functools.lru_cache(maxsize=None)
-  def _split_mask(self, path, split):
+  def _mask(self, path, split):
     """Whether each record of the file at `path` is in `split` (numpy
     bool)."""
     def mask(path):
       return np.concatenate([np.zeros([0], bool)] + [
           batch for batch in self._read([path]).batch(_BATCH).map(
-              lambda records: self._in_split(records, split))
+              lambda records: self._kept(records, split))
           .as_numpy_iterator()])
     return sources.eagerly(mask, path)
+
+  def unlabeled(self, split):
+    """How many records of `split`'s files have no label and are left out
+    (skip_unlabeled; a held-out split's files are the training ones)."""
+    if not self._skip_unlabeled:
+      return 0
+
+    def count(files):
+      return int(self._read(files).batch(_BATCH).reduce(
+          np.int64(0), lambda n, records: n + tf.reduce_sum(tf.cast(
+              ~self._labeled(records), tf.int64))))
+    return sources.eagerly(count, self.files(split))
 
   @functools.cached_property
   def _csv(self):
@@ -138,8 +181,8 @@ class TabularSource:
       sizes = tuple(self._check_csv(path) for path in files)
     else:  # Eager even when an input_fn asks inside Estimator's graph.
       sizes = sources.eagerly(self._check_tfrecords, files)
-    if self._held_out:
-      return tuple(int(self._split_mask(path, split).sum()) for path in files)
+    if self._filtered:
+      return tuple(int(self._mask(path, split).sum()) for path in files)
     return sizes
 
   def _check_csv(self, path):
@@ -179,8 +222,9 @@ class TabularSource:
   def _read(self, files, split=None):
     """The records of `files`, those of `split` if one is held out."""
     records = self._read_all(files)
-    if self._held_out and split:
-      records = records.filter(lambda record: self._in_split(record, split))
+    if self._filtered and split:
+      records = records.filter(
+          lambda record: self._kept(record[tf.newaxis], split)[0])
     return records
 
   def _read_all(self, files):
@@ -277,27 +321,23 @@ class TabularSource:
     [n, k] under the tuple), the weight under spec.weight; every value
     checked first (DataError naming file, line or record, column, value)."""
     self.file_sizes(split)  # Checks the files have the columns.
-    result = self._all_columns(self.files(split))
-    if not self._held_out:
-      return result
-    mask = np.concatenate([self._split_mask(path, split)
-                           for path in self.files(split)])
-    return {name: values[mask] for name, values in result.items()}
-
-  def _all_columns(self, files):
-    """columns() of every record of `files`."""
-    spec = self.feature_spec
+    spec, files = self.feature_spec, self.files(split)
+    mask = np.concatenate([self._mask(path, split) for path in files]
+                          ) if self._filtered else None
     if self._csv:
       cells = table.read_csv(files, spec.names)
     else:
       parsed = sources.eagerly(self._parsed_columns, files)
       if parsed:
-        return parsed
+        return parsed if mask is None else {
+            name: values[mask] for name, values in parsed.items()}
       kinds = {c.name: c.dtype for c in spec.columns}
       kinds.update({name: spec.label_dtype for name in spec.label_columns})
       if spec.weight:
         kinds[spec.weight] = 'float32'
       cells = sources.eagerly(table.read_examples, files, kinds)
+    if mask is not None:
+      cells.select(mask)
     result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
               for c in spec.columns}
     labels = [cells.label(name, spec) for name in spec.label_columns]

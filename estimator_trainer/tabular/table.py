@@ -114,6 +114,14 @@ class Cells:
     self.file_index = []
     self.numbers = []
 
+  def select(self, mask):
+    """Keeps the rows where numpy bool `mask` is True."""
+    rows = np.flatnonzero(mask)
+    self.values = {name: [column[row] for row in rows]
+                   for name, column in self.values.items()}
+    self.file_index = [self.file_index[row] for row in rows]
+    self.numbers = [self.numbers[row] for row in rows]
+
   def fail(self, row, name, problem):
     raise DataError(f'{self.files[self.file_index[row]]} {self.unit} '
                     f'{self.numbers[row]}, column {name!r}: {problem}')
@@ -145,8 +153,17 @@ class Cells:
                   f'{self.values[name][bad[0]]!r} is not a finite number')
     return array
 
+  def check_labeled(self, name):
+    """Fails on the first row without a value of label column `name`."""
+    missing = [row for row, value in enumerate(self.values[name])
+               if value is None]
+    if missing:
+      self.fail(missing[0], name, f'no label ({self.missing}); '
+                '--skip_rows_without_label leaves such records out')
+
   def label(self, name, spec):
     """A label column of `spec`, checked against its classes or head."""
+    self.check_labeled(name)
     values = self.typed(name, spec.label_dtype)
     bad, problem = bad_labels(values, spec)
     if bad.any():
