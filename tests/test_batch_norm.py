@@ -278,3 +278,24 @@ def test_a_layer_it_cannot_recompute_is_a_usage_error():
       tf.keras.layers.BatchNormalization(renorm=True, name='renormed')])
   with pytest.raises(UsageError, match='renormed uses renorm'):
     batch_norm.check(model)
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_accumulated_micro_batches_update_the_statistics_in_a_row(
+    tmp_path, colors16, engine):
+  """Frozen weights (SGD of rate 1e-30), momentum 0.9: 3 steps of 4
+  accumulated micro-batches leave the moving statistics of 12 plain steps
+  on the same batches (updates from the same starting value would scale
+  the gap to the batches' by 0.6 a step instead of 0.9**4)."""
+  statistics = []
+  for name, micro_batches, steps in [('plain', 1, 12), ('accumulated', 4, 3)]:
+    config = _config(tmp_path / name, colors16, engine=engine,
+                     optimizer='sgd', learning_rate=1e-30, lr_decay='none',
+                     shuffle_buffer=0, model_kwargs={'momentum': 0.9},
+                     accumulate_steps=micro_batches, train_steps=steps)
+    _train(config)
+    statistics.append(_saved_statistics(_restored(config)))
+  plain, accumulated = statistics
+  for (mean1, variance1), (mean2, variance2) in zip(plain, accumulated):
+    np.testing.assert_allclose(mean2, mean1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance2, variance1, rtol=1e-4, atol=1e-5)

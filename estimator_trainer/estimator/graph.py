@@ -217,7 +217,10 @@ def _train_spec(model, head, features, labels, params):
         with tf.control_dependencies(tf.nest.flatten((features, labels))):
           features, labels = read()
       inputs = models.model_inputs(features)
-      logits = model(inputs, training=True)
+      # After the micro-batches before: their batch-norm updates read the
+      # moving statistics that those before wrote, k updates in a row.
+      with tf.control_dependencies(updates):
+        logits = model(inputs, training=True)
       micro_loss = head.replica_training_loss(
           labels, logits, params.global_batch_size, model.losses,
           features.get('weight')) / micro_batches
