@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import batch_norm
+from estimator_trainer import ema_recipe
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import make_input_fn
@@ -98,6 +99,19 @@ def _restored(config):
   return model
 
 
+def _averaged(config, model):
+  """`model` with the latest checkpoint's --ema_decay averages as its
+  trainable weights."""
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(
+      config.model_dir))
+  for index, weight in enumerate(ema_recipe.averaged(model)):
+    weight.assign(reader.get_tensor(
+        f'{weight.name.split(":")[0]}/ExponentialMovingAverage'
+        if config.engine == 'estimator' else
+        f'ema/averages/{index}/.ATTRIBUTES/VARIABLE_VALUE'))
+  return model
+
+
 def _saved_statistics(model):
   return [(layer.moving_mean.numpy(), layer.moving_variance.numpy())
           for layer in (model.get_layer('bn1'), model.get_layer('bn2'))]
@@ -162,6 +176,22 @@ def test_recomputed_statistics_make_the_evaluation_right(
   assert not _warnings(caplog, STALE) and not _warnings(caplog, FAR)
   assert precise['accuracy'] > 0.9
   model = _restored(config)
+  for (mean, variance), (want_mean, want_variance) in zip(
+      _saved_statistics(model), _numpy_statistics(model, config, 4)):
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
+    tmp_path, colors16, engine):
+  """--ema_decay averages the trainable weights; the recompute is of the
+  averages, which evaluation (metrics.json) uses: the class colours, not
+  chance (averaged stale statistics of momentum 0.999)."""
+  config = _config(tmp_path, colors16, engine=engine, train_steps=60,
+                   bn_recompute_batches=4, ema_decay=0.9)
+  assert _train(config)['accuracy'] > 0.9
+  model = _averaged(config, _restored(config))
   for (mean, variance), (want_mean, want_variance) in zip(
       _saved_statistics(model), _numpy_statistics(model, config, 4)):
     np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)

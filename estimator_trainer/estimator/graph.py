@@ -4,6 +4,7 @@ Estimator, with the package's loss scaling and eval metrics."""
 import tensorflow as tf
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import ema_recipe
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
 from estimator_trainer import loss_scale as loss_scale_lib
@@ -161,7 +162,8 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
     # Evaluation and exports of --ema_decay's averages.
-    scaffold = (moving_average.scaffold(model.weights, params.ema_decay)
+    scaffold = (moving_average.scaffold(ema_recipe.averaged(model),
+                                        params.ema_decay)
                 if params.ema_decay else None)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
@@ -201,8 +203,9 @@ def _train_spec(model, head, features, labels, params):
   read = _batch_reader(features, labels) if micro_batches > 1 else None
   scale = (loss_scale_lib.V1LossScale()
            if params.precision == loss_scale_lib.FLOAT16 else None)
-  average = params.ema_decay and moving_average.Average(model.weights,
-                                                       params.ema_decay)
+  average = params.ema_decay and moving_average.Average(
+      ema_recipe.averaged(model), params.ema_decay)
+  batch_norm_hooks.note_average(average)
 
   def step(features, labels):
     """One optimizer step on `features` and `labels` and, with

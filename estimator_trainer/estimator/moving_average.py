@@ -16,8 +16,8 @@ def _naming(decay):
 
 
 class Average:
-  """The averages of `weights` (a model's, trainable and not) in a TRAIN
-  graph: create once, before the steps."""
+  """The averages of `weights` (ema_recipe.averaged's) in a TRAIN graph:
+  create once, before the steps."""
 
   def __init__(self, weights, decay):
     self._weights = weights
@@ -30,6 +30,10 @@ class Average:
         trainable=False,
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                       for weight in weights]
+
+  def pairs(self):
+    """[(average, weight)]."""
+    return list(zip(self._averages, self._weights))
 
   def update(self, step):
     """The op of the average after the step's update; `step` the global
