@@ -329,3 +329,31 @@ def test_accumulated_micro_batches_update_the_statistics_in_a_row(
   for (mean1, variance1), (mean2, variance2) in zip(plain, accumulated):
     np.testing.assert_allclose(mean2, mean1, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(variance2, variance1, rtol=1e-4, atol=1e-5)
+
+
+def _test_loss(model, config):
+  """The mean test loss of `model` (normalizing with its moving
+  statistics) on the evaluation files of `config`."""
+  losses = []
+  for features, labels in make_input_fn(config, BATCH)(ModeKeys.EVAL):
+    logits = model(features['image'], training=False)
+    losses.append(tf.keras.losses.sparse_categorical_crossentropy(
+        tf.reshape(labels, [-1]), logits, from_logits=True).numpy())
+  return float(np.mean(np.concatenate(losses)))
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('replicas', [1, 2])
+def test_a_negligible_average_evaluates_as_the_checkpoint(
+    tmp_path, colors16, replicas):
+  """--ema_decay=1e-9 on per-replica batch norm: the average is the
+  weights, and metrics.json the checkpoint's own model (statistics of
+  every replica, not the first's)."""
+  config = _config(tmp_path, colors16, engine='estimator', train_steps=8,
+                   ema_decay=1e-9, model_kwargs={'momentum': 0.5},
+                   strategy='mirrored' if replicas > 1 else 'default',
+                   cpu_replicas=replicas if replicas > 1 else 0)
+  metrics = _train(config)
+  np.testing.assert_allclose(metrics['average_loss'],
+                             _test_loss(_restored(config), config),
+                             rtol=1e-5)
