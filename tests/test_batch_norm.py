@@ -357,3 +357,19 @@ def test_a_negligible_average_evaluates_as_the_checkpoint(
   np.testing.assert_allclose(metrics['average_loss'],
                              _test_loss(_restored(config), config),
                              rtol=1e-5)
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('replicas', [1, 2])
+def test_the_average_is_evaluated_on_1_and_2_evaluation_replicas(
+    tmp_path, colors16, replicas):
+  """--ema_decay with --eval_strategy=mirrored: metrics.json is of the
+  checkpoint's averages (it crashed at the first evaluation)."""
+  config = _config(tmp_path, colors16, engine='estimator', train_steps=4,
+                   ema_decay=0.5,
+                   eval_strategy='mirrored' if replicas > 1 else 'default',
+                   cpu_replicas=replicas if replicas > 1 else 0)
+  metrics = _train(config)
+  np.testing.assert_allclose(
+      metrics['average_loss'],
+      _test_loss(_averaged(config, _restored(config)), config), rtol=1e-5)
