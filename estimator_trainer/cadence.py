@@ -3,7 +3,8 @@
 steps end on checkpoint, summary and log steps and on the last step;
 summaries come every `save_summary_steps` and at the last step, step rates
 every `log_step_count_steps`, timed from the end of the first run (which
-traces or optimizes the graph)."""
+traces or optimizes the graph) and over training alone: checkpoint saves,
+evaluations and exports between runs are left out (Timer.exclude)."""
 
 
 def steps_to_next_stop(config, step, max_steps, steps_per_loop):
@@ -31,10 +32,13 @@ def log_due(config, before, after):
 
 
 class Timer:
-  """(steps, seconds) since a summary or log step was last passed."""
+  """(steps, seconds) since a summary or log step was last passed, and
+  since the start: seconds of training, without those `exclude`d."""
 
   def __init__(self):
-    self._marks = None  # {'summary': (step, time), 'log': (step, time)}
+    # {'summary', 'log', 'start': (step, time, excluded seconds then)}
+    self._marks = None
+    self._excluded = 0.0
 
   @property
   def started(self):
@@ -42,10 +46,19 @@ class Timer:
 
   def start(self, step, now):
     """At the end of the first run: rates are timed from here."""
-    self._marks = {'summary': (step, now), 'log': (step, now)}
+    self._marks = dict.fromkeys(('summary', 'log', 'start'),
+                                (step, now, self._excluded))
+
+  def exclude(self, seconds):
+    """Leaves out `seconds` that were not training (a checkpoint save, an
+    evaluation)."""
+    self._excluded += seconds
 
   def since(self, mark, step, now):
-    """(steps, seconds) since `mark` was last passed; passes it now."""
-    last_step, last_time = self._marks[mark]
-    self._marks[mark] = (step, now)
-    return step - last_step, max(now - last_time, 1e-9)
+    """(steps, seconds) since `mark` was last passed; passes it now
+    ('start' is never passed: the whole run's)."""
+    last_step, last_time, last_excluded = self._marks[mark]
+    if mark != 'start':
+      self._marks[mark] = (step, now, self._excluded)
+    return step - last_step, max(
+        now - last_time - (self._excluded - last_excluded), 1e-9)

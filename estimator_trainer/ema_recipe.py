@@ -5,9 +5,21 @@ estimator/moving_average.py keep the averages): after optimizer step
 average becomes the weights (Keras's `use_ema` rule: a warm-started run
 averages its own weights, not its initializers'). No zero-debiasing and no
 warm-up of d.
+
+The average covers the trainable weights only, as Keras's `use_ema` does:
+batch norm's moving statistics are not weights that a step moves, and
+their average would be of statistics of other weights (with
+--bn_recompute_batches, the recompute is of the averages themselves).
 """
 
 import tensorflow as tf
+
+
+def averaged(model):
+  """The weights of `model` that the average covers: its trainable ones,
+  in `model.weights` order (as checkpoints name them)."""
+  trainable = {id(weight) for weight in model.trainable_weights}
+  return [weight for weight in model.weights if id(weight) in trainable]
 
 
 def moved(averages, weights, decay, step):

@@ -205,12 +205,16 @@ def _misclassified_summary(tag, class_names, images, labels, predictions,
       predictions.numpy()[:count], class_names))
 
 
+# The whole run's training examples per second, written at its last step
+# (examples_per_second is of the last interval alone).
+RUN_RATE = 'run_examples_per_second'
+
 # The HParams plugin's table: final metrics by (run relative to model_dir, tag).
 _HPARAMS_METRICS = (
     (layout.EVAL_DIR, 'accuracy', 'eval accuracy'),
     (layout.EVAL_DIR, 'average_loss', 'eval loss'),
     ('', 'loss', 'train loss'),
-    ('', 'examples_per_second', 'examples/s'),
+    ('', RUN_RATE, 'examples/s'),
 )
 
 

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import batch_norm
+from estimator_trainer import ema_recipe
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import make_input_fn
@@ -98,6 +99,19 @@ def _restored(config):
   return model
 
 
+def _averaged(config, model):
+  """`model` with the latest checkpoint's --ema_decay averages as its
+  trainable weights."""
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(
+      config.model_dir))
+  for index, weight in enumerate(ema_recipe.averaged(model)):
+    weight.assign(reader.get_tensor(
+        f'{weight.name.split(":")[0]}/ExponentialMovingAverage'
+        if config.engine == 'estimator' else
+        f'ema/averages/{index}/.ATTRIBUTES/VARIABLE_VALUE'))
+  return model
+
+
 def _saved_statistics(model):
   return [(layer.moving_mean.numpy(), layer.moving_variance.numpy())
           for layer in (model.get_layer('bn1'), model.get_layer('bn2'))]
@@ -162,6 +176,22 @@ def test_recomputed_statistics_make_the_evaluation_right(
   assert not _warnings(caplog, STALE) and not _warnings(caplog, FAR)
   assert precise['accuracy'] > 0.9
   model = _restored(config)
+  for (mean, variance), (want_mean, want_variance) in zip(
+      _saved_statistics(model), _numpy_statistics(model, config, 4)):
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
+    tmp_path, colors16, engine):
+  """--ema_decay averages the trainable weights; the recompute is of the
+  averages, which evaluation (metrics.json) uses: the class colours, not
+  chance (averaged stale statistics of momentum 0.999)."""
+  config = _config(tmp_path, colors16, engine=engine, train_steps=60,
+                   bn_recompute_batches=4, ema_decay=0.9)
+  assert _train(config)['accuracy'] > 0.9
+  model = _averaged(config, _restored(config))
   for (mean, variance), (want_mean, want_variance) in zip(
       _saved_statistics(model), _numpy_statistics(model, config, 4)):
     np.testing.assert_allclose(mean, want_mean, rtol=1e-4, atol=1e-5)
@@ -278,3 +308,68 @@ def test_a_layer_it_cannot_recompute_is_a_usage_error():
       tf.keras.layers.BatchNormalization(renorm=True, name='renormed')])
   with pytest.raises(UsageError, match='renormed uses renorm'):
     batch_norm.check(model)
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+def test_accumulated_micro_batches_update_the_statistics_in_a_row(
+    tmp_path, colors16, engine):
+  """Frozen weights (SGD of rate 1e-30), momentum 0.9: 3 steps of 4
+  accumulated micro-batches leave the moving statistics of 12 plain steps
+  on the same batches (updates from the same starting value would scale
+  the gap to the batches' by 0.6 a step instead of 0.9**4)."""
+  statistics = []
+  for name, micro_batches, steps in [('plain', 1, 12), ('accumulated', 4, 3)]:
+    config = _config(tmp_path / name, colors16, engine=engine,
+                     optimizer='sgd', learning_rate=1e-30, lr_decay='none',
+                     shuffle_buffer=0, model_kwargs={'momentum': 0.9},
+                     accumulate_steps=micro_batches, train_steps=steps)
+    _train(config)
+    statistics.append(_saved_statistics(_restored(config)))
+  plain, accumulated = statistics
+  for (mean1, variance1), (mean2, variance2) in zip(plain, accumulated):
+    np.testing.assert_allclose(mean2, mean1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(variance2, variance1, rtol=1e-4, atol=1e-5)
+
+
+def _test_loss(model, config):
+  """The mean test loss of `model` (normalizing with its moving
+  statistics) on the evaluation files of `config`."""
+  losses = []
+  for features, labels in make_input_fn(config, BATCH)(ModeKeys.EVAL):
+    logits = model(features['image'], training=False)
+    losses.append(tf.keras.losses.sparse_categorical_crossentropy(
+        tf.reshape(labels, [-1]), logits, from_logits=True).numpy())
+  return float(np.mean(np.concatenate(losses)))
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('replicas', [1, 2])
+def test_a_negligible_average_evaluates_as_the_checkpoint(
+    tmp_path, colors16, replicas):
+  """--ema_decay=1e-9 on per-replica batch norm: the average is the
+  weights, and metrics.json the checkpoint's own model (statistics of
+  every replica, not the first's)."""
+  config = _config(tmp_path, colors16, engine='estimator', train_steps=8,
+                   ema_decay=1e-9, model_kwargs={'momentum': 0.5},
+                   strategy='mirrored' if replicas > 1 else 'default',
+                   cpu_replicas=replicas if replicas > 1 else 0)
+  metrics = _train(config)
+  np.testing.assert_allclose(metrics['average_loss'],
+                             _test_loss(_restored(config), config),
+                             rtol=1e-5)
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('replicas', [1, 2])
+def test_the_average_is_evaluated_on_1_and_2_evaluation_replicas(
+    tmp_path, colors16, replicas):
+  """--ema_decay with --eval_strategy=mirrored: metrics.json is of the
+  checkpoint's averages (it crashed at the first evaluation)."""
+  config = _config(tmp_path, colors16, engine='estimator', train_steps=4,
+                   ema_decay=0.5,
+                   eval_strategy='mirrored' if replicas > 1 else 'default',
+                   cpu_replicas=replicas if replicas > 1 else 0)
+  metrics = _train(config)
+  np.testing.assert_allclose(
+      metrics['average_loss'],
+      _test_loss(_averaged(config, _restored(config)), config), rtol=1e-5)

@@ -2,10 +2,12 @@
 model_dir layout and metrics.json."""
 
 import gc
+import importlib
 import json
 import logging
 import re
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from estimator_trainer import data
 from estimator_trainer import engines
 from estimator_trainer import layout
+from estimator_trainer import summaries
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import job as tf2_job
 from estimator_trainer.tf2 import keras_fit
@@ -343,6 +346,55 @@ def test_step_rate_and_log_line_every_log_step_count_steps(
       for r in caplog.records) if m] == log_steps
   assert [step for step, _ in scalars['loss']] == [25, 40]
   assert [step for step, _ in scalars['examples_per_second']] == [25, 40]
+
+
+class _SlowSaves:
+  """A clock for the engines' rates that moves a million seconds on with
+  every checkpoint save: a rate that timed one would be below
+  `examples / BUMP`."""
+
+  BUMP = 1e6
+
+  def __init__(self, monkeypatch, engine):
+    self._offset = 0.0
+    self._real = time.monotonic
+    monkeypatch.setattr(importlib.import_module(
+        'estimator_trainer.estimator.train_loop' if engine == 'estimator'
+        else 'estimator_trainer.tf2.controller'), 'time', self)
+    for cls in (tf.compat.v1.train.Saver, tf.train.CheckpointManager):
+      monkeypatch.setattr(cls, 'save', self._slow(cls.save))
+
+  def monotonic(self):
+    return self._real() + self._offset
+
+  def _slow(self, save):
+    def slow_save(*args, **kwargs):
+      self._offset += self.BUMP
+      return save(*args, **kwargs)
+    return slow_save
+
+
+@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('replicas', [1, 2])
+def test_step_rates_time_training_alone(tmp_path, mnist_small_dir, engine,
+                                        replicas, monkeypatch):
+  """Checkpoint saves and evaluations between runs are not in
+  examples_per_second, global_step/sec or the run's rate (HParams's
+  examples/s), written at the last step."""
+  clock = _SlowSaves(monkeypatch, engine)
+  engines.ENGINES[engine].run(_config(
+      tmp_path, mnist_small_dir, engine=engine, train_steps=12,
+      strategy='mirrored' if replicas > 1 else 'default',
+      cpu_replicas=replicas if replicas > 1 else 0, global_batch_size=32,
+      steps_per_loop=1, save_checkpoints_steps=3, save_summary_steps=3,
+      log_step_count_steps=3, throttle_secs=0, export='none'))
+  scalars = layout.read_scalars(str(tmp_path))
+  assert [step for step, _ in scalars[summaries.RUN_RATE]] == [12]
+  for tag, per_step in (('examples_per_second', 32), (summaries.RUN_RATE, 32),
+                        ('global_step/sec', 1)):
+    assert scalars[tag]
+    for step, rate in scalars[tag]:
+      assert rate > 3 * per_step / clock.BUMP, (tag, step, rate)
 
 
 @pytest.mark.parametrize('source, engine', [

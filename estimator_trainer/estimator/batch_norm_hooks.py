@@ -4,7 +4,8 @@ recomputes them (precise BN) before every checkpoint save, or else warns
 when they are stale.
 
 Before the save, in the training session: the checkpoint then holds the
-statistics of its own weights, so every evaluation and export of it (in a
+statistics of its own weights (with --ema_decay, of the averages, which
+evaluation and export use), so every evaluation and export of it (in a
 graph of their own, from the checkpoint, possibly in another process) uses
 them. Training goes on from them; it never normalizes with the moving
 statistics.
@@ -23,11 +24,20 @@ _logger = logging.getLogger(__name__)
 # Each training graph's model (with MirroredStrategy, model_fn builds one
 # per replica on the same variables: the first).
 _MODELS = weakref.WeakKeyDictionary()
+# Each training graph's --ema_decay average (moving_average.Average).
+_AVERAGES = weakref.WeakKeyDictionary()
 
 
 def note_training_model(model):
   """Called by model_fn in TRAIN mode."""
   _MODELS.setdefault(tf.compat.v1.get_default_graph(), model)
+
+
+def note_average(average):
+  """Called by model_fn in TRAIN mode with --ema_decay's Average (or
+  None)."""
+  if average:
+    _AVERAGES.setdefault(tf.compat.v1.get_default_graph(), average)
 
 
 def _training_model():
@@ -57,18 +67,29 @@ class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
     self._layers = batch_norm.layers(model)
     if not self._layers:
       return
+    average = (_AVERAGES.get(tf.compat.v1.get_default_graph())
+               if self._recompute else None)
+    # With --ema_decay, the recompute is of the averages (what evaluation
+    # and export use): they stand in for the weights meanwhile.
+    pairs = average.pairs() if average else []
+    raw = [tf.identity(weight) for _, weight in pairs]
+    with tf.control_dependencies(raw):
+      swapped = [weight.assign(value) for value, weight in pairs]
     try:
-      self._statistics = tf.function(
-          lambda: batch_norm.population_statistics(
-              model, self._layers, self._make_dataset(),
-              self._num_batches))()
+      with tf.control_dependencies(swapped):
+        self._statistics = tf.function(
+            lambda: batch_norm.population_statistics(
+                model, self._layers, self._make_dataset(),
+                self._num_batches))()
     except UsageError:
       if self._recompute:
         raise
       self._layers = []  # A model it cannot measure: no check.
     if self._recompute:
-      self._assign = tf.group(batch_norm.assign(self._layers,
-                                                self._statistics))
+      assigned = batch_norm.assign(self._layers, self._statistics)
+      with tf.control_dependencies(assigned):
+        self._assign = tf.group(*assigned, *(
+            weight.assign(value) for (_, weight), value in zip(pairs, raw)))
     else:  # Read ops now: the session's graph is finalized at the save.
       self._moving = [(tf.identity(layer.moving_mean),
                        tf.identity(layer.moving_variance))

@@ -1,9 +1,12 @@
 """model_fn: the TRAIN, EVAL and PREDICT graphs of a Keras model under
 Estimator, with the package's loss scaling and eval metrics."""
 
+import contextlib
+
 import tensorflow as tf
 
 from estimator_trainer import config as config_lib
+from estimator_trainer import ema_recipe
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
 from estimator_trainer import loss_scale as loss_scale_lib
@@ -150,23 +153,24 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
                      for name, value in params.model_input.items()}
       head = heads.make(params.head, params.class_names, label_smoothing,
                         params.huber_delta, params.label_scale)
-    model = models.build(build_model, model_input, head.logits_dimension,
-                         model_kwargs, seed=params.seed,
-                         precision=params.precision,
-                         sync_batch_norm=params.sync_batch_norm,
-                         weight_decay=params.weight_decay)
+    # Evaluation and exports of --ema_decay's averages.
+    with (moving_average.reading_averages()
+          if params.ema_decay and mode != ModeKeys.TRAIN else
+          contextlib.nullcontext()):
+      model = models.build(build_model, model_input, head.logits_dimension,
+                           model_kwargs, seed=params.seed,
+                           precision=params.precision,
+                           sync_batch_norm=params.sync_batch_norm,
+                           weight_decay=params.weight_decay)
     if mode == ModeKeys.TRAIN:
       batch_norm_hooks.note_training_model(model)
       return _train_spec(model, head, features, labels, params)
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
-    # Evaluation and exports of --ema_decay's averages.
-    scaffold = (moving_average.scaffold(model.weights, params.ema_decay)
-                if params.ema_decay else None)
     if mode == ModeKeys.PREDICT:
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,
-          export_outputs=head.export_outputs(predictions), scaffold=scaffold)
+          export_outputs=head.export_outputs(predictions))
 
     if mode == ModeKeys.EVAL:
       weights = features.get(models.WEIGHT, tf.ones(tf.shape(logits)[:1]))
@@ -178,8 +182,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
                                           weights),
           eval_metric_ops=metrics.update(inputs, labels, logits, weights,
-                                         features.get(models.PADDING)),
-          scaffold=scaffold)
+                                         features.get(models.PADDING)))
 
   return model_fn
 
@@ -201,8 +204,9 @@ def _train_spec(model, head, features, labels, params):
   read = _batch_reader(features, labels) if micro_batches > 1 else None
   scale = (loss_scale_lib.V1LossScale()
            if params.precision == loss_scale_lib.FLOAT16 else None)
-  average = params.ema_decay and moving_average.Average(model.weights,
-                                                       params.ema_decay)
+  average = params.ema_decay and moving_average.Average(
+      ema_recipe.averaged(model), params.ema_decay)
+  batch_norm_hooks.note_average(average)
 
   def step(features, labels):
     """One optimizer step on `features` and `labels` and, with
@@ -217,7 +221,10 @@ def _train_spec(model, head, features, labels, params):
         with tf.control_dependencies(tf.nest.flatten((features, labels))):
           features, labels = read()
       inputs = models.model_inputs(features)
-      logits = model(inputs, training=True)
+      # After the micro-batches before: their batch-norm updates read the
+      # moving statistics that those before wrote, k updates in a row.
+      with tf.control_dependencies(updates):
+        logits = model(inputs, training=True)
       micro_loss = head.replica_training_loss(
           labels, logits, params.global_batch_size, model.losses,
           features.get('weight')) / micro_batches

@@ -101,6 +101,8 @@ class Job:
     self.global_batch_size = config.resolve_global_batch_size(
         num_replicas(self.run_config.train_distribute))
     self.steps_per_run = steps_per_run(config) if training else 1
+    # Checkpoints and what follows them, left out of the step rates.
+    self.save_clock = train_loop.SaveClock()
     self.source, self.max_steps, self.input_fn = data.prepare(
         config, self.global_batch_size, training)
     spec = self.source.spec
@@ -151,7 +153,7 @@ class Job:
       # run on a chief, whose TrainLoopHook plans them.)
       hooks.append(train_loop.TrainLoopHook(
           self.config, self.max_steps, self.global_batch_size,
-          self.num_replicas, self.steps_per_run))
+          self.num_replicas, self.steps_per_run, self.save_clock))
       hooks.append(summaries.HParamsHook(self.config.model_dir,
                                          self.hparams()))
     if self.config.early_stopping_evals and not evaluates:
@@ -182,10 +184,10 @@ class Job:
                                   exporters=job_exporters))
 
   def saving_listeners(self):
-    """Before each checkpoint save (on the chief, which saves): the
-    batch-norm statistics recomputed with --bn_recompute_batches, or else
-    checked at the last step."""
-    return [batch_norm_hooks.StatisticsListener(
+    """Before each checkpoint save (on the chief, which saves): the time
+    (first), the batch-norm statistics recomputed with
+    --bn_recompute_batches, or else checked at the last step."""
+    return [self.save_clock, batch_norm_hooks.StatisticsListener(
         lambda: self.input_fn(data.ModeKeys.TRAIN),
         self.config.bn_recompute_batches or batch_norm.CHECK_BATCHES,
         bool(self.config.bn_recompute_batches), self.max_steps)]

@@ -1,9 +1,10 @@
 """--ema_decay in the estimator engine's graphs: ema_recipe.py's recipe, as
 in the TF2 engines, in variables named as
 tf.compat.v1.train.ExponentialMovingAverage names them
-(`<weight>/ExponentialMovingAverage`), so its `variables_to_restore` loads
-them into the model of the EVAL and PREDICT graphs (evaluation and
-exports)."""
+(`<weight>/ExponentialMovingAverage`). The EVAL and PREDICT graphs'
+models (evaluation and exports) have their trainable weights under those
+names, so the checkpoint's averages load into them.
+"""
 
 import tensorflow as tf
 
@@ -11,13 +12,9 @@ from estimator_trainer import ema_recipe
 from estimator_trainer.layout import AVERAGE_SUFFIX
 
 
-def _naming(decay):
-  return tf.compat.v1.train.ExponentialMovingAverage(decay)
-
-
 class Average:
-  """The averages of `weights` (a model's, trainable and not) in a TRAIN
-  graph: create once, before the steps."""
+  """The averages of `weights` (ema_recipe.averaged's) in a TRAIN graph:
+  create once, before the steps."""
 
   def __init__(self, weights, decay):
     self._weights = weights
@@ -31,6 +28,10 @@ class Average:
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                       for weight in weights]
 
+  def pairs(self):
+    """[(average, weight)]."""
+    return list(zip(self._averages, self._weights))
+
   def update(self, step):
     """The op of the average after the step's update; `step` the global
     step then (counted from 1)."""
@@ -38,8 +39,15 @@ class Average:
                                       self._decay, step))
 
 
-def scaffold(weights, decay):
-  """An EVAL or PREDICT graph's Scaffold: its `weights` restored from their
-  averages."""
-  return tf.compat.v1.train.Scaffold(saver=tf.compat.v1.train.Saver(
-      _naming(decay).variables_to_restore(weights)))
+def _named_as_average(next_creator, **kwargs):
+  if kwargs.get('trainable', True):
+    kwargs['name'] = f'{kwargs["name"]}/{AVERAGE_SUFFIX}'
+  return next_creator(**kwargs)
+
+
+def reading_averages():
+  """A context in which a model built gets its trainable weights (those
+  averaged) named as their averages: the graph's own Saver then restores
+  the averages into them. (A Saver mapping the names, made in a replica's
+  context, left --eval_strategy=mirrored's weights unrestored.)"""
+  return tf.variable_creator_scope(_named_as_average)

@@ -40,24 +40,44 @@ def steps_per_run_variable():
         collections=[_COLLECTION, tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
 
 
+class SaveClock(tf.compat.v1.train.CheckpointSaverListener):
+  """The first saving listener: when the latest checkpoint save began."""
+
+  def __init__(self):
+    self._began = None
+
+  def before_save(self, session, global_step_value):
+    self._began = time.monotonic()
+
+  def take(self):
+    """When the save since the last call began, or None."""
+    began, self._began = self._began, None
+    return began
+
+
 class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
   """Plans each session.run's steps; after it: progress, training events
   and the loss log line (the chief's view).
 
   Events, as Estimator writes them: the graph's summaries (loss, accuracy,
   learning_rate) and examples_per_second (global and per replica) every
-  `save_summary_steps`, global_step/sec every `log_step_count_steps`.
-  Rates leave out the first run (graph optimization).
+  `save_summary_steps`, global_step/sec every `log_step_count_steps`, the
+  whole run's examples per second at the last step. Rates leave out the
+  first run (graph optimization), the time between runs and checkpoints:
+  Estimator's CheckpointSaverHook saves, evaluates and exports in its
+  after_run, before this hook's, from when `save_clock` (a SaveClock, its
+  first listener) says.
   """
 
   def __init__(self, config, max_steps, global_batch_size, num_replicas,
-               steps_per_run):
+               steps_per_run, save_clock):
     self._config = config
     self._max_steps = max_steps
     # Examples per optimizer step.
     self._global_batch_size = global_batch_size * config.accumulate_steps
     self._num_replicas = num_replicas
     self._steps_per_run = steps_per_run
+    self._save_clock = save_clock
     self._progress = progress_lib.Progress(max_steps, self._global_batch_size)
 
   def begin(self):
@@ -74,6 +94,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
                       else None)
     self._loaded = None  # The variable's value.
     self._timer = cadence.Timer()
+    self._ran = None  # monotonic time at the end of the last after_run.
 
   def after_create_session(self, session, coord):
     self._step = session.run(self._global_step)
@@ -88,6 +109,8 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       self._loaded = self._steps
 
   def before_run(self, run_context):
+    if self._ran is not None:
+      self._timer.exclude(time.monotonic() - self._ran)
     fetches = {'loss': self._loss}
     if self._summary is not None and cadence.summary_due(
         self._config, self._step, self._step + self._steps, self._max_steps):
@@ -96,6 +119,9 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     before, now = self._step, time.monotonic()
+    began = self._save_clock.take()
+    if began is not None:
+      self._timer.exclude(now - began)
     if self._config.strategy == 'parameter_server':
       # Other workers step too: read the step.
       self._step = run_context.session.run(self._global_step)
@@ -114,6 +140,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       run_context.request_stop()
     else:
       self._plan(run_context.session)
+    self._ran = time.monotonic()
 
   def _after_timed_run(self, before, step, now, loss):
     if cadence.summary_due(self._config, before, step, self._max_steps):
@@ -124,6 +151,11 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       summaries.scalar_summary(self._writer,
                                'examples_per_second_per_replica',
                                rate / self._num_replicas, step)
+    if step >= self._max_steps:
+      steps, seconds = self._timer.since('start', step, now)
+      summaries.scalar_summary(self._writer, summaries.RUN_RATE,
+                               steps * self._global_batch_size / seconds,
+                               step)
     if cadence.log_due(self._config, before, step):
       steps, seconds = self._timer.since('log', step, now)
       summaries.scalar_summary(self._writer, 'global_step/sec',

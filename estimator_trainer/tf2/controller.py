@@ -35,8 +35,10 @@ class TrainSummaries:
   (estimator/train_loop.py): loss, accuracy, learning_rate and
   examples_per_second (global and per replica) every `save_summary_steps`
   and at the last step, global_step/sec and the `loss = ...` debug line
-  every `log_step_count_steps`; on the chief only. Rates leave out the
-  first run of steps (tracing)."""
+  every `log_step_count_steps`, the whole run's examples per second at the
+  last step; on the chief only. Rates leave out the first run of steps
+  (tracing) and what the Controller `exclude`s (checkpoints, evaluations,
+  exports)."""
 
   def __init__(self, job, start_step):
     self._job = job
@@ -94,12 +96,19 @@ class TrainSummaries:
         tf.summary.scalar('examples_per_second', examples)
         tf.summary.scalar('examples_per_second_per_replica',
                           examples / self._job.num_replicas)
+      if step >= self._job.max_steps and timed:
+        steps, seconds = self._timer.since('start', step, now)
+        tf.summary.scalar(summaries.RUN_RATE, steps * self._examples / seconds)
       if log_due and timed:
         steps, seconds = self._timer.since('log', step, now)
         tf.summary.scalar('global_step/sec', steps / seconds)
         # Estimator's LoggingTensorHook line; shown with --verbosity=1.
         _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
     return summary_due
+
+  def exclude(self, seconds):
+    """Leaves `seconds` (not training) out of the rates."""
+    self._timer.exclude(seconds)
 
   def close(self):
     self._writer.flush()
@@ -173,12 +182,14 @@ class Controller:
     step is always evaluated); nothing when preempted (already saved)."""
     if self.stopped:
       return
+    began = time.monotonic()
     self.job.save(self.step)
     final = self.step >= self.job.max_steps
     if self._evaluator and (
         final or self._last_eval is None or
         time.monotonic() - self._last_eval >= self.job.config.throttle_secs):
       self._evaluate(final)
+    self._summaries.exclude(time.monotonic() - began)
 
   def _evaluate(self, final):
     with self.job.averaged():  # Evaluation and export of --ema_decay's.

@@ -1,6 +1,6 @@
 """--ema_decay=d in the TF2 engines: an exponential moving average of the
-model's weights (trainable ones and batch norm's moving statistics), which
-evaluation, --export and metrics.json use while the raw weights train.
+model's trainable weights (ema_recipe.averaged), which evaluation, --export
+and metrics.json use while the raw weights train.
 
 The recipe is ema_recipe.py's, as in the estimator engine. Not Keras's
 `use_ema` itself: its averages replace the weights only at the end
@@ -17,12 +17,13 @@ from estimator_trainer.errors import UsageError
 
 
 class Average(tf.Module):
-  """The averages of `model.weights`, checkpointed as the job's `ema`."""
+  """The averages of the model's trainable weights, checkpointed as the
+  job's `ema`."""
 
   def __init__(self, model, decay):
     super().__init__(name='ema')
     self._decay = decay
-    self._weights = model.weights
+    self._weights = ema_recipe.averaged(model)
     self.averages = [
         tf.Variable(weight.read_value(), trainable=False,
                     name=weight.name.split(':')[0].replace('/', '_'))

@@ -279,7 +279,10 @@ class Job:
     """Checkpoints `step`, with the batch-norm statistics recomputed when
     asked (--bn_recompute_batches); never NaN or Inf weights (faults.py)."""
     if self._batch_norm and self.config.bn_recompute_batches:
-      self._batch_norm()
+      # The statistics of what evaluation and export use: with
+      # --ema_decay, the averaged weights.
+      with self.averaged():
+        self._batch_norm()
     elif self._batch_norm and step == self.max_steps:
       self._batch_norm.check(step)
     if not all(np.isfinite(w.numpy()).all() for w in self.model.weights):

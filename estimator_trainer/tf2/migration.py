@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import ema_recipe
 from estimator_trainer import layout
 from estimator_trainer import loss_scale
 from estimator_trainer import optimizers
@@ -108,7 +109,10 @@ def _carry_averages(job, reader, checkpoint, names):
   `names` (estimator/moving_average.py) in the job's; returns their keys."""
   if not job.ema:
     return set()
-  keys = [f'{name}/{AVERAGE_SUFFIX}' for name in names]
+  averaged = {id(weight) for weight in ema_recipe.averaged(job.model)}
+  keys = [f'{name}/{AVERAGE_SUFFIX}'
+          for name, weight in zip(names, job.model.weights)
+          if id(weight) in averaged]
   for key, average in zip(keys, job.ema.averages):
     if not reader.has_tensor(key):
       raise TrainerError(f'{checkpoint} has no {key}: was it trained with '
