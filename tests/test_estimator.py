@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import config as config_lib
 from estimator_trainer import export_policy
 from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
@@ -397,7 +398,7 @@ def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
   assert all(total == pytest.approx(2 * one) for total, one in rates)
   # Each summary has the rate of its step's update: cosine from
   # --learning_rate to 0 over 40 steps, at steps 9, 19, ...
-  peak = TrainConfig.learning_rate
+  peak = TrainConfig(model_dir='/tmp/x').learning_rate  # Images' default.
   assert tags['learning_rate'] == pytest.approx(
       [peak / 2 * (1 + np.cos(np.pi * step / 40)) for step in (9, 19, 29, 39)],
       rel=1e-4)  # float32
@@ -405,11 +406,14 @@ def test_training_summaries_reach_model_dir(tmp_path, mnist_small_dir):
 
 def test_model_params_take_their_defaults_from_train_config():
   params = ModelParams.from_dict({'global_batch_size': 64, 'decay_steps': 9})
+  config = TrainConfig(model_dir='/tmp/x')
+  # As the run resolves them (weight_decay from the data: 0 for images).
+  resolved = {'weight_decay': config_lib.weight_decay_of(config, None)}
   for field in dataclasses.fields(ModelParams):
     if field.default is not dataclasses.MISSING and (
         field.name in TrainConfig.__dataclass_fields__):
-      assert getattr(params, field.name) == getattr(
-          TrainConfig(model_dir='/tmp/x'), field.name), field.name
+      assert getattr(params, field.name) == resolved.get(
+          field.name, getattr(config, field.name)), field.name
   assert model_params(TrainConfig(model_dir='/tmp/x'), 64, 9) == {
       **dataclasses.asdict(params), 'eval_images': True}
 
