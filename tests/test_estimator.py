@@ -279,11 +279,13 @@ def test_evaluator_skips_a_checkpoint_that_training_deleted(
   assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) == 1
 
 
-def test_evaluator_keeps_the_best_export_it_could_write(
+def test_evaluator_exports_the_checkpoint_it_evaluated_though_deleted(
     trained_mnist_dir, mnist_small_dir, tmp_path, monkeypatch):
   """Training deletes a checkpoint after the evaluator evaluated it, before
-  its export: that export fails, leaves no temp-*, and does not raise the
-  bar of --export=best, so a worse checkpoint that can be exported is."""
+  its export (its --keep_checkpoint_max rotation): the evaluator exports
+  its own copy of the files, so the export is of the evaluated step (it
+  was lost: an early stop's final export 2 runs in 3 on a loaded
+  machine), and the copy is gone afterwards."""
   model_dir = tmp_path / 'model'
   shutil.copytree(trained_mnist_dir, model_dir)
   job = job_lib.eval_job(_mnist_config(model_dir, mnist_small_dir,
@@ -293,24 +295,22 @@ def test_evaluator_keeps_the_best_export_it_could_write(
 
   def evaluate_then_train_on(*args, checkpoint_path, **kwargs):
     result = evaluate(*args, checkpoint_path=checkpoint_path, **kwargs)
-    if checkpoint_path.endswith('-60'):
-      for path in model_dir.glob('model.ckpt-60.*'):
-        path.unlink()
+    for path in model_dir.glob('model.ckpt-60.*'):
+      path.unlink()
     return result
 
   monkeypatch.setattr(job.estimator, 'evaluate', evaluate_then_train_on)
-  better = cluster_roles.evaluate_and_export(
+  result = cluster_roles.evaluate_and_export(
       job, exporters, str(model_dir / 'model.ckpt-60'), _at_60)
-  best = model_dir / 'export' / 'best'
-  assert better['global_step'] == 60  # Evaluated, not exported:
-  assert not best.exists() or not os.listdir(best)  # no temp-* either.
-  worse = cluster_roles.evaluate_and_export(
-      job, exporters, str(model_dir / 'model.ckpt-0'), _at_60)
-  assert worse['accuracy'] < better['accuracy']
-  exported, = os.listdir(best)
-  record = json.loads((best / exported / export_policy.RECORD).read_text())
-  assert record['global_step'] == 0
-  assert record['accuracy'] == pytest.approx(float(worse['accuracy']))
+  assert result['global_step'] == 60
+  assert not list(model_dir.glob('model.ckpt-60.*'))
+  exported, = os.listdir(model_dir / 'export' / 'best')
+  record = json.loads((model_dir / 'export' / 'best' / exported /
+                       export_policy.RECORD).read_text())
+  assert record['global_step'] == 60
+  assert sorted(p.name for p in model_dir.iterdir() if p.name.startswith(
+      '.')) == []
+  assert record['accuracy'] == pytest.approx(float(result['accuracy']))
 
 
 def test_evaluate_without_checkpoint_fails_clearly(tmp_path, mnist_small_dir):

@@ -78,13 +78,38 @@ def _evaluate_until_trained(config):
       config.model_dir, training_progress.follow_checkpoints(config, start))
 
 
-# Saver.restore's errors when a checkpoint's files are gone (ValueError),
-# or go while it reads them (NotFoundError).
-_RESTORE_ERRORS = (ValueError, tf.errors.NotFoundError)
-
-
 def _deleted(checkpoint):
   return not tf.io.gfile.exists(f'{checkpoint}.index')
+
+
+# Where the evaluator keeps its own copy of the checkpoint it evaluates and
+# exports (in model_dir: a hard link where the file system allows).
+_PINNED_DIR = '.evaluator-checkpoint'
+
+
+@contextlib.contextmanager
+def _pinned(checkpoint):
+  """A copy of `checkpoint`'s files that training's rotation cannot delete
+  (None if it already did): its prefix, removed on exit."""
+  directory = os.path.join(os.path.dirname(checkpoint), _PINNED_DIR)
+  if tf.io.gfile.exists(directory):  # Left by a killed evaluator.
+    tf.io.gfile.rmtree(directory)
+  tf.io.gfile.makedirs(directory)
+  try:
+    try:
+      for path in tf.io.gfile.glob(f'{checkpoint}.*'):
+        target = os.path.join(directory, os.path.basename(path))
+        try:
+          os.link(path, target)
+        except OSError:  # Another file system (gs://...): a copy.
+          tf.io.gfile.copy(path, target)
+    except tf.errors.NotFoundError:
+      if not _deleted(checkpoint):
+        raise
+    pinned = os.path.join(directory, os.path.basename(checkpoint))
+    yield pinned if tf.io.gfile.exists(f'{pinned}.index') else None
+  finally:
+    tf.io.gfile.rmtree(directory)
 
 
 def evaluate_and_export(job, exporters, checkpoint, is_final):
@@ -94,27 +119,21 @@ def evaluate_and_export(job, exporters, checkpoint, is_final):
 
   Training keeps its latest --keep_checkpoint_max checkpoints: while the
   evaluator builds its graphs, evaluates and exports, a fast trainer may
-  delete the one it started on. The evaluator then goes on to the newest;
-  an export that failed so counts for nothing (export_policy).
+  delete the one it started on. The evaluator therefore works on its own
+  copy of the checkpoint's files, taken first: the export is of the
+  evaluated checkpoint even when training has deleted it meanwhile (the
+  final export of an early stop was lost so, 2 runs in 3 on a loaded
+  machine). A checkpoint gone before the copy is skipped for the newest.
   """
-  try:
+  with _pinned(checkpoint) as pinned:
+    if pinned is None:
+      _logger.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
+                      'evaluation: evaluating a newer one', checkpoint,
+                      job.config.keep_checkpoint_max)
+      return None
     result = job.estimator.evaluate(job.input_fn, steps=None,
-                                    checkpoint_path=checkpoint)
-  except _RESTORE_ERRORS:
-    if not _deleted(checkpoint):
-      raise
-    _logger.warning('%s was deleted (--keep_checkpoint_max=%d) before its '
-                    'evaluation ended: evaluating a newer one', checkpoint,
-                    job.config.keep_checkpoint_max)
-    return None
-  try:
-    job_lib.export(job, exporters, checkpoint, result, is_final(result))
-  except _RESTORE_ERRORS:
-    if not _deleted(checkpoint):
-      raise
-    _logger.warning('%s was deleted (--keep_checkpoint_max=%d) after its '
-                    'evaluation, before its export: not exported',
-                    checkpoint, job.config.keep_checkpoint_max)
+                                    checkpoint_path=pinned)
+    job_lib.export(job, exporters, pinned, result, is_final(result))
   return result
 
 
