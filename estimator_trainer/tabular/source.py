@@ -120,27 +120,38 @@ class TabularSource:
     return tf.reduce_all(tf.stack([count > 0 for count in counts]), axis=0)
 
   @functools.lru_cache(maxsize=None)
+  def _record_flags(self, path):
+    """Each record's hash bucket (int64) and whether it has its label, of
+    the file at `path`: one read of it serves both splits' masks and the
+    count of unlabeled records."""
+    def flags(path):
+      buckets, labeled = [np.zeros([0], np.int64)], [np.zeros([0], bool)]
+      for bucket, has_label in self._read([path]).batch(_BATCH).map(
+          lambda records: (
+              tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS),
+              self._labeled(records) if self._skip_unlabeled else
+              tf.ones_like(records, tf.bool))).as_numpy_iterator():
+        buckets.append(bucket)
+        labeled.append(has_label)
+      return np.concatenate(buckets), np.concatenate(labeled)
+    return sources.eagerly(flags, path)
+
   def _mask(self, path, split):
     """Whether each record of the file at `path` is in `split` (numpy
-    bool)."""
-    def mask(path):
-      return np.concatenate([np.zeros([0], bool)] + [
-          batch for batch in self._read([path]).batch(_BATCH).map(
-              lambda records: self._kept(records, split))
-          .as_numpy_iterator()])
-    return sources.eagerly(mask, path)
+    bool): _kept's choice, from _record_flags."""
+    buckets, labeled = self._record_flags(path)
+    if not self._held_out:
+      return labeled
+    return labeled & ((buckets < self._held_out) if split == sources.TEST
+                      else (buckets >= self._held_out))
 
   def unlabeled(self, split):
     """How many records of `split`'s files have no label and are left out
     (skip_unlabeled; a held-out split's files are the training ones)."""
     if not self._skip_unlabeled:
       return 0
-
-    def count(files):
-      return int(self._read(files).batch(_BATCH).reduce(
-          np.int64(0), lambda n, records: n + tf.reduce_sum(tf.cast(
-              ~self._labeled(records), tf.int64))))
-    return sources.eagerly(count, self.files(split))
+    return sum(int((~self._record_flags(path)[1]).sum())
+               for path in self.files(split))
 
   @functools.cached_property
   def _csv(self):
