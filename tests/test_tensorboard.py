@@ -3,6 +3,7 @@ short runs, queried through its HTTP API."""
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -150,6 +151,15 @@ def test_hparams_table_compares_the_runs(tensorboard):
     accuracy = metrics[('eval', 'accuracy')]
     assert accuracy['trainingStep'] == group['hparams']['train_steps']
     assert 0.5 < accuracy['value'] <= 1
+    # examples/s: the whole run's training rate, written at its last step,
+    # not the last interval's examples_per_second.
+    rate = metrics[('', summaries.RUN_RATE)]
+    run = os.path.basename(group['hparams']['run'])
+    (_, step, value), = json.loads(_get(
+        f'{tensorboard}/data/plugin/scalars/scalars?run={run}'
+        f'&tag={summaries.RUN_RATE}'))
+    assert rate['trainingStep'] == step == group['hparams']['train_steps']
+    assert rate['value'] == pytest.approx(value) and value > 0
 
 
 def test_server_is_stopped_when_an_assertion_fails(logdir):
