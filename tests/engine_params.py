@@ -5,6 +5,11 @@ import pytest
 
 from estimator_trainer import engines
 
-ENGINES = [pytest.param(name, marks=pytest.mark.estimator)
-           if engine.needs_estimator else name
-           for name, engine in engines.ENGINES.items()]
+
+def param(name, *values):
+  """Engine `name` (and more `values` of the test's parameters)."""
+  marks = pytest.mark.estimator if engines.ENGINES[name].needs_estimator else ()
+  return pytest.param(name, *values, marks=marks)
+
+
+ENGINES = [param(name) for name in engines.ENGINES]

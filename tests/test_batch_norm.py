@@ -79,6 +79,18 @@ def _config(model_dir, data_dir, **overrides):
       **overrides})
 
 
+def _on(replicas):
+  """The strategy flags of `replicas` CPU replicas."""
+  return ({'strategy': 'mirrored', 'cpu_replicas': replicas} if replicas > 1
+          else {'strategy': 'default', 'cpu_replicas': 0})
+
+
+# (engine, replicas): every engine on 1, and the two kinds of engine on 2.
+ENGINES_AND_REPLICAS = [
+    *(engine_params.param(name, 1) for name in engines.ENGINES),
+    engine_params.param('estimator', 2), engine_params.param('ctl', 2)]
+
+
 def _train(config):
   """Runs `config`; returns metrics.json."""
   engines.ENGINES[config.engine].run(config)
@@ -182,14 +194,15 @@ def test_recomputed_statistics_make_the_evaluation_right(
     np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine, replicas', ENGINES_AND_REPLICAS)
 def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
-    tmp_path, colors16, engine):
+    tmp_path, colors16, engine, replicas):
   """--ema_decay averages the trainable weights; the recompute is of the
   averages, which evaluation (metrics.json) uses: the class colours, not
-  chance (averaged stale statistics of momentum 0.999)."""
+  chance (averaged stale statistics of momentum 0.999); on 2 replicas, of
+  the global batches."""
   config = _config(tmp_path, colors16, engine=engine, train_steps=60,
-                   bn_recompute_batches=4, ema_decay=0.9)
+                   bn_recompute_batches=4, ema_decay=0.9, **_on(replicas))
   assert _train(config)['accuracy'] > 0.9
   model = _averaged(config, _restored(config))
   for (mean, variance), (want_mean, want_variance) in zip(
@@ -310,19 +323,21 @@ def test_a_layer_it_cannot_recompute_is_a_usage_error():
     batch_norm.check(model)
 
 
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine, replicas', ENGINES_AND_REPLICAS)
 def test_accumulated_micro_batches_update_the_statistics_in_a_row(
-    tmp_path, colors16, engine):
+    tmp_path, colors16, engine, replicas):
   """Frozen weights (SGD of rate 1e-30), momentum 0.9: 3 steps of 4
   accumulated micro-batches leave the moving statistics of 12 plain steps
   on the same batches (updates from the same starting value would scale
-  the gap to the batches' by 0.6 a step instead of 0.9**4)."""
+  the gap to the batches' by 0.6 a step instead of 0.9**4); on 2 replicas,
+  each replica's in a row."""
   statistics = []
   for name, micro_batches, steps in [('plain', 1, 12), ('accumulated', 4, 3)]:
     config = _config(tmp_path / name, colors16, engine=engine,
                      optimizer='sgd', learning_rate=1e-30, lr_decay='none',
                      shuffle_buffer=0, model_kwargs={'momentum': 0.9},
-                     accumulate_steps=micro_batches, train_steps=steps)
+                     accumulate_steps=micro_batches, train_steps=steps,
+                     **_on(replicas))
     _train(config)
     statistics.append(_saved_statistics(_restored(config)))
   plain, accumulated = statistics
@@ -351,8 +366,7 @@ def test_a_negligible_average_evaluates_as_the_checkpoint(
   every replica, not the first's)."""
   config = _config(tmp_path, colors16, engine='estimator', train_steps=8,
                    ema_decay=1e-9, model_kwargs={'momentum': 0.5},
-                   strategy='mirrored' if replicas > 1 else 'default',
-                   cpu_replicas=replicas if replicas > 1 else 0)
+                   **_on(replicas))
   metrics = _train(config)
   np.testing.assert_allclose(metrics['average_loss'],
                              _test_loss(_restored(config), config),
