@@ -5,6 +5,7 @@ every engine; the recomputed statistics are those of the global training
 batches (numpy computes the same; 1 and 2 replicas agree) and are in the
 checkpoint; the warning without them."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -25,6 +26,8 @@ from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import UsageError
+from estimator_trainer.tf2 import job as tf2_job
+from estimator_trainer.tf2 import migration
 import builders
 import engine_params
 import scripts_dir
@@ -387,3 +390,97 @@ def test_the_average_is_evaluated_on_1_and_2_evaluation_replicas(
   np.testing.assert_allclose(
       metrics['average_loss'],
       _test_loss(_averaged(config, _restored(config)), config), rtol=1e-5)
+
+
+def _averaging_every_weight(config, offset):
+  """Rewrites model_dir's latest TF2 checkpoint as --ema_decay wrote it
+  before it averaged trainable weights only (issue 46):
+  --ema_decay's averages of every weight at its position in model.weights,
+  batch norm's statistics included (theirs off by `offset`); returns the
+  averages of the trainable weights."""
+  job = tf2_job.Job(config)
+  job.restore()
+  trainable = iter(job.ema.averages)
+  old = tf.Module(name='ema')
+  old.averages = [tf.Variable(next(trainable) if weight.trainable
+                              else weight + offset, trainable=False)
+                  for weight in job.model.weights]
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=job.model, optimizer=job.optimizer, ema=old),
+      config.model_dir, max_to_keep=None, checkpoint_name='ckpt').save(
+          checkpoint_number=config.train_steps)
+  return [average.numpy() for average in job.ema.averages]
+
+
+def test_a_checkpoint_averaging_every_weight_evaluates_and_resumes(
+    tmp_path, colors16):
+  """--ema_decay before issue 46 averaged batch norm's statistics too, at
+  positions that now hold other averages (a resume failed, 'holds a
+  checkpoint of another model'): its averages of the trainable weights
+  are taken, its statistics' left out, in evaluation and a resumed run."""
+  config = _config(tmp_path, colors16, engine='ctl', train_steps=2,
+                   ema_decay=0.5, model_kwargs={'momentum': 0.5})
+  _train(config)
+  averages = _averaging_every_weight(config, offset=100.0)
+  metrics = _train(dataclasses.replace(config, mode='evaluate'))
+  model = _restored(config)
+  for weight, average in zip(ema_recipe.averaged(model), averages):
+    weight.assign(average)
+  np.testing.assert_allclose(metrics['average_loss'],
+                             _test_loss(model, config), rtol=1e-5)
+
+  config = dataclasses.replace(config, train_steps=3)
+  _train(config)
+  weights = ema_recipe.averaged(_restored(config))
+  for carried, average, weight in zip(
+      ema_recipe.averaged(_averaged(config, _restored(config))), averages,
+      weights):
+    np.testing.assert_allclose(carried, 0.5 * average + 0.5 * weight,
+                               rtol=1e-5, atol=1e-7)
+
+
+def _with_statistics_averages(config, offset):
+  """Adds to model_dir's latest estimator checkpoint the averages of batch
+  norm's statistics (their values off by `offset`) that --ema_decay kept
+  beside those of the trainable weights before issue 46."""
+  path = tf.train.latest_checkpoint(config.model_dir)
+  reader = tf.train.load_checkpoint(path)
+  names = list(reader.get_variable_to_shape_map())
+  statistics = [name for name in names
+                if name.endswith(('moving_mean', 'moving_variance'))]
+  assert statistics
+  with tf.Graph().as_default():
+    stored = [tf.compat.v1.Variable(reader.get_tensor(name), name=name)
+              for name in names]
+    stored += [tf.compat.v1.Variable(reader.get_tensor(name) + offset,
+                                     name=f'{name}/ExponentialMovingAverage')
+               for name in statistics]
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      tf.compat.v1.train.Saver(stored).save(session, path,
+                                            write_meta_graph=False)
+
+
+@pytest.mark.estimator
+def test_an_estimator_checkpoint_averaging_every_weight_migrates(
+    tmp_path, colors16):
+  """An estimator checkpoint of --ema_decay before issue 46 also holds
+  averages of batch norm's statistics: left out in evaluation, a resume
+  and `migrate` (which failed: 'cannot place')."""
+  config = _config(tmp_path / 'estimator', colors16, engine='estimator',
+                   train_steps=2, ema_decay=0.5,
+                   model_kwargs={'momentum': 0.5})
+  _train(config)
+  _with_statistics_averages(config, offset=100.0)
+  metrics = _train(dataclasses.replace(config, mode='evaluate'))
+  np.testing.assert_allclose(
+      metrics['average_loss'],
+      _test_loss(_averaged(config, _restored(config)), config), rtol=1e-5)
+  migrated = dataclasses.replace(config, model_dir=str(tmp_path / 'ctl'),
+                                 engine='ctl')
+  migration.convert(migrated, config.model_dir)
+  for carried, average in zip(
+      _averaged(migrated, _restored(migrated)).weights,
+      _averaged(config, _restored(config)).weights):
+    np.testing.assert_array_equal(carried, average)
+  assert _train(dataclasses.replace(config, train_steps=3))['global_step'] == 3

@@ -9,6 +9,7 @@ stopping the training.
 """
 
 import contextlib
+import re
 
 import tensorflow as tf
 
@@ -34,6 +35,12 @@ class Average(tf.Module):
     cross-replica context."""
     ema_recipe.moved(self.averages, self._weights, self._decay, step)
 
+  def adopt(self, legacy):
+    """Takes the averages of the trainable weights from `legacy`
+    (legacy_averages's, restored)."""
+    for average, value in zip(self.averages, legacy.trainable_averages()):
+      average.assign(value)
+
   def copy_to_model(self):
     for average, weight in zip(self.averages, self._weights):
       weight.assign(average)
@@ -57,3 +64,35 @@ def require_average(path):
              for name, _ in tf.train.list_variables(path)):
     raise UsageError(f'--ema_decay: {path} holds no average (trained '
                      'without --ema_decay)')
+
+
+_AVERAGE_KEY = re.compile(r'ema/averages/\d+/\.ATTRIBUTES/VARIABLE_VALUE')
+
+
+class _Legacy(tf.Module):
+  """A checkpoint's averages of every weight of the model, batch norm's
+  statistics included, as --ema_decay kept them before it averaged the
+  trainable weights only (development versions after 0.2.0)."""
+
+  def __init__(self, model):
+    super().__init__(name='ema')
+    self._trainable = [id(weight) in {id(w) for w in model.trainable_weights}
+                       for weight in model.weights]
+    self.averages = [tf.Variable(tf.zeros(weight.shape, weight.dtype),
+                                 trainable=False) for weight in model.weights]
+
+  def trainable_averages(self):
+    return [average for average, trainable
+            in zip(self.averages, self._trainable) if trainable]
+
+
+def legacy_averages(path, model):
+  """Where checkpoint `path` holds averages of every weight of `model`
+  (_Legacy's: batch norm's statistics too, at positions that now hold
+  other weights' averages), the stand-in to restore them into; None
+  otherwise."""
+  stored = sum(1 for name, _ in tf.train.list_variables(path)
+               if _AVERAGE_KEY.fullmatch(name))
+  if stored == len(ema_recipe.averaged(model)) or stored != len(model.weights):
+    return None
+  return _Legacy(model)

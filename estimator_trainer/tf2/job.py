@@ -147,6 +147,7 @@ class Job:
       objects['ema'] = self.ema
     if self.linear_optimizer:
       objects['linear_optimizer'] = self.linear_optimizer
+    self._checkpointed = objects
     self.checkpoint = tf.train.Checkpoint(**objects)
     # Every worker of a collective strategy saves; only the chief's counts.
     self.checkpoint_dir = config.model_dir if self.is_chief else (
@@ -251,10 +252,14 @@ class Job:
     _logger.info('Restoring %s', path)
     if self.optimizer is not None and not checkpoint:
       _adopt_old_learning_rate(self.optimizer, path)
+    restored, legacy = checkpoint or self.checkpoint, None
     if self.ema and not checkpoint:
       ema.require_average(path)
+      legacy = ema.legacy_averages(path, self.model)
+      if legacy:
+        restored = tf.train.Checkpoint(**{**self._checkpointed, 'ema': legacy})
     try:
-      status = (checkpoint or self.checkpoint).restore(path)
+      status = restored.restore(path)
       status.assert_existing_objects_matched()
       if self.optimizer is None or checkpoint:
         status.expect_partial()  # Evaluation needs no optimizer slots.
@@ -264,6 +269,11 @@ class Job:
       raise TrainerError(
           f'{self.config.model_dir} holds a checkpoint of {other} (or of '
           f'another engine): {first_line(e)}') from None
+    if legacy:
+      _logger.info('%s also holds averages of batch norm\'s statistics '
+                   '(--ema_decay before it averaged trainable weights only): '
+                   'left out', path)
+      self.ema.adopt(legacy)
     if self.ema and self.optimizer is None and not checkpoint:
       self.ema.copy_to_model()  # Evaluates, predicts or exports: averages.
     return layout.checkpoint_step(path)

@@ -118,7 +118,10 @@ def _carry_averages(job, reader, checkpoint, names):
       raise TrainerError(f'{checkpoint} has no {key}: was it trained with '
                          '--ema_decay?')
     average.assign(reader.get_tensor(key))
-  return set(keys)
+  # --ema_decay before it averaged trainable weights only also averaged
+  # batch norm's statistics: left out.
+  left_out = {f'{name}/{AVERAGE_SUFFIX}' for name in names} - set(keys)
+  return set(keys) | {key for key in left_out if reader.has_tensor(key)}
 
 
 def _carry_loss_scale(job, reader, checkpoint):
