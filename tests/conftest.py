@@ -21,6 +21,7 @@ os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
 from estimator_trainer import stack  # pylint: disable=g-import-not-at-top
 from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable=g-import-not-at-top
+import kept_output  # pylint: disable=g-import-not-at-top
 
 TEST_REPLICAS = 2
 configure_cpu_replicas(TEST_REPLICAS)
@@ -107,6 +108,22 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f'{report.nodeid} ({report.when})')
     for line in report.longreprtext.splitlines()[-25:]:
       terminalreporter.write_line(f'    {line}')
+    for title, path in report.sections:
+      if title == 'kept output':
+        terminalreporter.write_line(f'    whole output of a subprocess: {path}')
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
+  """A failing test's report names the files of its subprocesses' whole
+  output (kept_output.py), which stay; a passing test's are deleted at its
+  teardown."""
+  report = (yield).get_result()
+  if report.failed:
+    for path in kept_output.settle(failed=True):
+      report.sections.append(('kept output', str(path)))
+  elif report.when == 'teardown':
+    kept_output.settle(failed=False)
 
 
 def pytest_addoption(parser):
