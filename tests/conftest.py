@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import pathlib
+import resource
 import shutil
 
 import numpy as np
@@ -86,6 +87,29 @@ def mnist_small_dir(tmp_path_factory, fashion_mnist_dir):
 
 
 _OUTCOMES = ('passed', 'failed', 'error', 'skipped', 'deselected')
+# CPU seconds by test id (this part's): unlike wall times, which the other
+# part's load stretches (scripts/test.sh), what a test costs the suite.
+_CPU_SECONDS = {}
+
+
+def _cpu_seconds():
+  """User and system CPU of this process and the subprocesses it waited
+  for (a cluster's tasks, a CLI run)."""
+  return sum(usage.ru_utime + usage.ru_stime for usage in (
+      resource.getrusage(resource.RUSAGE_SELF),
+      resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+  item.cpu_start = _cpu_seconds()
+  yield
+
+
+def pytest_runtest_logreport(report):
+  for name, value in report.user_properties:
+    if name == 'cpu_seconds':
+      _CPU_SECONDS[report.nodeid] = value
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -99,6 +123,13 @@ def pytest_terminal_summary(terminalreporter):
     with open(counts_file, 'a') as f:
       f.write(json.dumps({outcome: len(terminalreporter.stats.get(outcome, []))
                           for outcome in _OUTCOMES}) + '\n')
+  if _CPU_SECONDS:
+    terminalreporter.section(
+        f'CPU: {sum(_CPU_SECONDS.values()):.0f} s in all; the 40 costliest '
+        'tests (with their subprocesses, setup included)')
+    for nodeid, seconds in sorted(_CPU_SECONDS.items(),
+                                  key=lambda item: -item[1])[:40]:
+      terminalreporter.write_line(f'{seconds:8.1f}s cpu  {nodeid}')
   failed = [*terminalreporter.stats.get('failed', []),
             *terminalreporter.stats.get('error', [])]
   if not failed:
@@ -119,6 +150,9 @@ def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
   output (kept_output.py), which stay; a passing test's are deleted at its
   teardown."""
   report = (yield).get_result()
+  if report.when == 'teardown' and hasattr(item, 'cpu_start'):
+    report.user_properties.append(
+        ('cpu_seconds', _cpu_seconds() - item.cpu_start))
   if report.failed:
     for path in kept_output.settle(failed=True):
       report.sections.append(('kept output', str(path)))
