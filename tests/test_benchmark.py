@@ -94,8 +94,9 @@ def test_float16_rows(tmp_path):
   configs = [f'{engine}_default', 'keras_default', 'fit_default']
   output = tmp_path / 'result.json'
   result = subprocess.run(
-      [sys.executable, str(SCRIPT), '--steps=12', '--summary_steps=4',
-       '--precision=mixed_float16', f'--configs={",".join(configs)}',
+      [sys.executable, str(SCRIPT), '--steps=6', '--summary_steps=2',
+       '--batch_size=8', '--precision=mixed_float16',
+       f'--configs={",".join(configs)}',
        f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -115,9 +116,9 @@ def test_smoke_run(tmp_path):
     configs.append('estimator_plain')
   output = tmp_path / 'result.json'
   result = subprocess.run(
-      [sys.executable, str(SCRIPT), '--steps=16', '--summary_steps=4',
-       f'--configs={",".join(configs)}', f'--json_output={output}',
-       f'--work_dir={tmp_path / "work"}'],
+      [sys.executable, str(SCRIPT), '--steps=6', '--summary_steps=2',
+       '--batch_size=8', f'--configs={",".join(configs)}',
+       f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.strip().splitlines()
