@@ -31,7 +31,8 @@ from estimator_trainer import partitioning
 from estimator_trainer.errors import UsageError
 
 PARTS = ('linear', 'dnn')
-_FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross')
+_FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross',
+           'one_hot')
 HIDDEN_UNITS = (128, 64)
 MAX_EMBEDDING_DIM = 16
 
@@ -167,6 +168,10 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
     encoded = inputs[name]
     if encoded.kind == 'dense':
       pieces.append(keras_inputs[name])
+    elif getattr(encoded, 'one_hot', False):  # Canned indicator_column's.
+      pieces.append(tf.keras.layers.CategoryEncoding(
+          encoded.cardinality, output_mode='one_hot',
+          name=f'dnn/one_hot_{_scope_name(name)}')(keras_inputs[name]))
     elif embed_crosses or not encoded.cross:
       width = (encoded.embedding_dim or embedding_dim or
                default_embedding_dim(encoded.cardinality))
