@@ -1,0 +1,160 @@
+"""A canned Estimator's model_dir carried over (tf2/canned.py, migrate
+--from): trained by canned code on columns of every kind, the carried
+model's served predictions are canned's own on the whole eval set."""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.tabular import feature_columns
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tf2 import canned as canned_lib
+from estimator_trainer.tf2 import migration
+import tabular_sets
+
+pytestmark = pytest.mark.estimator
+fc = tf.feature_column
+ROWS, EVAL_ROWS, STEPS = 320, 64, 30
+TOLERANCE = 1e-5
+
+
+def _table(rng, rows):
+  table = {
+      'age': rng.uniform(18, 80, rows).astype(np.float32),
+      'hours': rng.uniform(0, 60, rows).astype(np.float32),
+      'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
+      'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
+      'slot': rng.integers(0, 5, rows).astype(np.int64),
+      'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
+      'zone': rng.integers(0, 40, rows).astype(np.int64),
+  }
+  score = ((table['age'] - 45) / 20 + (table['color'] == 'red') -
+           (table['size'] == 2) + (table['hours'] > 30) * 0.7)
+  table['y'] = (score + rng.normal(0, 0.5, rows) > 0.2).astype(np.int64)
+  table['price'] = (score * 10 + 50).astype(np.float32)
+  return table
+
+
+def _columns(vocabulary_file):
+  color = fc.categorical_column_with_vocabulary_list(
+      'color', ['red', 'green', 'blue'], num_oov_buckets=2)
+  size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
+                                                    dtype=tf.int64)
+  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file)
+  slot = fc.categorical_column_with_identity('slot', 5)
+  zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
+  hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
+  age = fc.numeric_column('age')
+  linear = [age, hours, color, size, slot, city, zone,
+            fc.crossed_column(['color', 'zone'], 24)]
+  dnn = [age, fc.embedding_column(color, 3, combiner='sqrtn'),
+         fc.indicator_column(size), fc.embedding_column(zone, 2),
+         fc.embedding_column(hours, 2), fc.indicator_column(slot),
+         fc.embedding_column(city, 2, combiner='sum')]
+  return linear, dnn
+
+
+CANNED = {
+    'LinearClassifier': (lambda e, lin, dnn, d: e.LinearClassifier(
+        lin, d, optimizer='Ftrl'), 'linear', 'y'),
+    'DNNClassifier': (lambda e, lin, dnn, d: e.DNNClassifier(
+        [8, 4], dnn, d, optimizer='Adagrad'), 'dnn', 'y'),
+    'DNNRegressor': (lambda e, lin, dnn, d: e.DNNRegressor(
+        [8], dnn, d, optimizer='Adagrad'), 'dnn', 'price'),
+}
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('canned')
+  rng = np.random.default_rng(7)
+  train, test = _table(rng, ROWS), _table(rng, EVAL_ROWS)
+  for name, table in (('train', train), ('eval', test)):
+    tabular_sets._write_csv(directory / f'{name}.csv', table)  # pylint: disable=protected-access
+  (directory / 'cities.txt').write_text('rome\nparis\noslo\n')
+  return directory, train, test
+
+
+def _features(table):
+  return {k: v for k, v in table.items() if k not in ('y', 'price')}
+
+
+def _input_fn(table, label, repeat):
+  return lambda: tf.data.Dataset.from_tensor_slices(
+      (_features(table), table[label])).batch(32).repeat(repeat)
+
+
+def _served(export_dir, table, output):
+  serve = tf.saved_model.load(str(export_dir)).signatures['predict']
+  served = serve(examples=tf.constant(tabular_sets.examples(
+      _features(table))))
+  return served[output].numpy()
+
+
+def _export(model_dir):
+  exports = sorted((pathlib.Path(model_dir) / 'export').glob('*/*'))
+  assert len(exports) == 1, exports
+  return exports[0]
+
+
+@pytest.fixture(scope='module')
+def canned_runs(data, tmp_path_factory):
+  """canned name -> (its model_dir, spec file, head, canned's predictions
+  of the eval set), trained on first use."""
+  directory, train, test = data
+  done = {}
+
+  def run(canned):
+    if canned not in done:
+      make, model, label = CANNED[canned]
+      linear, dnn = _columns(str(directory / 'cities.txt'))
+      head = 'regression' if label == 'price' else 'binary'
+      model_dir = tmp_path_factory.mktemp(canned)
+      estimator = make(tf.estimator, linear, dnn, str(model_dir / 'canned'))
+      estimator.train(_input_fn(train, label, None), steps=STEPS)
+      output = 'predictions' if head == 'regression' else 'probabilities'
+      predicted = np.array([p[output] for p in estimator.predict(
+          _input_fn(test, label, 1))])
+      spec = feature_columns.feature_spec_from_columns(
+          {'linear': linear, 'dnn': dnn}[model], label, head=head)
+      spec_file = model_dir / 'spec.json'
+      spec_file.write_text(spec_lib.to_json(spec))
+      done[canned] = (model_dir, spec_file, head, output, predicted)
+    return done[canned]
+
+  return run
+
+
+def _config(model_dir, data_dir, spec_file, head, **flags):
+  return TrainConfig(
+      model_dir=str(model_dir), train_files=str(data_dir / 'train.csv'),
+      eval_files=str(data_dir / 'eval.csv'), feature_spec=str(spec_file),
+      head=head, lr_decay='none', shuffle_buffer=0, **flags)
+
+
+@pytest.mark.parametrize('canned', sorted(CANNED))
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
+                                                 tmp_path, canned, engine):
+  del estimator  # The fixture: skips without tf.estimator.
+  directory, _, test = data
+  model_dir, spec_file, head, output, predicted = canned_runs(canned)
+  to = tmp_path / 'carried'
+  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
+                    str(model_dir / 'canned'))
+  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
+      str(model_dir / 'canned')).get_variable_to_shape_map())
+  config = _config(to, directory, spec_file, head, engine=engine,
+                   mode='export', model=model, model_kwargs=kwargs,
+                   optimizer=deep or wide)
+  engines.ENGINES[engine].run(config)
+  served = _served(_export(to), test, output)
+  worst = float(np.abs(served - predicted).max())
+  print(f'{canned} carried, {engine}, TF {tf.__version__}: max |served - '
+        f'canned| {worst:.2e}')
+  assert worst <= TOLERANCE
