@@ -36,7 +36,8 @@ def _table(rng, rows):
   score = ((table['age'] - 45) / 20 + (table['color'] == 'red') -
            (table['size'] == 2) + (table['hours'] > 30) * 0.7)
   table['y'] = (score + rng.normal(0, 0.5, rows) > 0.2).astype(np.int64)
-  table['price'] = (score * 10 + 50).astype(np.float32)
+  # Of a few units: float32's rounding of hundreds would be ~1e-5.
+  table['price'] = (score * 2 + 3).astype(np.float32)
   return table
 
 
@@ -59,13 +60,25 @@ def _columns(vocabulary_file):
   return linear, dnn
 
 
+def _wide_deep(e, linear, dnn, model_dir, **kwargs):
+  # The package's wide part takes ids: the numeric column is the deep's.
+  return e.DNNLinearCombinedClassifier(
+      model_dir, linear_feature_columns=[c for c in linear
+                                         if c.name != 'age'],
+      dnn_feature_columns=dnn, dnn_hidden_units=[8, 4], **kwargs)
+
+
+# canned name -> (its Estimator of (tf.estimator, linear columns, deep
+# columns, model_dir, its keyword arguments), its columns, its label).
 CANNED = {
-    'LinearClassifier': (lambda e, lin, dnn, d: e.LinearClassifier(
-        lin, d, optimizer='Ftrl'), 'linear', 'y'),
-    'DNNClassifier': (lambda e, lin, dnn, d: e.DNNClassifier(
-        [8, 4], dnn, d, optimizer='Adagrad'), 'dnn', 'y'),
-    'DNNRegressor': (lambda e, lin, dnn, d: e.DNNRegressor(
-        [8], dnn, d, optimizer='Adagrad'), 'dnn', 'price'),
+    'LinearClassifier': (lambda e, lin, dnn, d, **kw: e.LinearClassifier(
+        lin, d, optimizer='Ftrl', **kw), 'linear', 'y'),
+    'DNNClassifier': (lambda e, lin, dnn, d, **kw: e.DNNClassifier(
+        [8, 4], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'y'),
+    'DNNRegressor': (lambda e, lin, dnn, d, **kw: e.DNNRegressor(
+        [8], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'price'),
+    # Its default optimizers: FTRL for the wide part, Adagrad the deep.
+    'DNNLinearCombinedClassifier': (_wide_deep, 'both', 'y'),
 }
 
 
@@ -115,13 +128,15 @@ def canned_runs(data, tmp_path_factory):
       linear, dnn = _columns(str(directory / 'cities.txt'))
       head = 'regression' if label == 'price' else 'binary'
       model_dir = tmp_path_factory.mktemp(canned)
-      estimator = make(tf.estimator, linear, dnn, str(model_dir / 'canned'))
+      estimator = make(tf.estimator, linear, dnn, str(model_dir / 'canned'),
+                       config=tf.estimator.RunConfig(tf_random_seed=1))
       estimator.train(_input_fn(train, label, None), steps=STEPS)
       output = 'predictions' if head == 'regression' else 'probabilities'
       predicted = np.array([p[output] for p in estimator.predict(
           _input_fn(test, label, 1))])
       spec = feature_columns.feature_spec_from_columns(
-          {'linear': linear, 'dnn': dnn}[model], label, head=head)
+          {'linear': linear, 'dnn': dnn, 'both': linear[1:] + dnn}[model],
+          label, head=head)
       spec_file = model_dir / 'spec.json'
       spec_file.write_text(spec_lib.to_json(spec))
       done[canned] = (model_dir, spec_file, head, output, predicted)
@@ -146,12 +161,14 @@ def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
   model_dir, spec_file, head, output, predicted = canned_runs(canned)
   to = tmp_path / 'carried'
   migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
-                    str(model_dir / 'canned'))
+                    str(model_dir / 'canned'),
+                    estimator_engine=engine == 'estimator')
   model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
       str(model_dir / 'canned')).get_variable_to_shape_map())
   config = _config(to, directory, spec_file, head, engine=engine,
                    mode='export', model=model, model_kwargs=kwargs,
-                   optimizer=deep or wide)
+                   optimizer=deep or wide,
+                   linear_optimizer=wide if model == 'wide_deep' else None)
   engines.ENGINES[engine].run(config)
   served = _served(_export(to), test, output)
   worst = float(np.abs(served - predicted).max())

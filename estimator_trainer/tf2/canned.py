@@ -15,15 +15,18 @@ initial ones. A regression's weights absorb the package's label scale.
 """
 
 import dataclasses
+import os
 import re
 
 import numpy as np
+import tensorflow as tf
 
+from estimator_trainer import optimizers
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.tabular import feature_columns
 from estimator_trainer.tabular.models import scope_name
 
-_LINEAR, _DNN = 'linear/linear_model', 'dnn'
+_LINEAR = 'linear/linear_model'
 _DNN_INPUT = 'dnn/input_from_feature_columns/input_layer'
 # Keras optimizers' slots in canned checkpoints and in the package's
 # optimizers (their lists, indexed as the variables they were built on).
@@ -47,15 +50,15 @@ def shape(stored):
   while f'dnn/hiddenlayer_{index}/bias' in stored:
     hidden.append(int(stored[f'dnn/hiddenlayer_{index}/bias'][0]))
     index += 1
-  optimizers = {'linear': None, 'dnn': None}
-  for part in optimizers:
+  parts = {'linear': None, 'dnn': None}
+  for part in parts:
     present = part == 'dnn' and hidden or part == 'linear' and any(
         key.startswith(f'{_LINEAR}/') for key in stored)
     found = {m.group(1).lower() for m in map(_SLOT.match, stored)
              if m and m.group(2) == part}
     if present:
-      optimizers[part] = found.pop() if found else 'sgd'
-  if optimizers['linear'] and hidden:
+      parts[part] = found.pop() if found else 'sgd'
+  if parts['linear'] and hidden:
     model = 'wide_deep'
   else:
     model = 'dnn' if hidden else 'linear'
@@ -63,7 +66,7 @@ def shape(stored):
   if hidden and any(key.startswith(_DNN_INPUT) and '_X_' in key
                     for key in stored):
     kwargs['embed_crosses'] = True
-  return model, kwargs, optimizers['dnn'], optimizers['linear']
+  return model, kwargs, parts['dnn'], parts['linear']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,3 +231,31 @@ def carry(job, reader, checkpoint, optimizer_names):
                        'model of the feature spec: give the canned '
                        "model's columns")
   return step
+
+
+def save_for_estimator(job, optimizer_names, step):
+  """Writes `job`'s carried weights and slots as the package's estimator
+  engine names them (job.weight_names; a slot `<weight>/<v1 slot>`,
+  optimizers.SLOTS) into its model_dir at `step`."""
+  values = dict(zip(job.weight_names, (w.numpy() for w in job.model.weights)))
+  name_of = {w.ref(): n for w, n in zip(job.model.weights, job.weight_names)}
+  for optimizer, part in job.optimizer_parts:
+    name = optimizer_names[optimizer]
+    inner = getattr(optimizer, 'inner_optimizer', optimizer)
+    for v1_slot, attribute in optimizers.SLOTS[name]:
+      for index, variable in enumerate(part):
+        values[f'{name_of[variable.ref()]}/{v1_slot}'] = getattr(
+            inner, attribute)[index].numpy()
+    if name == 'adam':  # tf.compat.v1's Adam counts its steps in them.
+      values['beta1_power'] = np.float32(optimizers.ADAM_BETA_1**(step + 1))
+      values['beta2_power'] = np.float32(optimizers.ADAM_BETA_2**(step + 1))
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    for key, array in values.items():
+      tf.compat.v1.Variable(array, name=key)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(global_step.assign(step))
+      return tf.compat.v1.train.Saver().save(
+          session, os.path.join(job.config.model_dir, 'model.ckpt'),
+          global_step=step)

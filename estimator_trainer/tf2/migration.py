@@ -31,10 +31,12 @@ from estimator_trainer.tf2 import job as job_lib
 _logger = logging.getLogger(__name__)
 
 
-def convert(config, source):
+def convert(config, source, estimator_engine=False):
   """Writes into `config.model_dir` (which must hold no checkpoint) the TF2
   checkpoint of the Estimator checkpoint `source` (or its model_dir's
-  latest), of `config`'s model and optimizer. Returns its path."""
+  latest), of `config`'s model and optimizer. Returns its path. A canned
+  Estimator's (tf2/canned.py) may be carried to the package's estimator
+  engine instead: `estimator_engine`."""
   checkpoint = (tf.train.latest_checkpoint(source)
                 if tf.io.gfile.isdir(source) else source)
   if not checkpoint or not tf.io.gfile.exists(f'{checkpoint}.index'):
@@ -48,7 +50,7 @@ def convert(config, source):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
   if canned.is_canned(stored):
-    return _convert_canned(config, checkpoint, reader)
+    return _convert_canned(config, checkpoint, reader, estimator_engine)
   trained = _optimizer_of(stored)
   if config.optimizer == 'adam' and trained != 'adam':
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
@@ -100,11 +102,11 @@ def convert(config, source):
     raise TrainerError(f'{checkpoint}: cannot place {unplaced[0]}{more} '
                        f'(--optimizer={config.optimizer}, {linear}'
                        f'--model={config.model})')
-  return _save(job, config, checkpoint, step)
-
-
-def _save(job, config, checkpoint, step):
   job.save(step)
+  return _recorded(job, config, checkpoint, step)
+
+
+def _recorded(job, config, checkpoint, step):
   checkpoints.record_model(config.model_dir, config, job.source.spec)
   job.finish(trained=False)
   path = tf.train.latest_checkpoint(config.model_dir)
@@ -112,7 +114,7 @@ def _save(job, config, checkpoint, step):
   return path
 
 
-def _convert_canned(config, checkpoint, reader):
+def _convert_canned(config, checkpoint, reader, estimator_engine):
   """A canned Estimator's checkpoint (tf2/canned.py): the model of its
   shape, the optimizers of its slots; the flags' feature spec (its
   columns'), data and head."""
@@ -130,7 +132,11 @@ def _convert_canned(config, checkpoint, reader):
   if job.linear_optimizer:
     names[job.linear_optimizer] = config.linear_optimizer
   step = canned.carry(job, reader, checkpoint, names)
-  return _save(job, config, checkpoint, step)
+  if estimator_engine:
+    canned.save_for_estimator(job, names, step)
+  else:
+    job.save(step)
+  return _recorded(job, config, checkpoint, step)
 
 
 def _carry_averages(job, reader, checkpoint, names):
