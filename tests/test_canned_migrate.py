@@ -3,7 +3,11 @@
 model's served predictions are canned's own on the whole eval set."""
 
 import json
+import os
 import pathlib
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +25,7 @@ pytestmark = pytest.mark.estimator
 fc = tf.feature_column
 ROWS, EVAL_ROWS, STEPS = 320, 64, 30
 TOLERANCE = 1e-5
+OTHER = os.environ.get('OTHER_STACK_PYTHON')
 
 
 def _table(rng, rows):
@@ -134,9 +139,14 @@ def canned_runs(data, tmp_path_factory):
       output = 'predictions' if head == 'regression' else 'probabilities'
       predicted = np.array([p[output] for p in estimator.predict(
           _input_fn(test, label, 1))])
+      columns = {'linear': linear, 'dnn': dnn, 'both': linear[1:] + dnn}[
+          model]
+      estimator.export_saved_model(
+          str(model_dir / 'canned_export'),
+          tf.estimator.export.build_parsing_serving_input_receiver_fn(
+              fc.make_parse_example_spec(columns)))
       spec = feature_columns.feature_spec_from_columns(
-          {'linear': linear, 'dnn': dnn, 'both': linear[1:] + dnn}[model],
-          label, head=head)
+          columns, label, head=head)
       spec_file = model_dir / 'spec.json'
       spec_file.write_text(spec_lib.to_json(spec))
       done[canned] = (model_dir, spec_file, head, output, predicted)
@@ -175,3 +185,164 @@ def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
   print(f'{canned} carried, {engine}, TF {tf.__version__}: max |served - '
         f'canned| {worst:.2e}')
   assert worst <= TOLERANCE
+
+
+def _carried_config(model_dir, to, directory, spec_file, head, engine,
+                    **flags):
+  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
+      str(model_dir / 'canned')).get_variable_to_shape_map())
+  return _config(to, directory, spec_file, head, engine=engine, model=model,
+                 model_kwargs=kwargs, optimizer=deep or wide,
+                 linear_optimizer=wide if model == 'wide_deep' else None,
+                 **flags)
+
+
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_training_continues_from_the_carried_step_and_slots(
+    estimator, data, canned_runs, tmp_path, engine):
+  """Wide & deep: FTRL's and Adagrad's accumulators carried as canned left
+  them; a run of MORE steps then starts at canned's step."""
+  del estimator
+  directory = data[0]
+  model_dir, spec_file, head, _, _ = canned_runs('DNNLinearCombinedClassifier')
+  to = tmp_path / 'carried'
+  path = migration.convert(
+      _config(to, directory, spec_file, head, engine='ctl'),
+      str(model_dir / 'canned'), estimator_engine=engine == 'estimator')
+  assert path.endswith(f'-{STEPS}')
+  canned = tf.train.load_checkpoint(str(model_dir / 'canned'))
+  carried = tf.train.load_checkpoint(path)
+  slots = {key: carried.get_tensor(key)
+           for key in carried.get_variable_to_shape_map()}
+  # The deep logits' Adagrad accumulator, the wide bias's FTRL ones.
+  expected = {
+      'Adagrad': canned.get_tensor(
+          'training/Adagrad/dnn/logits/kernel/accumulator'),
+      'Ftrl': canned.get_tensor(
+          'training/Ftrl/linear/linear_model/bias_weights/accumulator'),
+      'Ftrl_1': canned.get_tensor(
+          'training/Ftrl/linear/linear_model/bias_weights/linear')}
+  for slot, value in expected.items():
+    assert any(array.shape == value.shape and np.array_equal(array, value)
+               for key, array in slots.items()
+               if key.endswith((f'/{slot}', '.ATTRIBUTES/VARIABLE_VALUE'))
+               ), slot
+  more = 5
+  engines.ENGINES[engine].run(_carried_config(
+      model_dir, to, directory, spec_file, head, engine, mode='train',
+      train_steps=STEPS + more, learning_rate=0.05))
+  assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
+
+
+def _other_stack(*args):
+  result = subprocess.run([OTHER, *args], capture_output=True, text=True,
+                          timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout
+
+
+_SERVE = '''
+import json, sys
+import estimator_trainer, tensorflow as tf
+serve = tf.saved_model.load(sys.argv[1]).signatures['predict']
+examples = tf.constant([bytes.fromhex(e) for e in json.load(sys.stdin)])
+print(tf.__version__)
+print(json.dumps(serve(examples=examples)[sys.argv[2]].numpy().tolist()))
+'''
+
+
+# About a minute each on 2 shared cores: two TensorFlow 2.21 processes.
+@pytest.mark.slow
+@pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
+                    "stack's python) unset")
+@pytest.mark.parametrize('canned', sorted(CANNED))
+def test_migrate_command_then_the_other_stack_serves_canned_predictions(
+    estimator, data, canned_runs, tmp_path, canned):
+  """`python -m estimator_trainer.migrate --from=CANNED_MODEL_DIR`, then
+  the TF 2.21 stack exports the carried model_dir (the model and
+  optimizers migrate read off the checkpoint are its record's) and serves
+  canned's predictions; a run there trains on from the carried step."""
+  del estimator
+  directory, _, test = data
+  model_dir, spec_file, head, output, predicted = canned_runs(canned)
+  to = tmp_path / 'carried'
+  data_flags = [f'--train_files={directory / "train.csv"}',
+                f'--eval_files={directory / "eval.csv"}',
+                f'--feature_spec={spec_file}', f'--head={head}',
+                '--lr_decay=none', '--shuffle_buffer=0']
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.migrate',
+       f'--from={model_dir / "canned"}', f'--to={to}', *data_flags],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == f'{to}/ckpt-{STEPS}'
+  _other_stack('-m', 'estimator_trainer.run', '--engine=ctl',
+               '--mode=export', f'--model_dir={to}', *data_flags)
+  serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
+  served = subprocess.run(
+      [OTHER, '-c', _SERVE, str(_export(to)), output],
+      input=json.dumps(serialized), capture_output=True, text=True,
+      timeout=600, check=False)
+  assert served.returncode == 0, served.stderr[-3000:]
+  version, values = served.stdout.strip().splitlines()[-2:]
+  worst = float(np.abs(np.array(json.loads(values)) - predicted).max())
+  print(f'{canned} carried, ctl, TF {version}: max |served - canned| '
+        f'{worst:.2e}')
+  assert version != tf.__version__ and worst <= TOLERANCE
+  log = subprocess.run(
+      [OTHER, '-m', 'estimator_trainer.run', '--engine=ctl', '--mode=train',
+       f'--model_dir={to}', f'--train_steps={STEPS + 5}', *data_flags],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert log.returncode == 0, log.stderr[-3000:]
+  assert f'Restoring {to}/ckpt-{STEPS}' in log.stderr
+
+
+def _saved_model_cli_show(directory):
+  """signature name -> (method, {input key: dtype}, {output key: dtype})
+  as `saved_model_cli show --all` prints them."""
+  result = subprocess.run(
+      [str(pathlib.Path(sys.executable).parent / 'saved_model_cli'), 'show',
+       '--dir', str(directory), '--all'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  shown = {}
+  for block in re.split(r"\nsignature_def\['", result.stdout)[1:]:
+    name = block.split("'", 1)[0]
+    if name == '__saved_model_init_op':
+      continue
+    found = {}
+    for side in ('inputs', 'outputs'):
+      found[side] = dict(re.findall(
+          side + r"\['([^']+)'\] tensor_info:\s+dtype: (\w+)", block))
+    method = re.search(r'Method name is: (\S+)', block).group(1)
+    shown[name] = (method, found['inputs'], found['outputs'])
+  return shown
+
+
+# What the TF2 engines' exports lack of canned's (docs/guide/canned.md):
+# Keras SavedModels have no classify/regress signatures.
+TF2_LACKS = {'classification', 'regression'}
+
+
+@pytest.mark.parametrize('canned', ['DNNClassifier', 'DNNRegressor'])
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,
+                                   canned, engine):
+  """A canned export and the package's export of the carried model:
+  the same signature names, input and output keys and dtypes, as
+  saved_model_cli shows them; the TF2 engines' lack TF2_LACKS."""
+  del estimator
+  directory = data[0]
+  model_dir, spec_file, head, _, _ = canned_runs(canned)
+  to = tmp_path / 'carried'
+  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
+                    str(model_dir / 'canned'),
+                    estimator_engine=engine == 'estimator')
+  engines.ENGINES[engine].run(_carried_config(
+      model_dir, to, directory, spec_file, head, engine, mode='export'))
+  theirs = _saved_model_cli_show(next((model_dir / 'canned_export').iterdir()))
+  ours = _saved_model_cli_show(_export(to))
+  expected = set(theirs) - (TF2_LACKS if engine == 'ctl' else set())
+  assert {'predict', 'serving_default'} <= expected
+  for name in expected:
+    assert ours.get(name) == theirs[name], name
