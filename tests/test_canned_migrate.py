@@ -32,13 +32,17 @@ def _table(rng, rows):
   table = {
       'age': rng.uniform(18, 80, rows).astype(np.float32),
       'hours': rng.uniform(0, 60, rows).astype(np.float32),
+      # Sorts after 'hours' by feature name, before 'hours_bucketized_...'
+      # by canned's column name: the DNN input rows' orders differ.
+      'hours_a': rng.uniform(0, 1, rows).astype(np.float32),
       'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
       'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
       'slot': rng.integers(0, 5, rows).astype(np.int64),
       'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
       'zone': rng.integers(0, 40, rows).astype(np.int64),
   }
-  score = ((table['age'] - 45) / 20 + (table['color'] == 'red') -
+  score = ((table['age'] - 45) / 20 + (table['color'] == 'red') +
+           table['hours_a'] -
            (table['size'] == 2) + (table['hours'] > 30) * 0.7)
   table['y'] = (score + rng.normal(0, 0.5, rows) > 0.2).astype(np.int64)
   # Of a few units: float32's rounding of hundreds would be ~1e-5.
@@ -47,6 +51,8 @@ def _table(rng, rows):
 
 
 def _columns(vocabulary_file):
+  # (A cross of an integer feature would parse it as a string in canned's
+  # serving, beside its hashed column's int64: canned cannot export that.)
   color = fc.categorical_column_with_vocabulary_list(
       'color', ['red', 'green', 'blue'], num_oov_buckets=2)
   size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
@@ -57,8 +63,9 @@ def _columns(vocabulary_file):
   hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
   age = fc.numeric_column('age')
   linear = [age, hours, color, size, slot, city, zone,
-            fc.crossed_column(['color', 'zone'], 24)]
-  dnn = [age, fc.embedding_column(color, 3, combiner='sqrtn'),
+            fc.crossed_column(['color', 'city'], 24)]
+  dnn = [age, fc.numeric_column('hours_a'),
+         fc.embedding_column(color, 3, combiner='sqrtn'),
          fc.indicator_column(size), fc.embedding_column(zone, 2),
          fc.embedding_column(hours, 2), fc.indicator_column(slot),
          fc.embedding_column(city, 2, combiner='sum')]

@@ -24,6 +24,7 @@ import tensorflow as tf
 from estimator_trainer import optimizers
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.tabular import feature_columns
+from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular.models import scope_name
 
 _LINEAR = 'linear/linear_model'
@@ -84,7 +85,9 @@ class Placement:
 
 def _canned_name(item):
   """A spec column's (or cross's) canned categorical/numeric column name."""
-  if getattr(item, 'kind', None) == 'float_discretized':
+  if isinstance(item, spec_lib.Cross):  # Named sorted, hashed in order.
+    return '_X_'.join(sorted(item.columns))
+  if item.kind == 'float_discretized':
     return f'{item.name}_bucketized'
   return item.name
 
