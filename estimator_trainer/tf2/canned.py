@@ -96,6 +96,7 @@ def _dnn_rows(model, items, inputs, stored):
   """The first hidden kernel's canned row of each of its rows: the pieces
   of the package's input layer in its order, each at its canned offset."""
   package, canned = [], {}
+  layers = {layer.name for layer in model.layers}
   for name in sorted(inputs):
     encoded, item = inputs[name], items[name]
     if encoded.kind == 'dense':
@@ -105,8 +106,7 @@ def _dnn_rows(model, items, inputs, stored):
       ids = np.array(feature_columns.canned_ids(item, encoded.cardinality))
       canned[f'{_canned_name(item)}_indicator'] = np.arange(ids.max() + 1)
       package.append((f'{_canned_name(item)}_indicator', ids))
-    elif not encoded.cross or f'dnn/embedding_{scope_name(name)}' in [
-        layer.name for layer in model.layers]:
+    elif f'dnn/embedding_{scope_name(name)}' in layers:  # (Not a cross's.)
       key = f'{_canned_name(item)}_embedding'
       width = model.get_layer(f'dnn/embedding_{scope_name(name)}').output_dim
       if f'{_DNN_INPUT}/{key}/embedding_weights' in stored:
