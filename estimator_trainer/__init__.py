@@ -7,6 +7,10 @@ The stable API legacy pipelines import:
                                    make_model_fn, make_run_config, model_params,
                                    train_and_evaluate, trainer_fn)
 
+and a canned Estimator's users, their feature columns as a feature spec:
+
+    from estimator_trainer import feature_spec_from_columns
+
 Its changes are listed in docs/CHANGELOG.md; a name removed or renamed keeps
 working for one release, with a DeprecationWarning naming its replacement.
 
@@ -25,6 +29,7 @@ __version__ = '0.2.0'
 
 _API = {
     'TrainConfig': 'estimator_trainer.config',
+    'feature_spec_from_columns': 'estimator_trainer.tabular.feature_columns',
     'make_input_fn': 'estimator_trainer.data',
     'model_fn': 'estimator_trainer.estimator',
     'make_model_fn': 'estimator_trainer.estimator',

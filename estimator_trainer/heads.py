@@ -83,7 +83,8 @@ class Head:
 
   def _all_classes(self, logits):
     batch = tf.shape(logits)[0]
-    ids = tf.range(len(self.class_names), dtype=tf.int64)
+    # int32, as canned's base_head.all_class_ids (class_ids are int64).
+    ids = tf.range(len(self.class_names), dtype=tf.int32)
     return {'all_class_ids': tf.tile(ids[None], [batch, 1]),
             'all_classes': tf.tile(tf.constant(self.class_names)[None],
                                    [batch, 1])}

@@ -9,6 +9,17 @@ every weight, the global step as the optimizer's `iterations`, and Adam's
 moments. A variable it cannot place fails the run, naming it. The Estimator
 model_dir is only read: it still resumes with `--engine=estimator`, and
 `--to` must hold no checkpoint. Exit codes as for `estimator_trainer.run`.
+
+A canned Estimator's model_dir (LinearClassifier, DNNClassifier,
+DNNLinearCombinedClassifier, their regressors; tf2/canned.py):
+
+    python -m estimator_trainer.migrate --from=<canned model_dir>
+        --to=<new model_dir> --feature_spec=<spec of its feature columns>
+        --train_files=... [--head=...] [--engine=estimator]
+
+its model, hidden units and optimizers are read off its checkpoint;
+`--engine=estimator` writes the package's estimator engine's checkpoint
+instead of the TF2 engines'.
 """
 
 import dataclasses
@@ -55,7 +66,9 @@ def main(argv):
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     # TensorFlow loads only now, after quiet_tensorflow (as in run.py).
     from estimator_trainer.tf2 import migration
-    print(migration.convert(config, source))
+    print(migration.convert(
+        config, source, estimator_engine=FLAGS['engine'].present and
+        FLAGS.engine == 'estimator'))
 
 
 if __name__ == '__main__':

@@ -12,6 +12,7 @@ from estimator_trainer import config
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
 ADAM_BETA_1 = 0.9  # Both defaults; migrate.py checks Estimator's steps by it.
+ADAM_BETA_2 = 0.999  # Both defaults (tf2/canned.py writes v1's powers).
 # tf.compat.v1.train's Adagrad and FTRL start their accumulators at 0.1 (as
 # Keras's do); v1's Adagrad divides by sqrt(accumulator) with no epsilon.
 INITIAL_ACCUMULATOR = 0.1

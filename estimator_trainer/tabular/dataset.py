@@ -117,6 +117,10 @@ class TabularData:
   def __str__(self):
     return str(self._source)
 
+  @property
+  def feature_spec(self):
+    return self._feature_spec
+
   def num_examples(self, split):
     return self._source.num_examples(split)
 

@@ -27,13 +27,15 @@ class EncodedInput:
   """One encoded input as a model sees it: `kind` 'dense' (float32
   [batch, width]) or 'ids' (int64 [batch] in [0, cardinality));
   `embedding_dim` from the feature spec (None: the model's default);
-  `cross`: a hashed cross (the wide part's only)."""
+  `cross`: a hashed cross (the wide part's only); `one_hot`: ids the deep
+  part takes one-hot, not embedded."""
 
   kind: str
   width: Optional[int] = None
   cardinality: Optional[int] = None
   embedding_dim: Optional[int] = None
   cross: bool = False
+  one_hot: bool = False
 
 
 def _variance(variance):
@@ -68,19 +70,20 @@ class Encoder(tf.Module):
       elif kind == 'float_discretized':
         layer = layers.Discretization(bin_boundaries=list(stats.boundaries))
         encoded = EncodedInput(IDS, cardinality=len(stats.boundaries) + 1,
-                               embedding_dim=dim)
+                               embedding_dim=dim, one_hot=column.one_hot)
       elif kind in spec_lib.CATEGORICAL_KINDS:
         lookup = (layers.StringLookup if column.dtype == 'string' else
                   layers.IntegerLookup)
+        num_oov = column.num_oov or OOV_INDICES
         layer = lookup(vocabulary=list(stats.vocabulary),
-                       num_oov_indices=OOV_INDICES)
+                       num_oov_indices=num_oov)
         encoded = EncodedInput(IDS, cardinality=len(stats.vocabulary) +
-                               OOV_INDICES,
-                               embedding_dim=dim)
+                               num_oov,
+                               embedding_dim=dim, one_hot=column.one_hot)
       else:  # Hashed.
         layer = layers.Hashing(num_bins=column.num_bins)
         encoded = EncodedInput(IDS, cardinality=column.num_bins,
-                               embedding_dim=dim)
+                               embedding_dim=dim, one_hot=column.one_hot)
       self._layers[column.name] = layer
       inputs[column.name] = encoded
     for cross in feature_spec.crosses:

@@ -31,7 +31,8 @@ from estimator_trainer import partitioning
 from estimator_trainer.errors import UsageError
 
 PARTS = ('linear', 'dnn')
-_FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross')
+_FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross',
+           'one_hot')
 HIDDEN_UNITS = (128, 64)
 MAX_EMBEDDING_DIM = 16
 
@@ -56,7 +57,7 @@ class Bias(tf.keras.layers.Layer):
     return inputs + self.bias
 
 
-def _scope_name(name):
+def scope_name(name):
   """Column `name` as a graph's name scope takes it (Estimator's graph
   names variables by scope): other characters become '_', and a name that
   cannot start a scope gets a prefix. The model's inputs stay keyed by
@@ -78,18 +79,18 @@ def _inputs(inputs):
             for name, value in inputs.items()}
   by_scope = {}
   for name in sorted(inputs):
-    other = by_scope.setdefault(_scope_name(name), name)
+    other = by_scope.setdefault(scope_name(name), name)
     if other != name:  # Two layers of one name: Keras would refuse them.
       raise UsageError(f'--model: columns {other!r} and {name!r} have the '
-                       f"same variable name {_scope_name(name)!r}; rename "
+                       f"same variable name {scope_name(name)!r}; rename "
                        'one')
   keras_inputs = {}
   for name, encoded in inputs.items():
     if encoded.kind == 'dense':
       keras_inputs[name] = tf.keras.Input(
-          (encoded.width,), name=_scope_name(name), dtype='float32')
+          (encoded.width,), name=scope_name(name), dtype='float32')
     elif encoded.kind == 'ids':
-      keras_inputs[name] = tf.keras.Input((), name=_scope_name(name),
+      keras_inputs[name] = tf.keras.Input((), name=scope_name(name),
                                           dtype='int64')
     else:
       raise UsageError(f'--model: input {name!r} has kind {encoded.kind!r}'
@@ -129,7 +130,7 @@ def _linear_logits(keras_inputs, names, inputs, logits_dimension,
   linear model needs no symmetry breaking."""
   terms = []
   for name in names:
-    layer_name = f'linear/weights_{_scope_name(name)}'
+    layer_name = f'linear/weights_{scope_name(name)}'
     if inputs[name].kind == 'ids':
       layer = partitioning.Embedding(
           inputs[name].cardinality, logits_dimension, name=layer_name,
@@ -167,6 +168,10 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
     encoded = inputs[name]
     if encoded.kind == 'dense':
       pieces.append(keras_inputs[name])
+    elif getattr(encoded, 'one_hot', False):  # Canned indicator_column's.
+      pieces.append(tf.keras.layers.CategoryEncoding(
+          encoded.cardinality, output_mode='one_hot',
+          name=f'dnn/one_hot_{scope_name(name)}')(keras_inputs[name]))
     elif embed_crosses or not encoded.cross:
       width = (encoded.embedding_dim or embedding_dim or
                default_embedding_dim(encoded.cardinality))
@@ -175,7 +180,7 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
           embeddings_initializer=seeds(
               tf.keras.initializers.TruncatedNormal,
               stddev=1 / math.sqrt(width)),
-          name=f'dnn/embedding_{_scope_name(name)}')(keras_inputs[name]))
+          name=f'dnn/embedding_{scope_name(name)}')(keras_inputs[name]))
   if not pieces:
     raise UsageError('--model: the deep part has no inputs (only crosses; '
                      'pass embed_crosses=true in --model_kwargs)')

@@ -46,7 +46,14 @@ class Column:
   float32, int64 or string, the kind's unless given (a float kind's may
   be int64: integers of TFRecords' int64_list used as numbers);
   `missing_indicator`: a float or float_normalized column's input also
-  says, 1 or 0, whether the value was missing (and filled)."""
+  says, 1 or 0, whether the value was missing (and filled).
+
+  Given rather than computed (a canned Estimator's feature columns give
+  them: tabular/feature_columns.py): `vocabulary` of a categorical column,
+  in its order; `boundaries` of a float_discretized one (num_bins then
+  len(boundaries) + 1); `num_oov`, a categorical column's out-of-vocabulary
+  ids (None: 1; several: a string hashes to one); `one_hot`, an id column
+  enters the deep part one-hot (canned indicator_column), not embedded."""
 
   name: str
   kind: str
@@ -55,10 +62,19 @@ class Column:
   default: Union[float, int, str, None] = None
   dtype: Optional[str] = None
   missing_indicator: bool = False
+  vocabulary: Optional[Tuple[Union[str, int], ...]] = None
+  boundaries: Optional[Tuple[float, ...]] = None
+  num_oov: Optional[int] = None
+  one_hot: bool = False
 
   def __post_init__(self):
     if self.dtype is None:
       object.__setattr__(self, 'dtype', kind_dtype(self.kind))
+    for field in ('vocabulary', 'boundaries'):
+      if isinstance(getattr(self, field), list):  # JSON's lists.
+        object.__setattr__(self, field, tuple(getattr(self, field)))
+    if self.boundaries is not None and self.num_bins is None:
+      object.__setattr__(self, 'num_bins', len(self.boundaries) + 1)
 
 
 def kind_dtype(kind):
@@ -120,7 +136,8 @@ class FeatureSpec:
 _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
-                'missing_indicator'}
+                'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
+                'one_hot'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -158,8 +175,11 @@ def to_json(spec):
     del values['name']
     if values['dtype'] == kind_dtype(column.kind):
       del values['dtype']  # The kind's: said by the kind.
-    if not values['missing_indicator']:
-      del values['missing_indicator']
+    for flag in ('missing_indicator', 'one_hot'):
+      if not values[flag]:
+        del values[flag]
+    if column.boundaries is not None:
+      del values['num_bins']  # Said by the boundaries.
     columns[column.name] = _set(values)
   values = _set({
       'name': spec.name, 'columns': columns,
@@ -266,7 +286,10 @@ def from_dict(values, origin='feature spec'):
                                       f'{key}.num_bins'),
         integer(column.get('embedding_dim'), f'{key}.embedding_dim'),
         column.get('default'), column.get('dtype'),
-        column.get('missing_indicator', False)))
+        column.get('missing_indicator', False), column.get('vocabulary'),
+        column.get('boundaries'),
+        integer(column.get('num_oov'), f'{key}.num_oov'),
+        column.get('one_hot', False)))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -345,6 +368,7 @@ def check(spec, origin='feature spec'):
       if column.default is not None:
         fail(f'{key}.missing_indicator', 'a column with a default has no '
              'missing values to indicate')
+    _check_given(column, key, fail)
     if column.default is not None and not _fits(column.default, column.dtype):
       fail(f'{key}.default', f'{column.default!r} is not a {column.dtype} '
            f'value (the kind {column.kind})')
@@ -385,6 +409,42 @@ def check(spec, origin='feature spec'):
     if spec.head == 'binary' and len(vocabulary) != 2:
       fail('label_vocabulary', f'a binary head has 2 classes, got '
            f'{len(vocabulary)}')
+
+
+def _check_given(column, key, fail):
+  """The fields a canned Estimator's columns give (see Column)."""
+  if column.vocabulary is not None:
+    if column.kind not in CATEGORICAL_KINDS:
+      fail(f'{key}.vocabulary', f'only for categorical columns, not '
+           f'{column.kind}')
+    if not column.vocabulary or not all(
+        _fits(v, column.dtype) for v in column.vocabulary):
+      fail(f'{key}.vocabulary', f'expected a non-empty list of '
+           f'{column.dtype} values')
+    if len(set(column.vocabulary)) != len(column.vocabulary):
+      fail(f'{key}.vocabulary', 'a value listed twice')
+  if column.boundaries is not None:
+    if column.kind != 'float_discretized':
+      fail(f'{key}.boundaries', f'only for float_discretized columns, not '
+           f'{column.kind}')
+    values = column.boundaries
+    if (not values or not all(_fits(v, 'float32') for v in values) or
+        list(values) != sorted(set(values))):
+      fail(f'{key}.boundaries', 'expected increasing numbers')
+    if column.num_bins != len(values) + 1:
+      fail(f'{key}.num_bins', f'{column.num_bins}, but {len(values)} '
+           'boundaries make len(boundaries) + 1 bins')
+  if column.num_oov is not None:
+    if column.kind not in CATEGORICAL_KINDS:
+      fail(f'{key}.num_oov', f'only for categorical columns, not '
+           f'{column.kind}')
+    if column.num_oov > 1 and column.dtype != 'string':
+      # IntegerLookup spreads them by modulo, canned by hash: no counterpart.
+      fail(f'{key}.num_oov', 'more than 1 only for string columns')
+  if column.one_hot not in (False, True):
+    fail(f'{key}.one_hot', f'expected true or false, got {column.one_hot!r}')
+  if column.one_hot and column.kind in ('float', 'float_normalized'):
+    fail(f'{key}.one_hot', f'a {column.kind} column has no ids')
 
 
 def _fits(value, dtype):

@@ -137,6 +137,8 @@ def _number_statistics(column, values):
     return ColumnStatistics(
         mean=fill, variance=float(present.var()) if present.size else 1.0,
         fill=fill)
+  if column.kind == 'float_discretized' and column.boundaries is not None:
+    return ColumnStatistics(boundaries=column.boundaries, fill=fill)
   if column.kind == 'float_discretized':
     quantiles = np.linspace(0, 1, column.num_bins + 1)[1:-1]
     return ColumnStatistics(boundaries=tuple(
@@ -157,8 +159,10 @@ def compute(feature_spec, columns, head=None, max_vocabulary=None):
     if column.kind in spec_lib.FLOAT_KINDS:
       stats[column.name] = _number_statistics(column, values)
     elif column.kind in spec_lib.CATEGORICAL_KINDS:
+      # A given vocabulary (the spec's) as given: order and all.
       stats[column.name] = ColumnStatistics(
-          vocabulary=_vocabulary(column, values, max_vocabulary))
+          vocabulary=column.vocabulary or
+          _vocabulary(column, values, max_vocabulary))
   labels = columns[feature_spec.label] if isinstance(feature_spec.label,
                                                      str) else None
   num_classes = None

@@ -8,6 +8,7 @@ mixed_float16's loss scale are placed; a variable that cannot be placed
 fails, naming it.
 """
 
+import dataclasses
 import logging
 import os
 
@@ -20,19 +21,22 @@ from estimator_trainer import layout
 from estimator_trainer import loss_scale
 from estimator_trainer import optimizers
 from estimator_trainer import weights
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.layout import AVERAGE_SUFFIX
 from estimator_trainer.optimizers import ADAM_BETA_1
 from estimator_trainer.tabular import dataset
+from estimator_trainer.tf2 import canned
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
 
 
-def convert(config, source):
+def convert(config, source, estimator_engine=False):
   """Writes into `config.model_dir` (which must hold no checkpoint) the TF2
   checkpoint of the Estimator checkpoint `source` (or its model_dir's
-  latest), of `config`'s model and optimizer. Returns its path."""
+  latest), of `config`'s model and optimizer. Returns its path. A canned
+  Estimator's (tf2/canned.py) may be carried to the package's estimator
+  engine instead: `estimator_engine`."""
   checkpoint = (tf.train.latest_checkpoint(source)
                 if tf.io.gfile.isdir(source) else source)
   if not checkpoint or not tf.io.gfile.exists(f'{checkpoint}.index'):
@@ -45,6 +49,8 @@ def convert(config, source):
   if tf.train.latest_checkpoint(config.model_dir):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
+  if canned.is_canned(stored):
+    return _convert_canned(config, checkpoint, reader, estimator_engine)
   trained = _optimizer_of(stored)
   if config.optimizer == 'adam' and trained != 'adam':
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
@@ -97,11 +103,40 @@ def convert(config, source):
                        f'(--optimizer={config.optimizer}, {linear}'
                        f'--model={config.model})')
   job.save(step)
+  return _recorded(job, config, checkpoint, step)
+
+
+def _recorded(job, config, checkpoint, step):
   checkpoints.record_model(config.model_dir, config, job.source.spec)
   job.finish(trained=False)
   path = tf.train.latest_checkpoint(config.model_dir)
   _logger.info('Carried %s over to %s (step %d)', checkpoint, path, step)
   return path
+
+
+def _convert_canned(config, checkpoint, reader, estimator_engine):
+  """A canned Estimator's checkpoint (tf2/canned.py): the model of its
+  shape, the optimizers of its slots; the flags' feature spec (its
+  columns'), data and head."""
+  if not config.feature_spec:
+    raise UsageError(f'--from {checkpoint} is a canned Estimator\'s: give '
+                     '--feature_spec (feature_spec_from_columns of its '
+                     'feature columns) and its --train_files')
+  model, kwargs, deep, wide = canned.shape(
+      reader.get_variable_to_shape_map())
+  config = dataclasses.replace(
+      config, model=model, model_kwargs=kwargs, optimizer=deep or wide,
+      linear_optimizer=wide if model == 'wide_deep' else None)
+  job = job_lib.Job(config)
+  names = {job.optimizer: config.optimizer}
+  if job.linear_optimizer:
+    names[job.linear_optimizer] = config.linear_optimizer
+  step = canned.carry(job, reader, checkpoint, names)
+  if estimator_engine:
+    canned.save_for_estimator(job, names, step)
+  else:
+    job.save(step)
+  return _recorded(job, config, checkpoint, step)
 
 
 def _carry_averages(job, reader, checkpoint, names):

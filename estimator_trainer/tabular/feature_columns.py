@@ -1,0 +1,249 @@
+"""A canned Estimator's `tf.feature_column`s -> the FeatureSpec of the same
+inputs, their meaning kept:
+
+  numeric_column                       float (dtype int64 if it is), its
+                                       default_value the column's default
+  bucketized_column                    float_discretized, its boundaries
+  categorical_column_with_vocabulary_  string/integer_categorical, the
+    list / _file                       vocabulary in its order, num_oov
+                                       its num_oov_buckets (at least 1)
+  categorical_column_with_identity     integer_categorical of 0..n-1
+  categorical_column_with_hash_bucket  string/integer_hashed (both hash
+                                       with string_to_hash_bucket_fast)
+  crossed_column of column keys        a cross (HashedCrossing: the same
+                                       sparse_cross_hashed)
+  embedding_column                     the column's embedding_dim
+  indicator_column                     the column's one_hot
+
+The columns are read by their attributes, not their classes: this module
+imports no feature column code (TF 2.21 has none). Statistics the columns
+give (vocabularies, boundaries) are the spec's, used as given. Whatever has
+no counterpart raises a one-line UsageError naming the column.
+
+Ids differ in one way: the package's out-of-vocabulary ids come first
+(0..num_oov-1), canned's after the vocabulary; tf2/canned.py reorders the
+weights' rows.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import spec as spec_lib
+
+# Single-valued ids (a spec column holds one value an example): the mean,
+# the sum and sqrtn of one embedding are that embedding.
+_COMBINERS = ('mean', 'sum', 'sqrtn')
+
+
+def _kind_of(column):
+  return type(column).__name__.lstrip('_')
+
+
+def _fail(column, message):
+  raise UsageError(f'feature column {getattr(column, "name", column)!r}: '
+                   f'{message}')
+
+
+def _dtype(column, dtype):
+  dtype = tf.as_dtype(dtype)
+  if dtype == tf.string:
+    return 'string'
+  if dtype.is_integer:
+    return 'int64'
+  if dtype.is_floating:
+    return 'float32'
+  _fail(column, f'dtype {dtype.name} has no counterpart')
+
+
+def _numeric(column):
+  """A numeric_column's (key, dtype name, default), or a one-line error."""
+  if column.normalizer_fn is not None:
+    _fail(column, 'its normalizer_fn is a Python function and cannot be '
+          'read; drop it and use the kind float_normalized (mean and '
+          'variance of the training data) or normalize the data yourself')
+  if tuple(column.shape) not in ((), (1,)):
+    _fail(column, f'shape {tuple(column.shape)}: the spec\'s columns hold '
+          'one number an example')
+  default = column.default_value
+  if default is not None:
+    default = default[0] if isinstance(default, (tuple, list)) else default
+  return column.key, _dtype(column, column.dtype), default
+
+
+def _vocabulary_file(column):
+  try:
+    with tf.io.gfile.GFile(column.vocabulary_file) as f:
+      lines = f.read().splitlines()
+  except (OSError, tf.errors.OpError) as e:
+    _fail(column, f'cannot read its vocabulary file '
+          f'{column.vocabulary_file} ({str(e).splitlines()[0]})')
+  if column.vocabulary_size is not None:
+    lines = lines[:column.vocabulary_size]
+  return lines
+
+
+def _categorical(column):
+  """A categorical column's spec Column (without embedding or one-hot)."""
+  kind = _kind_of(column)
+  if kind == 'HashedCategoricalColumn':
+    dtype = _dtype(column, column.dtype)
+    return spec_lib.Column(
+        column.key, 'string_hashed' if dtype == 'string' else
+        'integer_hashed', num_bins=column.hash_bucket_size)
+  if kind == 'IdentityCategoricalColumn':
+    if column.default_value is not None:
+      _fail(column, 'a default_value (out-of-range ids as one id) has no '
+            'counterpart: out-of-range ids are the package\'s '
+            'out-of-vocabulary id')
+    return spec_lib.Column(column.key, 'integer_categorical',
+                           vocabulary=tuple(range(column.num_buckets)))
+  if kind in ('VocabularyListCategoricalColumn',
+              'VocabularyFileCategoricalColumn'):
+    dtype = _dtype(column, column.dtype)
+    if column.num_oov_buckets == 0 and column.default_value not in (None, -1):
+      _fail(column, f'default_value {column.default_value} (unknown values '
+            'as a vocabulary id) has no counterpart; use num_oov_buckets')
+    vocabulary = (list(column.vocabulary_list) if kind.startswith(
+        'VocabularyList') else _vocabulary_file(column))
+    if dtype == 'int64':
+      vocabulary = [int(v) for v in vocabulary]
+    else:
+      vocabulary = [v.decode() if isinstance(v, bytes) else str(v)
+                    for v in vocabulary]
+    # num_oov_buckets 0: canned drops an unknown value (no weight); the
+    # package gives it out-of-vocabulary id 0, its weights carried as zero.
+    num_oov = column.num_oov_buckets or 1
+    if num_oov > 1 and dtype != 'string':
+      _fail(column, f'num_oov_buckets {num_oov} of integers: canned hashes '
+            'them, Keras IntegerLookup takes a modulo')
+    return spec_lib.Column(
+        column.key, 'string_categorical' if dtype == 'string' else
+        'integer_categorical', vocabulary=tuple(vocabulary),
+        num_oov=None if num_oov == 1 else num_oov)
+  if kind == 'BucketizedColumn':
+    key, dtype, default = _numeric(column.source_column)
+    return spec_lib.Column(key, 'float_discretized', default=default,
+                           dtype=dtype,
+                           boundaries=tuple(float(b) for b in
+                                            column.boundaries))
+  if kind == 'WeightedCategoricalColumn':
+    _fail(column, 'a weighted_categorical_column cannot be carried: a spec '
+          'column holds one value an example, with no weight per id')
+  _fail(column, f'{kind} has no counterpart in the feature spec')
+
+
+def _merged(old, new, name):
+  """One spec item of two canned columns of the same feature (e.g. the
+  linear part's categorical column and the deep part's embedding of it):
+  the fields one of them sets."""
+  merged = {}
+  for field, was in old.__dict__.items():
+    value = new.__dict__[field]
+    if was in (None, False) or was == value:
+      merged[field] = value
+    elif value in (None, False):
+      merged[field] = was
+    else:
+      _fail(name, f'{field} {was!r} and {value!r}: two columns of one '
+            'feature differ (the spec has one column a feature)')
+  if merged.get('one_hot') and merged.get('embedding_dim'):
+    _fail(name, 'both embedded and one-hot: the spec has one column a '
+          'feature')
+  return type(old)(**merged)
+
+
+class _Builder:
+  """Collects spec columns and crosses by name."""
+
+  def __init__(self):
+    self.items = {'columns': {}, 'crosses': {}}
+
+  def add(self, item, key='columns'):
+    items = self.items[key]
+    items[item.name] = (_merged(items[item.name], item, item.name)
+                        if item.name in items else item)
+
+  def cross(self, column, embedding_dim=None):
+    if column.hash_key is not None:
+      _fail(column, 'a hash_key of its own has no counterpart (Keras '
+            'HashedCrossing hashes with the default one)')
+    keys = tuple(column.keys)
+    if not all(isinstance(key, str) for key in keys):
+      _fail(column, 'crosses of feature columns (their ids) have no '
+            'counterpart; cross the features by name')
+    self.add(spec_lib.Cross(keys, column.hash_bucket_size, embedding_dim),
+             'crosses')
+
+
+def feature_spec_from_columns(feature_columns, label, head=None, label_vocabulary=None,
+            weight=None, name='tabular'):
+  """The FeatureSpec of a canned Estimator's `feature_columns` (the linear
+  and the deep part's together: a column in both counts once), `label` its
+  label feature, `label_vocabulary` and `weight` (weight_column: a name
+  or a numeric_column) as given to it, `head` binary, multiclass or
+  regression. Raises a one-line UsageError naming a column that cannot be
+  carried. See the module's table."""
+  builder = _Builder()
+  for column in feature_columns:
+    kind = _kind_of(column)
+    if kind == 'NumericColumn':
+      key, dtype, default = _numeric(column)
+      builder.add(spec_lib.Column(key, 'float', default=default,
+                                  dtype=dtype))
+    elif kind in ('EmbeddingColumn', 'IndicatorColumn'):
+      inner = column.categorical_column
+      if kind == 'EmbeddingColumn':
+        _check_embedding(column)
+        fields = {'embedding_dim': column.dimension}
+      else:
+        fields = {'one_hot': True}
+      if _kind_of(inner) == 'CrossedColumn':
+        if kind == 'IndicatorColumn':
+          _fail(column, 'one-hot crosses have no counterpart; embed it')
+        builder.cross(inner, column.dimension)
+      else:
+        builder.add(dataclasses.replace(_categorical(inner), **fields))
+    elif kind == 'CrossedColumn':
+      builder.cross(column)
+    else:
+      builder.add(_categorical(column))
+  if weight is not None and not isinstance(weight, str):
+    weight = _numeric(weight)[0]
+  spec = spec_lib.FeatureSpec(
+      tuple(builder.items['columns'].values()), label,
+      tuple(builder.items['crosses'].values()),
+      tuple(label_vocabulary) if label_vocabulary else None, weight, head,
+      name)
+  spec_lib.check(spec, 'feature columns')
+  return spec
+
+
+def _check_embedding(column):
+  if column.combiner not in _COMBINERS:
+    _fail(column, f'combiner {column.combiner!r} has no counterpart')
+  if column.max_norm is not None:
+    _fail(column, 'max_norm has no counterpart (Keras Embedding clips no '
+          'norms)')
+  if not column.trainable:
+    _fail(column, 'trainable=False has no counterpart (the package trains '
+          'every embedding)')
+  if column.ckpt_to_load_from is not None:
+    _fail(column, 'ckpt_to_load_from: carry the trained model_dir with '
+          'migrate instead')
+
+
+def canned_ids(column, cardinality):
+  """For each of the package's ids of spec `column` (or cross), 0 to
+  `cardinality` - 1, canned's id of the same values, -1 where canned has
+  none (it drops an unknown value of a vocabulary without
+  num_oov_buckets): the row of a canned weight matrix that is the row of
+  the package's. Ids of other kinds are canned's."""
+  if getattr(column, 'vocabulary', None) is None:
+    return list(range(cardinality))
+  size = len(column.vocabulary)
+  num_oov = cardinality - size
+  # Identity columns (and num_oov_buckets 0) have no canned oov bucket.
+  canned_oov = [size + i for i in range(num_oov)] if column.num_oov else [-1]
+  return canned_oov + list(range(size))

@@ -1,0 +1,356 @@
+"""A canned Estimator's model_dir carried over (tf2/canned.py, migrate
+--from): trained by canned code on columns of every kind, the carried
+model's served predictions are canned's own on the whole eval set."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import engines
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.tabular import feature_columns
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tf2 import canned as canned_lib
+from estimator_trainer.tf2 import migration
+import tabular_sets
+
+pytestmark = pytest.mark.estimator
+fc = tf.feature_column
+ROWS, EVAL_ROWS, STEPS = 320, 64, 30
+TOLERANCE = 1e-5
+OTHER = os.environ.get('OTHER_STACK_PYTHON')
+
+
+def _table(rng, rows):
+  table = {
+      'age': rng.uniform(18, 80, rows).astype(np.float32),
+      'hours': rng.uniform(0, 60, rows).astype(np.float32),
+      # Sorts after 'hours' by feature name, before 'hours_bucketized_...'
+      # by canned's column name: the DNN input rows' orders differ.
+      'hours_a': rng.uniform(0, 1, rows).astype(np.float32),
+      'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
+      'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
+      'slot': rng.integers(0, 5, rows).astype(np.int64),
+      'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
+      'zone': rng.integers(0, 40, rows).astype(np.int64),
+  }
+  score = ((table['age'] - 45) / 20 + (table['color'] == 'red') +
+           table['hours_a'] -
+           (table['size'] == 2) + (table['hours'] > 30) * 0.7)
+  table['y'] = (score + rng.normal(0, 0.5, rows) > 0.2).astype(np.int64)
+  # Of a few units: float32's rounding of hundreds would be ~1e-5.
+  table['price'] = (score * 2 + 3).astype(np.float32)
+  return table
+
+
+def _columns(vocabulary_file):
+  # (A cross of an integer feature would parse it as a string in canned's
+  # serving, beside its hashed column's int64: canned cannot export that.)
+  color = fc.categorical_column_with_vocabulary_list(
+      'color', ['red', 'green', 'blue'], num_oov_buckets=2)
+  size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
+                                                    dtype=tf.int64)
+  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file)
+  slot = fc.categorical_column_with_identity('slot', 5)
+  zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
+  hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
+  age = fc.numeric_column('age')
+  linear = [age, hours, color, size, slot, city, zone,
+            fc.crossed_column(['color', 'city'], 24)]
+  dnn = [age, fc.numeric_column('hours_a'),
+         fc.embedding_column(color, 3, combiner='sqrtn'),
+         fc.indicator_column(size), fc.embedding_column(zone, 2),
+         fc.embedding_column(hours, 2), fc.indicator_column(slot),
+         fc.embedding_column(city, 2, combiner='sum')]
+  return linear, dnn
+
+
+def _wide_deep(e, linear, dnn, model_dir, **kwargs):
+  # The package's wide part takes ids: the numeric column is the deep's.
+  return e.DNNLinearCombinedClassifier(
+      model_dir, linear_feature_columns=[c for c in linear
+                                         if c.name != 'age'],
+      dnn_feature_columns=dnn, dnn_hidden_units=[8, 4], **kwargs)
+
+
+# canned name -> (its Estimator of (tf.estimator, linear columns, deep
+# columns, model_dir, its keyword arguments), its columns, its label).
+CANNED = {
+    'LinearClassifier': (lambda e, lin, dnn, d, **kw: e.LinearClassifier(
+        lin, d, optimizer='Ftrl', **kw), 'linear', 'y'),
+    'DNNClassifier': (lambda e, lin, dnn, d, **kw: e.DNNClassifier(
+        [8, 4], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'y'),
+    'DNNRegressor': (lambda e, lin, dnn, d, **kw: e.DNNRegressor(
+        [8], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'price'),
+    # Its default optimizers: FTRL for the wide part, Adagrad the deep.
+    'DNNLinearCombinedClassifier': (_wide_deep, 'both', 'y'),
+}
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('canned')
+  rng = np.random.default_rng(7)
+  train, test = _table(rng, ROWS), _table(rng, EVAL_ROWS)
+  for name, table in (('train', train), ('eval', test)):
+    tabular_sets._write_csv(directory / f'{name}.csv', table)  # pylint: disable=protected-access
+  (directory / 'cities.txt').write_text('rome\nparis\noslo\n')
+  return directory, train, test
+
+
+def _features(table):
+  return {k: v for k, v in table.items() if k not in ('y', 'price')}
+
+
+def _input_fn(table, label, repeat):
+  return lambda: tf.data.Dataset.from_tensor_slices(
+      (_features(table), table[label])).batch(32).repeat(repeat)
+
+
+def _served(export_dir, table, output):
+  serve = tf.saved_model.load(str(export_dir)).signatures['predict']
+  served = serve(examples=tf.constant(tabular_sets.examples(
+      _features(table))))
+  return served[output].numpy()
+
+
+def _export(model_dir):
+  exports = sorted((pathlib.Path(model_dir) / 'export').glob('*/*'))
+  assert len(exports) == 1, exports
+  return exports[0]
+
+
+@pytest.fixture(scope='module')
+def canned_runs(data, tmp_path_factory):
+  """canned name -> (its model_dir, spec file, head, canned's predictions
+  of the eval set), trained on first use."""
+  directory, train, test = data
+  done = {}
+
+  def run(canned):
+    if canned not in done:
+      make, model, label = CANNED[canned]
+      linear, dnn = _columns(str(directory / 'cities.txt'))
+      head = 'regression' if label == 'price' else 'binary'
+      model_dir = tmp_path_factory.mktemp(canned)
+      estimator = make(tf.estimator, linear, dnn, str(model_dir / 'canned'),
+                       config=tf.estimator.RunConfig(tf_random_seed=1))
+      estimator.train(_input_fn(train, label, None), steps=STEPS)
+      output = 'predictions' if head == 'regression' else 'probabilities'
+      predicted = np.array([p[output] for p in estimator.predict(
+          _input_fn(test, label, 1))])
+      columns = {'linear': linear, 'dnn': dnn, 'both': linear[1:] + dnn}[
+          model]
+      estimator.export_saved_model(
+          str(model_dir / 'canned_export'),
+          tf.estimator.export.build_parsing_serving_input_receiver_fn(
+              fc.make_parse_example_spec(columns)))
+      spec = feature_columns.feature_spec_from_columns(
+          columns, label, head=head)
+      spec_file = model_dir / 'spec.json'
+      spec_file.write_text(spec_lib.to_json(spec))
+      done[canned] = (model_dir, spec_file, head, output, predicted)
+    return done[canned]
+
+  return run
+
+
+def _config(model_dir, data_dir, spec_file, head, **flags):
+  return TrainConfig(
+      model_dir=str(model_dir), train_files=str(data_dir / 'train.csv'),
+      eval_files=str(data_dir / 'eval.csv'), feature_spec=str(spec_file),
+      head=head, lr_decay='none', shuffle_buffer=0, **flags)
+
+
+@pytest.mark.parametrize('canned', sorted(CANNED))
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
+                                                 tmp_path, canned, engine):
+  del estimator  # The fixture: skips without tf.estimator.
+  directory, _, test = data
+  model_dir, spec_file, head, output, predicted = canned_runs(canned)
+  to = tmp_path / 'carried'
+  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
+                    str(model_dir / 'canned'),
+                    estimator_engine=engine == 'estimator')
+  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
+      str(model_dir / 'canned')).get_variable_to_shape_map())
+  config = _config(to, directory, spec_file, head, engine=engine,
+                   mode='export', model=model, model_kwargs=kwargs,
+                   optimizer=deep or wide,
+                   linear_optimizer=wide if model == 'wide_deep' else None)
+  engines.ENGINES[engine].run(config)
+  served = _served(_export(to), test, output)
+  worst = float(np.abs(served - predicted).max())
+  print(f'{canned} carried, {engine}, TF {tf.__version__}: max |served - '
+        f'canned| {worst:.2e}')
+  assert worst <= TOLERANCE
+
+
+def _carried_config(model_dir, to, directory, spec_file, head, engine,
+                    **flags):
+  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
+      str(model_dir / 'canned')).get_variable_to_shape_map())
+  return _config(to, directory, spec_file, head, engine=engine, model=model,
+                 model_kwargs=kwargs, optimizer=deep or wide,
+                 linear_optimizer=wide if model == 'wide_deep' else None,
+                 **flags)
+
+
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_training_continues_from_the_carried_step_and_slots(
+    estimator, data, canned_runs, tmp_path, engine):
+  """Wide & deep: FTRL's and Adagrad's accumulators carried as canned left
+  them; a run of MORE steps then starts at canned's step."""
+  del estimator
+  directory = data[0]
+  model_dir, spec_file, head, _, _ = canned_runs('DNNLinearCombinedClassifier')
+  to = tmp_path / 'carried'
+  path = migration.convert(
+      _config(to, directory, spec_file, head, engine='ctl'),
+      str(model_dir / 'canned'), estimator_engine=engine == 'estimator')
+  assert path.endswith(f'-{STEPS}')
+  canned = tf.train.load_checkpoint(str(model_dir / 'canned'))
+  carried = tf.train.load_checkpoint(path)
+  slots = {key: carried.get_tensor(key)
+           for key in carried.get_variable_to_shape_map()}
+  # The deep logits' Adagrad accumulator, the wide bias's FTRL ones.
+  expected = {
+      'Adagrad': canned.get_tensor(
+          'training/Adagrad/dnn/logits/kernel/accumulator'),
+      'Ftrl': canned.get_tensor(
+          'training/Ftrl/linear/linear_model/bias_weights/accumulator'),
+      'Ftrl_1': canned.get_tensor(
+          'training/Ftrl/linear/linear_model/bias_weights/linear')}
+  for slot, value in expected.items():
+    assert any(array.shape == value.shape and np.array_equal(array, value)
+               for key, array in slots.items()
+               if key.endswith((f'/{slot}', '.ATTRIBUTES/VARIABLE_VALUE'))
+               ), slot
+  more = 5
+  engines.ENGINES[engine].run(_carried_config(
+      model_dir, to, directory, spec_file, head, engine, mode='train',
+      train_steps=STEPS + more, learning_rate=0.05))
+  assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
+
+
+def _other_stack(*args):
+  result = subprocess.run([OTHER, *args], capture_output=True, text=True,
+                          timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout
+
+
+_SERVE = '''
+import json, sys
+import estimator_trainer, tensorflow as tf
+serve = tf.saved_model.load(sys.argv[1]).signatures['predict']
+examples = tf.constant([bytes.fromhex(e) for e in json.load(sys.stdin)])
+print(tf.__version__)
+print(json.dumps(serve(examples=examples)[sys.argv[2]].numpy().tolist()))
+'''
+
+
+# About a minute each on 2 shared cores: two TensorFlow 2.21 processes.
+@pytest.mark.slow
+@pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
+                    "stack's python) unset")
+@pytest.mark.parametrize('canned', sorted(CANNED))
+def test_migrate_command_then_the_other_stack_serves_canned_predictions(
+    estimator, data, canned_runs, tmp_path, canned):
+  """`python -m estimator_trainer.migrate --from=CANNED_MODEL_DIR`, then
+  the TF 2.21 stack exports the carried model_dir (the model and
+  optimizers migrate read off the checkpoint are its record's) and serves
+  canned's predictions; a run there trains on from the carried step."""
+  del estimator
+  directory, _, test = data
+  model_dir, spec_file, head, output, predicted = canned_runs(canned)
+  to = tmp_path / 'carried'
+  data_flags = [f'--train_files={directory / "train.csv"}',
+                f'--eval_files={directory / "eval.csv"}',
+                f'--feature_spec={spec_file}', f'--head={head}',
+                '--lr_decay=none', '--shuffle_buffer=0']
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.migrate',
+       f'--from={model_dir / "canned"}', f'--to={to}', *data_flags],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == f'{to}/ckpt-{STEPS}'
+  _other_stack('-m', 'estimator_trainer.run', '--engine=ctl',
+               '--mode=export', f'--model_dir={to}', *data_flags)
+  serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
+  served = subprocess.run(
+      [OTHER, '-c', _SERVE, str(_export(to)), output],
+      input=json.dumps(serialized), capture_output=True, text=True,
+      timeout=600, check=False)
+  assert served.returncode == 0, served.stderr[-3000:]
+  version, values = served.stdout.strip().splitlines()[-2:]
+  worst = float(np.abs(np.array(json.loads(values)) - predicted).max())
+  print(f'{canned} carried, ctl, TF {version}: max |served - canned| '
+        f'{worst:.2e}')
+  assert version != tf.__version__ and worst <= TOLERANCE
+  log = subprocess.run(
+      [OTHER, '-m', 'estimator_trainer.run', '--engine=ctl', '--mode=train',
+       f'--model_dir={to}', f'--train_steps={STEPS + 5}', *data_flags],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert log.returncode == 0, log.stderr[-3000:]
+  assert f'Restoring {to}/ckpt-{STEPS}' in log.stderr
+
+
+def _saved_model_cli_show(directory):
+  """signature name -> (method, {input key: dtype}, {output key: dtype})
+  as `saved_model_cli show --all` prints them."""
+  result = subprocess.run(
+      [str(pathlib.Path(sys.executable).parent / 'saved_model_cli'), 'show',
+       '--dir', str(directory), '--all'],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  shown = {}
+  for block in re.split(r"\nsignature_def\['", result.stdout)[1:]:
+    name = block.split("'", 1)[0]
+    if name == '__saved_model_init_op':
+      continue
+    found = {}
+    for side in ('inputs', 'outputs'):
+      found[side] = dict(re.findall(
+          side + r"\['([^']+)'\] tensor_info:\s+dtype: (\w+)", block))
+    method = re.search(r'Method name is: (\S+)', block).group(1)
+    shown[name] = (method, found['inputs'], found['outputs'])
+  return shown
+
+
+# The canned signatures the TF2 engines' exports offer alike
+# (docs/guide/canned.md): a SavedModel of tf.saved_model.save has no
+# classify or regress signatures, and its serving_default is `predict`'s.
+TF2_ALIKE = {'predict'}
+
+
+@pytest.mark.parametrize('canned', ['DNNClassifier', 'DNNRegressor'])
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,
+                                   canned, engine):
+  """A canned export and the package's export of the carried model:
+  the same signature names, input and output keys and dtypes, as
+  saved_model_cli shows them (the TF2 engines': TF2_ALIKE)."""
+  del estimator
+  directory = data[0]
+  model_dir, spec_file, head, _, _ = canned_runs(canned)
+  to = tmp_path / 'carried'
+  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
+                    str(model_dir / 'canned'),
+                    estimator_engine=engine == 'estimator')
+  engines.ENGINES[engine].run(_carried_config(
+      model_dir, to, directory, spec_file, head, engine, mode='export'))
+  theirs = _saved_model_cli_show(next((model_dir / 'canned_export').iterdir()))
+  ours = _saved_model_cli_show(_export(to))
+  expected = TF2_ALIKE if engine == 'ctl' else set(theirs)
+  assert {'predict', 'serving_default'} <= set(theirs)
+  for name in expected:
+    assert ours.get(name) == theirs[name], (name, ours.get(name), theirs[name])

@@ -1,0 +1,141 @@
+"""tabular/feature_columns.py: a canned Estimator's feature columns -> the
+feature spec, each column's ids the same as canned's (up to the documented
+order of out-of-vocabulary ids), given statistics used as given."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import encoder as encoder_lib
+from estimator_trainer.tabular import feature_columns
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import statistics as statistics_lib
+
+fc = pytest.importorskip('tensorflow.compat.v1').feature_column
+
+# Values in and out of every vocabulary, below, between and on boundaries.
+RAW = {
+    'age': np.array([25., 33., 71., 18., 50., 40.], np.float32),
+    'hours': np.array([5., 10., 19.5, 40., 41., 20.], np.float32),
+    'color': np.array(['red', 'blue', 'pink', 'green', 'teal', 'plum'], object),
+    'size': np.array([3, 1, 2, 7, 3, 1], np.int64),
+    'slot': np.array([0, 4, 2, 1, 3, 9], np.int64),
+    'city': np.array(['paris', 'rome', 'oslo', 'x', 'paris', 'y'], object),
+    'zone': np.array([11, 3, 11, 5, 8, 9], np.int64),
+}
+
+
+def canned_columns(vocabulary_file):
+  """Every kind of column canned users have, as they write them."""
+  color = fc.categorical_column_with_vocabulary_list(
+      'color', ['red', 'green', 'blue'], num_oov_buckets=2)
+  size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
+                                                    dtype=tf.int64)
+  city = fc.categorical_column_with_vocabulary_file(
+      'city', vocabulary_file, vocabulary_size=3)
+  return {
+      'age': fc.numeric_column('age', default_value=30.0),
+      'hours': fc.bucketized_column(fc.numeric_column('hours'),
+                                    [10., 20., 40.]),
+      'color': color, 'size': size, 'city': city,
+      'slot': fc.categorical_column_with_identity('slot', 5),
+      'zone': fc.categorical_column_with_hash_bucket('zone', 7,
+                                                     dtype=tf.int64),
+      'color_X_zone': fc.crossed_column(['color', 'zone'], 13),
+      'embedded': fc.embedding_column(color, 4, combiner='sqrtn'),
+      'one_hot': fc.indicator_column(size),
+  }
+
+
+@pytest.fixture
+def columns(tmp_path):
+  path = tmp_path / 'cities.txt'
+  path.write_text('rome\nparis\noslo\nnot-in-size\n')
+  return canned_columns(str(path))
+
+
+def canned_id_of(column, raw):
+  """canned's id of each example (-1: none), read off its one-hot."""
+  indicator = fc.input_layer(
+      {k: tf.constant(v) for k, v in raw.items()},
+      [fc.indicator_column(column)])
+  one_hot = tf.compat.v1.Session().run(indicator) if not (
+      tf.executing_eagerly()) else indicator.numpy()
+  return np.where(one_hot.sum(axis=1) > 0, one_hot.argmax(axis=1), -1)
+
+
+def test_every_kind_to_the_spec(columns):
+  spec = feature_columns.feature_spec_from_columns(list(columns.values()), 'y', head='binary')
+  by_name = {c.name: c for c in spec.columns}
+  assert by_name['age'] == spec_lib.Column('age', 'float', default=30.0)
+  assert by_name['hours'].boundaries == (10., 20., 40.)
+  assert by_name['hours'].num_bins == 4
+  assert by_name['color'].vocabulary == ('red', 'green', 'blue')
+  assert (by_name['color'].num_oov, by_name['color'].embedding_dim) == (2, 4)
+  assert by_name['size'].vocabulary == (3, 1, 2) and by_name['size'].one_hot
+  assert by_name['city'].vocabulary == ('rome', 'paris', 'oslo')
+  assert by_name['slot'].vocabulary == (0, 1, 2, 3, 4)
+  assert (by_name['zone'].kind, by_name['zone'].num_bins) == (
+      'integer_hashed', 7)
+  assert spec.crosses == (spec_lib.Cross(('color', 'zone'), 13),)
+  # The JSON carries the given fields and reads back equal.
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+
+
+def test_ids_as_canned_and_statistics_as_given(columns):
+  spec = feature_columns.feature_spec_from_columns(list(columns.values()), 'y', head='binary')
+  # Computed from data that would give another vocabulary and boundaries.
+  stats = statistics_lib.compute(spec, {**RAW, 'y': np.zeros(6, np.int64)})
+  assert stats.columns['color'].vocabulary == ('red', 'green', 'blue')
+  assert stats.columns['hours'].boundaries == (10., 20., 40.)
+  encoder = encoder_lib.Encoder(spec, stats, labels=False)
+  encoded = encoder({k: tf.constant(v) for k, v in RAW.items()})
+  for name in ('hours', 'color', 'size', 'slot', 'city', 'zone',
+               'color_X_zone'):
+    item = next(c for c in spec.columns + spec.crosses if c.name == name)
+    cardinality = encoder.inputs[name].cardinality
+    rows = feature_columns.canned_ids(item, cardinality)
+    ours = [rows[i] for i in encoded[name].numpy()]
+    canned = canned_id_of(columns[name], RAW)
+    assert ours == canned.tolist(), name
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: fc.numeric_column('a', normalizer_fn=lambda x: x / 2),
+     "'a': its normalizer_fn .* float_normalized"),
+    (lambda: fc.weighted_categorical_column(
+        fc.categorical_column_with_identity('w', 3), 'w_weight'),
+     "'w_weighted_by_w_weight': a weighted_categorical_column cannot"),
+    (lambda: fc.numeric_column('v', shape=(3,)), "'v': shape"),
+    (lambda: fc.embedding_column(
+        fc.categorical_column_with_identity('e', 3), 2, max_norm=1.0),
+     "'e_embedding': max_norm"),
+    (lambda: fc.crossed_column(
+        [fc.bucketized_column(fc.numeric_column('n'), [1.]), 'k'], 9),
+     'crosses of feature columns'),
+])
+def test_what_cannot_be_carried_is_named(make, message):
+  with pytest.raises(UsageError, match=message) as raised:
+    feature_columns.feature_spec_from_columns([make()], 'y')
+  assert '\n' not in str(raised.value)
+
+
+def test_one_feature_two_kinds_is_named():
+  with pytest.raises(UsageError, match="'n': kind 'float' and 'float_discretized'"):
+    feature_columns.feature_spec_from_columns(
+        [fc.numeric_column('n'),
+         fc.bucketized_column(fc.numeric_column('n'), [1.])], 'y')
+
+
+def test_indicator_column_enters_the_deep_part_one_hot(columns):
+  from estimator_trainer.tabular import models  # pylint: disable=g-import-not-at-top
+  spec = feature_columns.feature_spec_from_columns(
+      [columns['one_hot'], columns['age']], 'y', head='binary')
+  stats = statistics_lib.compute(spec, {**RAW, 'y': np.zeros(6, np.int64)})
+  encoder = encoder_lib.Encoder(spec, stats, labels=False)
+  model = models.dnn(encoder.inputs, 1, hidden_units=(2,))
+  # 4 ids of size (its oov id, then 3, 1, 2) one-hot, then age.
+  assert model.get_layer('dnn/hidden_0').kernel.shape == (5, 2)
+  one_hot = model.get_layer('dnn/one_hot_size')(tf.constant([0, 2]))
+  assert one_hot.numpy().tolist() == [[1, 0, 0, 0], [0, 0, 1, 0]]
