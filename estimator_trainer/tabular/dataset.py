@@ -15,6 +15,7 @@ from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
+from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
 from estimator_trainer.tabular.encoder import Encoder
@@ -201,8 +202,8 @@ def load(config, training=False) -> TabularData:
       if files:  # (A held-out split's files are the training ones.)
         _logger.info('--skip_rows_without_label: left out %d records '
                      'without a label in %s', source.unlabeled(split), files)
-  if training:
-    source.columns(TEST)
+  if training:  # Checks the values, in one streaming pass.
+    scan.summarise(source, TEST, kind)
   cluster = config.cluster
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,

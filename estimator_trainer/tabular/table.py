@@ -7,6 +7,7 @@ and the value."""
 import csv
 import gzip
 import io
+import itertools
 import re
 import zlib
 
@@ -29,24 +30,35 @@ _NOT = {'float32': 'is not a number', 'int64': 'is not an integer'}
 # fields, doubled inside them (Python's csv reads more).
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
 _QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
+# Lines TextLineDataset reads as empty ('\r' is dropped at a line's end).
+_EMPTY_LINES = (b'\n', b'\r\n', b'\r', b'')
 
 
 def is_csv(path):
   return path.endswith(('.csv', '.csv.gz'))
 
 
-def _csv_lines(path):
-  """A CSV file's lines as TextLineDataset splits them ('\\n', then one
-  trailing '\\r' dropped)."""
+def _open(path):
+  """A CSV file's bytes, as a stream (GZIP decompressed)."""
+  f = tf.io.gfile.GFile(path, 'rb')
+  return gzip.GzipFile(fileobj=f) if path.endswith('.gz') else f
+
+
+def _csv_lines(path, max_lines=None):
+  """A CSV file's lines (its first `max_lines`) as TextLineDataset splits
+  them ('\\n', then one trailing '\\r' dropped)."""
   try:
-    with tf.io.gfile.GFile(path, 'rb') as f:
-      data = f.read()
-    if path.endswith('.gz'):
-      data = gzip.decompress(data)
-    text = data.decode('utf-8-sig')
+    with _open(path) as f:
+      data = (f.read() if max_lines is None else
+              b''.join(itertools.islice(f, max_lines)))
+    return _csv_lines_of(data)
   except (OSError, EOFError, zlib.error, tf.errors.OpError,
           UnicodeDecodeError) as e:
     raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
+
+
+def _csv_lines_of(data):
+  text = data.decode('utf-8-sig')
   return [line[:-1] if line.endswith('\r') else line
           for line in text.split('\n')]
 
@@ -59,9 +71,20 @@ def _header(path, lines):
 
 
 def csv_file(path):
-  """(header, number of records: non-empty lines after the header)."""
-  lines = _csv_lines(path)
-  return _header(path, lines), sum(1 for line in lines[1:] if line)
+  """(header, number of records: non-empty lines after the header), read
+  line by line: a file of any size in little memory."""
+  try:
+    with _open(path) as f:
+      first = f.readline()
+      count = 0
+      for line in f:
+        line.decode('utf-8')  # (UnicodeDecodeError: cannot read it.)
+        count += line not in _EMPTY_LINES
+      lines = _csv_lines_of(first)
+  except (OSError, EOFError, zlib.error, tf.errors.OpError,
+          UnicodeDecodeError) as e:
+    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
+  return _header(path, lines), count
 
 
 def check_has(path, name, columns, scanned=None, why='the feature spec'):
@@ -192,12 +215,15 @@ def bad_labels(values, spec):
   return np.zeros(values.shape, bool), ''
 
 
-def read_csv(files, names=None):
+def read_csv(files, names=None, max_rows=None):
   """Cells of the CSV `files`' columns `names` (None: the first file's
-  header); an empty cell is None."""
+  header), of about their first `max_rows` records (None: all); an empty
+  cell is None."""
   cells = Cells(files, 'line', 'an empty cell')
   for index, path in enumerate(files):
-    lines = _csv_lines(path)
+    if max_rows is not None and len(cells.numbers) >= max_rows:
+      break
+    lines = _csv_lines(path, max_rows and max_rows - len(cells.numbers) + 1)
     header = _header(path, lines)
     names = header if names is None else names
     for name in names:
@@ -230,16 +256,19 @@ def read_csv(files, names=None):
   return cells
 
 
-def read_examples(files, dtypes=None):
+def read_examples(files, dtypes=None, max_rows=None):
   """Cells of the TFRecord `files`' tf.Examples: the features of `dtypes`
   (name -> float32, int64 or string) or, if None, every feature of one
-  kind throughout. Eager."""
+  kind throughout; of the first `max_rows` records (None: all). Eager."""
   cells = Cells(files, 'record', 'no such feature')
   cells.values = {name: [] for name in dtypes or ()}
   for index, path in enumerate(files):
+    records = _records(path)
+    if max_rows is not None:
+      records = records.take(max_rows - len(cells.numbers))
     try:
       number = 0
-      for batch in _records(path).batch(_BATCH).as_numpy_iterator():
+      for batch in records.batch(_BATCH).as_numpy_iterator():
         for record in batch:
           number += 1
           features = _example(record, path, number).features.feature
