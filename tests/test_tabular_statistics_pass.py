@@ -6,9 +6,12 @@ size, with a progress bar."""
 import numpy as np
 import pytest
 
+from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import shared_pass
+from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular import summaries
 from estimator_trainer.tabular.source import TabularSource
@@ -105,3 +108,37 @@ def test_a_bad_value_fails_naming_it_and_a_test_split_is_checked(
   with pytest.raises(Exception, match=r"test.csv line 3, column 'x': 'nan' "
                      'is not a finite number'):
     scan.summarise(source, TEST)
+
+
+def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
+    data_dir, tmp_path, caplog):
+  source = _source(data_dir, 'csv')
+  alone = statistics.load_or_compute(str(tmp_path / 'alone'), SPEC, source)
+  model_dir = str(tmp_path / 'cluster')
+  # Trainer 2 of 3 stores its share; the chief summarises 0 and 1 itself.
+  shared_pass.store_share(model_dir, source, 'binary', 2, 3)
+  with caplog.at_level('INFO'):
+    chiefs = statistics.load_or_compute(model_dir, SPEC, source,
+                                        share=(0, 3))
+  assert '1 of 2 shares summarised by other tasks' in caplog.text
+  assert chiefs == alone
+
+
+def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,
+                                                            tmp_path):
+  pytest.importorskip('apache_beam')
+  from estimator_trainer.tabular import beam_statistics  # pylint: disable=g-import-not-at-top
+  spec_file = tmp_path / 'spec.json'
+  spec_file.write_text(spec_lib.to_json(SPEC))
+  model_dir = str(tmp_path / 'model')
+  beam_statistics.run([
+      f'--train_files={census.files(data_dir, "train", "csv")}',
+      f'--eval_files={census.files(data_dir, "test", "csv")}',
+      f'--feature_spec={spec_file}', f'--model_dir={model_dir}', '--',
+      '--runner=DirectRunner'])
+  in_process = statistics.compute(SPEC, _source(data_dir, 'csv').columns(
+      TRAIN))
+  assert statistics.read(layout.statistics_file(model_dir)) == in_process
+  # The trainer reads them as its own.
+  assert statistics.load_or_compute(model_dir, SPEC, None,
+                                    is_chief=False) == in_process

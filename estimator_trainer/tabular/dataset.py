@@ -208,7 +208,9 @@ def load(config, training=False) -> TabularData:
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,
       is_chief=cluster is None or cluster.is_chief,
-      timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
+      timeout_secs=config.cluster_timeout_secs, head=kind, write=False,
+      share=cluster and cluster.trainer_index is not None and (
+          cluster.trainer_index, cluster.num_trainers))
   encoder = Encoder(feature_spec, statistics)
   label_scale = statistics.label_scale if kind == 'regression' else None
   spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,

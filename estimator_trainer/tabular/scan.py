@@ -11,9 +11,11 @@ Python's, summarise it from there). A progress bar (rows/s, ETA) shows on
 splits of PROGRESS_ROWS rows or more.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import sources
+from estimator_trainer.tabular import arrow_csv
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import table
@@ -21,6 +23,8 @@ from estimator_trainer.tabular.source import feature_default
 
 _BATCH = 16384
 PROGRESS_ROWS = 100_000
+_MISSING_BITS = 0x7FC0DEAD
+_MISSING_FLOAT = np.array(_MISSING_BITS, np.uint32).view(np.float32)
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
 
 
@@ -47,19 +51,39 @@ def summarise(source, split, head=None, files=None, progress=None):
 
 
 def _file(source, split, path, head, bar):
-  progress = []  # Rows counted on the bar, to take back on a recheck.
-  try:
-    return sources.eagerly(_read, source, split, path, head, bar, progress)
-  except (tf.errors.OpError, _Recheck):
-    bar.update(-sum(progress))
+  """The SplitSummary of the file at `path`: by Arrow's CSV reader, by
+  TensorFlow's parser if Arrow's leaves a value to it, else by
+  TabularSource.columns (whose checks name a bad value)."""
+  readers = [_tensorflow_batches]
+  if source.is_csv and not source.filtered:  # (A filter hashes records.)
+    readers.insert(0, lambda source, split, path: arrow_csv.batches(source,
+                                                                    path))
+  for reader in readers:
+    progress = []  # Rows counted on the bar, taken back on a recheck.
+    try:
+      return sources.eagerly(_read, source, split, path, head, bar, progress,
+                             reader)
+    except (tf.errors.OpError, _Recheck, arrow_csv.Rejected):
+      bar.update(-sum(progress))
   summary = split_summary.SplitSummary(source.feature_spec, head)
   summary.add_columns(source.columns(split, files=[path]))
   bar.update(summary.rows)
   return summary
 
 
-def _read(source, split, path, head, bar, progress):
-  """The SplitSummary of the file at `path` as TensorFlow parses it. Eager."""
+def _read(source, split, path, head, bar, progress, reader):
+  """The SplitSummary of `reader`'s batches of the file at `path`. Eager."""
+  summary = split_summary.SplitSummary(source.feature_spec, head)
+  for rows, columns, checks in reader(source, split, path):
+    summary.add(_values(source.feature_spec, columns, checks), rows)
+    bar.update(rows)
+    progress.append(rows)
+  return summary
+
+
+def _tensorflow_batches(source, split, path):
+  """(rows, columns, checks) numpy batches of the file at `path`, as
+  _parse gives them."""
   compression = sources.compression([path])
   if source.is_csv:
     records = tf.data.TextLineDataset(path, compression).skip(1)
@@ -73,14 +97,9 @@ def _read(source, split, path, head, bar, progress):
       records = tf.boolean_mask(records, source.kept(records, split))
     return _parse(source, records)
 
-  summary = split_summary.SplitSummary(source.feature_spec, head)
-  for rows, columns, checks in records.batch(_BATCH).map(
+  return records.batch(_BATCH).map(
       parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-          2).as_numpy_iterator():
-    summary.add(_values(source.feature_spec, columns, checks), rows)
-    bar.update(rows)
-    progress.append(rows)
-  return summary
+          2).as_numpy_iterator()
 
 
 def _cells(source, records):
@@ -103,20 +122,20 @@ def _cells(source, records):
           tf.where(present, text, '0'), _DTYPES[dtype])
       cells[name] = value, present, tf.zeros_like(present)
     return cells
+  # Dense: 3 times faster than VarLenFeature's. A missing number reads as
+  # a NaN of its own bits, a present NaN as another; more than one value,
+  # or a required one missing, fails.
+  defaults = {c.name: _MISSING_FLOAT if c.dtype == 'float32' else
+              feature_default(c) for c in spec.columns}
   parsed = tf.io.parse_example(records, {
-      name: tf.io.VarLenFeature(_DTYPES[dtype])
+      name: tf.io.FixedLenFeature([], _DTYPES[dtype], defaults.get(name))
       for name, dtype in dtypes.items()})
-  cells, size = {}, tf.size(records)
-  for name, dtype in dtypes.items():
-    values = parsed[name]
-    count = tf.math.bincount(tf.cast(values.indices[:, 0], tf.int32),
-                             minlength=size, maxlength=size)
-    first = values.indices[:, 1] == 0
-    value = tf.tensor_scatter_nd_update(
-        tf.zeros([size], _DTYPES[dtype]),
-        tf.boolean_mask(values.indices[:, :1], first),
-        tf.boolean_mask(values.values, first))
-    cells[name] = value, count > 0, count > 1
+  cells = {}
+  for name, value in parsed.items():
+    present = tf.ones_like(value, tf.bool)
+    if name in defaults and dtypes[name] == 'float32':
+      present = tf.bitcast(value, tf.int32) != _MISSING_BITS
+    cells[name] = value, present, tf.zeros_like(present)
   return cells
 
 
@@ -167,8 +186,9 @@ def _values(spec, columns, checks):
       if column.kind in spec_lib.CATEGORICAL_KINDS and (
           column.dtype == 'string'):
         distinct, counts = columns[column.name]
-        columns[column.name] = ([v.decode() for v in distinct.tolist()],
-                                counts)
+        if isinstance(distinct, np.ndarray):  # TensorFlow's bytes.
+          columns[column.name] = ([v.decode() for v in distinct.tolist()],
+                                  counts)
     checked = dict(checks)
     checked.update({name: columns[name] for name in spec.label_columns
                     if name in columns})

@@ -25,6 +25,7 @@ from estimator_trainer import outputs
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.sources import TRAIN
 from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular.split_summary import INTEGER_MISSING, STRING_MISSING
@@ -131,9 +132,15 @@ def compute(feature_spec, columns, head=None, max_vocabulary=None):
   return of_summary(feature_spec, summary, max_vocabulary)
 
 
-def _computed(feature_spec, source, head):
-  """The Statistics of `source`'s training split, in one streaming pass."""
-  return of_summary(feature_spec, scan.summarise(source, TRAIN, head))
+def _computed(feature_spec, source, head, model_dir, share):
+  """The Statistics of `source`'s training split, in one streaming pass
+  (shared by `share`'s trainers)."""
+  head = split_summary.head_of(feature_spec, head)
+  if share and share[1] > 1:
+    summary = shared_pass.summarise(model_dir, source, head, share[1])
+  else:
+    summary = scan.summarise(source, TRAIN, head)
+  return of_summary(feature_spec, summary)
 
 
 def read(path):
@@ -214,12 +221,14 @@ def store(model_dir, feature_spec, statistics):
 
 
 def load_or_compute(model_dir, feature_spec, source, is_chief=True,
-                    timeout_secs=600, head=None, write=True):
+                    timeout_secs=600, head=None, write=True, share=None):
   """The model_dir's Statistics: the stored ones; else the chief (or a task
   alone) computes them from `source`'s training split and stores them
   (unless not `write`: the caller `store`s them once its other checks
   passed), and any other task waits up to `timeout_secs` for the chief's
-  file.
+  file. `share`: (this task's index, the number of trainers) in a cluster,
+  whose trainers summarise a share of the files each for the chief
+  (shared_pass.py).
 
   The chief of a resumed run checks the stored ones against the data and
   warns, in one line, when they differ: the run keeps the stored ones (the
@@ -229,16 +238,20 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   stored_before = tf.io.gfile.exists(path)
   if not stored_before:
     if is_chief:
-      statistics = _computed(feature_spec, source, head)
+      statistics = _computed(feature_spec, source, head, model_dir, share)
       if write:
         store(model_dir, feature_spec, statistics)
       return statistics
+    if share and share[1] > 1:
+      shared_pass.store_share(model_dir, source,
+                              split_summary.head_of(feature_spec, head), *share)
     _logger.info('Waiting for the chief to write %s', path)
     _wait_for(path, timeout_secs)
   stored = read(path)
   _check_covers(stored, feature_spec, path)
   if stored_before and is_chief:
-    changed = differences(stored, _computed(feature_spec, source, head))
+    changed = differences(stored, _computed(feature_spec, source, head,
+                                            model_dir, None))
     if changed:
       _logger.warning(
           '%s: the training data differ from these stored statistics (%s); '

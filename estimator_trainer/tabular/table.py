@@ -4,10 +4,12 @@ each row knowing its file and line (CSV) or record (TFRecord, from 1), so
 that a bad value fails as one line naming the file, the place, the column
 and the value."""
 
+import codecs
 import csv
 import gzip
 import io
 import itertools
+import os
 import re
 import zlib
 
@@ -30,15 +32,14 @@ _NOT = {'float32': 'is not a number', 'int64': 'is not an integer'}
 # fields, doubled inside them (Python's csv reads more).
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
 _QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
-# Lines TextLineDataset reads as empty ('\r' is dropped at a line's end).
-_EMPTY_LINES = (b'\n', b'\r\n', b'\r', b'')
+_CHUNK = 1 << 20
 
 
 def is_csv(path):
   return path.endswith(('.csv', '.csv.gz'))
 
 
-def _open(path):
+def open_bytes(path):
   """A CSV file's bytes, as a stream (GZIP decompressed)."""
   f = tf.io.gfile.GFile(path, 'rb')
   return gzip.GzipFile(fileobj=f) if path.endswith('.gz') else f
@@ -48,7 +49,7 @@ def _csv_lines(path, max_lines=None):
   """A CSV file's lines (its first `max_lines`) as TextLineDataset splits
   them ('\\n', then one trailing '\\r' dropped)."""
   try:
-    with _open(path) as f:
+    with open_bytes(path) as f:
       data = (f.read() if max_lines is None else
               b''.join(itertools.islice(f, max_lines)))
     return _csv_lines_of(data)
@@ -72,19 +73,22 @@ def _header(path, lines):
 
 def csv_file(path):
   """(header, number of records: non-empty lines after the header), read
-  line by line: a file of any size in little memory."""
+  in chunks: a file of any size in little memory."""
+  decoder, count, tail = codecs.getincrementaldecoder('utf-8')(), 0, b''
   try:
-    with _open(path) as f:
+    with open_bytes(path) as f:
       first = f.readline()
-      count = 0
-      for line in f:
-        line.decode('utf-8')  # (UnicodeDecodeError: cannot read it.)
-        count += line not in _EMPTY_LINES
       lines = _csv_lines_of(first)
+      for chunk in iter(lambda: f.read(_CHUNK), b''):
+        decoder.decode(chunk)  # (UnicodeDecodeError: cannot read it.)
+        parts = (tail + chunk).split(b'\n')
+        tail = parts.pop()
+        count += len(parts) - parts.count(b'') - parts.count(b'\r')
+      decoder.decode(b'', final=True)
   except (OSError, EOFError, zlib.error, tf.errors.OpError,
           UnicodeDecodeError) as e:
     raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
-  return _header(path, lines), count
+  return _header(path, lines), count + (tail not in (b'', b'\r'))
 
 
 def check_has(path, name, columns, scanned=None, why='the feature spec'):
@@ -108,6 +112,23 @@ def _example(record, path, number):
     raise DataError(f'{path} record {number}: not a tf.Example ({e})') from None
 
 
+def _framed_records(path):
+  """The records of a plain TFRecord file counted by their frames' lengths
+  (3 times faster than reading them); None if the frames do not add up to
+  the file (TensorFlow's read then says why), or it is gzipped or not
+  local (GFile's seek is slow)."""
+  if path.endswith('.gz') or '://' in path:
+    return None
+  count, size = 0, os.path.getsize(path)
+  with open(path, 'rb') as f:
+    position = 0
+    while position + 12 <= size:  # A frame: length, its CRC, data, its CRC.
+      f.seek(position)
+      position += 16 + int.from_bytes(f.read(8), 'little')
+      count += 1
+  return count if position == size else None
+
+
 def tfrecord_file(path):
   """(sorted feature names of its first records, number of records).
   Eager."""
@@ -116,9 +137,11 @@ def tfrecord_file(path):
     for number, record in enumerate(
         _records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
       keys.update(_example(record, path, number).features.feature)
-    # Counted by batch: by record took 30 times longer (9 s for 200,000).
-    count = int(_records(path).batch(_BATCH).reduce(
-        np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
+    count = _framed_records(path)
+    if count is None:
+      # Counted by batch: by record took 30 times longer (9 s for 200,000).
+      count = int(_records(path).batch(_BATCH).reduce(
+          np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
   except tf.errors.OpError as e:
     raise DataError(f'{path}: {first_line(e.message)}') from None
   return sorted(keys), count
