@@ -10,7 +10,7 @@ TensorFlow's decode_csv, whose quoting rules the training input follows.
 import numpy as np
 
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.source import feature_default
 
 # Bytes per batch: about 40,000 census-like rows.
@@ -37,7 +37,7 @@ def batches(source, path):
   try:
     reader = pa_csv.open_csv(
         # Local files by Arrow itself (GZIP by the name's .gz).
-        path if '://' not in path else pa.PythonFile(table.open_bytes(path),
+        path if '://' not in path else pa.PythonFile(table_files.open_bytes(path),
                                                      mode='r'),
         read_options=pa_csv.ReadOptions(block_size=_BLOCK),
         parse_options=pa_csv.ParseOptions(quote_char=False),

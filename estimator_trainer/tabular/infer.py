@@ -45,6 +45,7 @@ from estimator_trainer import sources
 from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_files
 
 MAX_CATEGORICAL = 100
 # Records read: the first of the files (every rule above is decided well
@@ -81,7 +82,7 @@ def infer(source_or_files, label, weight=None, head=None,
   labels = (label,) if isinstance(label, str) else tuple(label)
   for flag, names in (('label', labels), ('weight', (weight,) * bool(weight))):
     for name in names:
-      table.check_has(files[0], name, list(cells.values), why=f'--{flag}')
+      table_files.check_has(files[0], name, list(cells.values), why=f'--{flag}')
   lines = [f'{len(cells.numbers)} records in {len(files)} files']
   if max_rows is not None and len(cells.numbers) >= max_rows:
     lines[0] = (f'the first {len(cells.numbers)} records of {len(files)} '

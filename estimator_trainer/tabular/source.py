@@ -21,6 +21,7 @@ from estimator_trainer import sources
 from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_files
 
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
 _KIND_DEFAULTS = {'int64': -1, 'string': ''}
@@ -175,7 +176,7 @@ class TabularSource:
 
   @functools.cached_property
   def header(self):
-    return table.csv_file(self._first_file)[0]
+    return table_files.csv_file(self._first_file)[0]
 
   @functools.lru_cache(maxsize=None)
   def file_sizes(self, split):
@@ -197,9 +198,9 @@ class TabularSource:
     return sizes
 
   def _check_csv(self, path):
-    header, count = table.csv_file(path)
+    header, count = table_files.csv_file(path)
     for name in self.feature_spec.names:
-      table.check_has(path, name, header)
+      table_files.check_has(path, name, header)
       if header.index(name) != self.header.index(name):
         raise DataError(
             f'{path}: column {name!r} is its column {header.index(name) + 1}'
@@ -211,9 +212,9 @@ class TabularSource:
   def _check_tfrecords(self, files):
     sizes = []
     for path in files:
-      keys, count = table.tfrecord_file(path)
+      keys, count = table_files.tfrecord_file(path)
       for name in self.feature_spec.names:
-        table.check_has(path, name, keys, table.SCANNED_RECORDS)
+        table_files.check_has(path, name, keys, table_files.SCANNED_RECORDS)
       sizes.append(count)
     return tuple(sizes)
 

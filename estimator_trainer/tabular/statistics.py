@@ -28,7 +28,8 @@ from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
-from estimator_trainer.tabular.split_summary import INTEGER_MISSING, STRING_MISSING
+from estimator_trainer.tabular.split_summary import (INTEGER_MISSING,
+                                                     STRING_MISSING)
 
 _logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class Statistics:
                tuple(scale) if scale else None)
 
 
-def _column_statistics(column, summary, max_vocabulary):
+def _column_statistics(column, summary, max_vocabulary, min_frequency):
   """A column's statistics from its summary. A float kind's are over the
   present values: a missing one takes their mean (as scikit-learn's
   SimpleImputer), not a 0.0 that would pull the mean and stand for a real
@@ -106,12 +107,16 @@ def _column_statistics(column, summary, max_vocabulary):
   else:
     leave_out = {INTEGER_MISSING}
   return ColumnStatistics(vocabulary=summary.counts[column.name].vocabulary(
-      max_vocabulary, leave_out=leave_out))
+      max_vocabulary, min_frequency, leave_out))
 
 
-def of_summary(feature_spec, summary, max_vocabulary=None):
-  """The Statistics of a split_summary.SplitSummary of the training split."""
-  stats = {column.name: _column_statistics(column, summary, max_vocabulary)
+def of_summary(feature_spec, summary, max_vocabulary=None, min_frequency=1):
+  """The Statistics of a split_summary.SplitSummary of the training split;
+  vocabularies of the values counted `min_frequency` times or more, the
+  `max_vocabulary` most frequent (tf.Transform's frequency_threshold and
+  top_k)."""
+  stats = {column.name: _column_statistics(column, summary, max_vocabulary,
+                                           min_frequency)
            for column in feature_spec.columns
            if column.kind in spec_lib.FLOAT_KINDS + spec_lib.CATEGORICAL_KINDS}
   label_scale = None

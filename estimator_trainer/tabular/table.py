@@ -1,28 +1,18 @@
-"""Tabular files read in Python: a CSV file's header and record count, a
-TFRecord file's columns and count, and a split's cells column by column,
-each row knowing its file and line (CSV) or record (TFRecord, from 1), so
+"""Tabular files read in Python (table_files.py: one file's lines, header
+and count): a split's cells column by column, each row knowing its file and line (CSV) or record (TFRecord, from 1), so
 that a bad value fails as one line naming the file, the place, the column
 and the value."""
 
-import codecs
 import csv
-import gzip
 import io
-import itertools
-import os
 import re
-import zlib
 
-from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer import sources
 from estimator_trainer.errors import DataError, first_line
+from estimator_trainer.tabular import table_files
 
-# A TFRecord file's columns are the features of its first records (a
-# missing value is an absent feature, so one record may lack some).
-SCANNED_RECORDS = 100
 _BATCH = 4096
 _LISTS = {'float32': 'float_list', 'int64': 'int64_list',
           'string': 'bytes_list'}
@@ -32,119 +22,10 @@ _NOT = {'float32': 'is not a number', 'int64': 'is not an integer'}
 # fields, doubled inside them (Python's csv reads more).
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
 _QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
-_CHUNK = 1 << 20
 
 
 def is_csv(path):
   return path.endswith(('.csv', '.csv.gz'))
-
-
-def open_bytes(path):
-  """A CSV file's bytes, as a stream (GZIP decompressed)."""
-  f = tf.io.gfile.GFile(path, 'rb')
-  return gzip.GzipFile(fileobj=f) if path.endswith('.gz') else f
-
-
-def _csv_lines(path, max_lines=None):
-  """A CSV file's lines (its first `max_lines`) as TextLineDataset splits
-  them ('\\n', then one trailing '\\r' dropped)."""
-  try:
-    with open_bytes(path) as f:
-      data = (f.read() if max_lines is None else
-              b''.join(itertools.islice(f, max_lines)))
-    return _csv_lines_of(data)
-  except (OSError, EOFError, zlib.error, tf.errors.OpError,
-          UnicodeDecodeError) as e:
-    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
-
-
-def _csv_lines_of(data):
-  text = data.decode('utf-8-sig')
-  return [line[:-1] if line.endswith('\r') else line
-          for line in text.split('\n')]
-
-
-def _header(path, lines):
-  if not lines or not lines[0].strip():
-    raise DataError(f'{path}: no header row (a CSV file starts with the '
-                    'column names)')
-  return tuple(name.strip() for name in next(csv.reader(lines[:1])))
-
-
-def csv_file(path):
-  """(header, number of records: non-empty lines after the header), read
-  in chunks: a file of any size in little memory."""
-  decoder, count, tail = codecs.getincrementaldecoder('utf-8')(), 0, b''
-  try:
-    with open_bytes(path) as f:
-      first = f.readline()
-      lines = _csv_lines_of(first)
-      for chunk in iter(lambda: f.read(_CHUNK), b''):
-        decoder.decode(chunk)  # (UnicodeDecodeError: cannot read it.)
-        parts = (tail + chunk).split(b'\n')
-        tail = parts.pop()
-        count += len(parts) - parts.count(b'') - parts.count(b'\r')
-      decoder.decode(b'', final=True)
-  except (OSError, EOFError, zlib.error, tf.errors.OpError,
-          UnicodeDecodeError) as e:
-    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
-  return _header(path, lines), count + (tail not in (b'', b'\r'))
-
-
-def check_has(path, name, columns, scanned=None, why='the feature spec'):
-  """DataError unless `name` (named by `why`) is one of the file's
-  `columns`."""
-  if name not in columns:
-    where = f' in its first {scanned} records' if scanned else ''
-    raise DataError(f'{path}: no column {name!r}{where} ({why} names it); '
-                    f'its columns: {", ".join(columns)}')
-
-
-def _records(path):
-  return tf.data.TFRecordDataset(
-      path, compression_type=sources.compression([path]))
-
-
-def _example(record, path, number):
-  try:
-    return tf.train.Example.FromString(record)
-  except message.DecodeError as e:
-    raise DataError(f'{path} record {number}: not a tf.Example ({e})') from None
-
-
-def _framed_records(path):
-  """The records of a plain TFRecord file counted by their frames' lengths
-  (3 times faster than reading them); None if the frames do not add up to
-  the file (TensorFlow's read then says why), or it is gzipped or not
-  local (GFile's seek is slow)."""
-  if path.endswith('.gz') or '://' in path:
-    return None
-  count, size = 0, os.path.getsize(path)
-  with open(path, 'rb') as f:
-    position = 0
-    while position + 12 <= size:  # A frame: length, its CRC, data, its CRC.
-      f.seek(position)
-      position += 16 + int.from_bytes(f.read(8), 'little')
-      count += 1
-  return count if position == size else None
-
-
-def tfrecord_file(path):
-  """(sorted feature names of its first records, number of records).
-  Eager."""
-  try:
-    keys = set()
-    for number, record in enumerate(
-        _records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
-      keys.update(_example(record, path, number).features.feature)
-    count = _framed_records(path)
-    if count is None:
-      # Counted by batch: by record took 30 times longer (9 s for 200,000).
-      count = int(_records(path).batch(_BATCH).reduce(
-          np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
-  except tf.errors.OpError as e:
-    raise DataError(f'{path}: {first_line(e.message)}') from None
-  return sorted(keys), count
 
 
 class Cells:
@@ -246,11 +127,12 @@ def read_csv(files, names=None, max_rows=None):
   for index, path in enumerate(files):
     if max_rows is not None and len(cells.numbers) >= max_rows:
       break
-    lines = _csv_lines(path, max_rows and max_rows - len(cells.numbers) + 1)
-    header = _header(path, lines)
+    lines = table_files.csv_lines(
+        path, max_rows and max_rows - len(cells.numbers) + 1)
+    header = table_files.header(path, lines)
     names = header if names is None else names
     for name in names:
-      check_has(path, name, header)
+      table_files.check_has(path, name, header)
     places = [header.index(name) for name in names]
     columns = [cells.values.setdefault(name, []) for name in names]
     # strict: bad quoting fails here as in TensorFlow's decode_csv.
@@ -286,7 +168,7 @@ def read_examples(files, dtypes=None, max_rows=None):
   cells = Cells(files, 'record', 'no such feature')
   cells.values = {name: [] for name in dtypes or ()}
   for index, path in enumerate(files):
-    records = _records(path)
+    records = table_files.records(path)
     if max_rows is not None:
       records = records.take(max_rows - len(cells.numbers))
     try:
@@ -294,7 +176,8 @@ def read_examples(files, dtypes=None, max_rows=None):
       for batch in records.batch(_BATCH).as_numpy_iterator():
         for record in batch:
           number += 1
-          features = _example(record, path, number).features.feature
+          features = table_files.example_of(record, path,
+                                            number).features.feature
           row = len(cells.numbers)
           cells.file_index.append(index)
           cells.numbers.append(number)
