@@ -40,6 +40,16 @@ class Cluster:
     return self.task_type == WORKER and self.task_index == 0
 
   @property
+  def trainer_index(self):
+    """This task's place among the trainers (the chief 0, then the
+    workers), None for others."""
+    if self.task_type == CHIEF:
+      return 0
+    if self.task_type == WORKER:
+      return self.task_index + (CHIEF in self.jobs)
+    return None
+
+  @property
   def num_trainers(self):
     return len(self.jobs.get(CHIEF, [])) + len(self.jobs.get(WORKER, []))
 

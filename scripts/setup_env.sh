@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STACK=${STACK:-tf215}
 case "$STACK" in
-  tf215) CONSTRAINTS=constraints.txt EXTRAS=test,tfx,estimator,docs,tables VENV=${VENV:-$ROOT/.venv} ;;
+  tf215) CONSTRAINTS=constraints.txt EXTRAS=test,tfx,estimator,docs,tables,beam VENV=${VENV:-$ROOT/.venv} ;;
   tf221) CONSTRAINTS=constraints-tf221.txt EXTRAS=test VENV=${VENV:-$ROOT/.venv-tf221} ;;
   *) echo "error: STACK must be tf215 or tf221, got '$STACK'" >&2; exit 2 ;;
 esac

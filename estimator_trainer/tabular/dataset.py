@@ -15,6 +15,7 @@ from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
+from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
 from estimator_trainer.tabular.encoder import Encoder
@@ -205,13 +206,15 @@ def load(config, training=False) -> TabularData:
       if files:  # (A held-out split's files are the training ones.)
         _logger.info('--skip_rows_without_label: left out %d records '
                      'without a label in %s', source.unlabeled(split), files)
-  if training:
-    source.columns(TEST)
+  if training:  # Checks the values, in one streaming pass.
+    scan.summarise(source, TEST, kind)
   cluster = config.cluster
   statistics = statistics_lib.load_or_compute(
       config.model_dir, feature_spec, source,
       is_chief=cluster is None or cluster.is_chief,
-      timeout_secs=config.cluster_timeout_secs, head=kind, write=False)
+      timeout_secs=config.cluster_timeout_secs, head=kind, write=False,
+      share=cluster and cluster.trainer_index is not None and (
+          cluster.trainer_index, cluster.num_trainers))
   encoder = Encoder(feature_spec, statistics)
   label_scale = statistics.label_scale if kind == 'regression' else None
   spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,

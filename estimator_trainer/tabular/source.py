@@ -21,6 +21,7 @@ from estimator_trainer import sources
 from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_files
 
 _DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
 _KIND_DEFAULTS = {'int64': -1, 'string': ''}
@@ -71,7 +72,7 @@ class TabularSource:
     self.feature_spec = feature_spec
 
   def __str__(self):
-    kind = "CSV" if self._csv else "TFRecord"
+    kind = "CSV" if self.is_csv else "TFRecord"
     if self._held_out:
       return (f'{kind} files {self.patterns[sources.TRAIN]} '
               f'({self._held_out / HOLDOUT_BUCKETS:.1%} of the records held '
@@ -85,11 +86,11 @@ class TabularSource:
         sources.TRAIN if self._held_out else split])
 
   @property
-  def _filtered(self):
+  def filtered(self):
     """Whether a split is some of its files' records, not all."""
     return bool(self._held_out or self._skip_unlabeled)
 
-  def _kept(self, records, split):
+  def kept(self, records, split):
     """Which of the tf.string `records` [batch] belong to `split`: all
     unless one is held out, those with a label if unlabeled ones are
     skipped. Graph-safe."""
@@ -105,8 +106,8 @@ class TabularSource:
   def _labeled(self, records):
     """Whether each of `records` [batch] has every label column's value."""
     names = self.feature_spec.label_columns
-    if self._csv:
-      where = sorted(self._header.index(name) for name in names)
+    if self.is_csv:
+      where = sorted(self.header.index(name) for name in names)
       cells = tf.io.decode_csv(records, [tf.constant([''])] * len(where),
                                select_cols=where)
       return tf.reduce_all(tf.stack(
@@ -154,7 +155,7 @@ class TabularSource:
                for path in self.files(split))
 
   @functools.cached_property
-  def _csv(self):
+  def is_csv(self):
     """Whether the files are CSV (else TFRecords)."""
     files = [f for split, pattern in self.patterns.items() if pattern
              for f in self.files(split)]
@@ -174,8 +175,8 @@ class TabularSource:
     return self.files(split)[0]
 
   @functools.cached_property
-  def _header(self):
-    return table.csv_file(self._first_file)[0]
+  def header(self):
+    return table_files.csv_file(self._first_file)[0]
 
   @functools.lru_cache(maxsize=None)
   def file_sizes(self, split):
@@ -188,22 +189,22 @@ class TabularSource:
       raise DataError(f'{next(f for f in files if f not in plain)} is '
                       f'gzipped but {plain[0]} is not: the files of a split '
                       'must be all gzipped (.gz) or none')
-    if self._csv:
+    if self.is_csv:
       sizes = tuple(self._check_csv(path) for path in files)
     else:  # Eager even when an input_fn asks inside Estimator's graph.
       sizes = sources.eagerly(self._check_tfrecords, files)
-    if self._filtered:
+    if self.filtered:
       return tuple(int(self._mask(path, split).sum()) for path in files)
     return sizes
 
   def _check_csv(self, path):
-    header, count = table.csv_file(path)
+    header, count = table_files.csv_file(path)
     for name in self.feature_spec.names:
-      table.check_has(path, name, header)
-      if header.index(name) != self._header.index(name):
+      table_files.check_has(path, name, header)
+      if header.index(name) != self.header.index(name):
         raise DataError(
             f'{path}: column {name!r} is its column {header.index(name) + 1}'
-            f' but column {self._header.index(name) + 1} of '
+            f' but column {self.header.index(name) + 1} of '
             f'{self._first_file}; every CSV file needs the '
             "feature spec's columns at the same places")
     return count
@@ -211,9 +212,9 @@ class TabularSource:
   def _check_tfrecords(self, files):
     sizes = []
     for path in files:
-      keys, count = table.tfrecord_file(path)
+      keys, count = table_files.tfrecord_file(path)
       for name in self.feature_spec.names:
-        table.check_has(path, name, keys, table.SCANNED_RECORDS)
+        table_files.check_has(path, name, keys, table_files.SCANNED_RECORDS)
       sizes.append(count)
     return tuple(sizes)
 
@@ -233,15 +234,15 @@ class TabularSource:
   def _read(self, files, split=None):
     """The records of `files`, those of `split` if one is held out."""
     records = self._read_all(files)
-    if self._filtered and split:
+    if self.filtered and split:
       records = records.filter(
-          lambda record: self._kept(record[tf.newaxis], split)[0])
+          lambda record: self.kept(record[tf.newaxis], split)[0])
     return records
 
   def _read_all(self, files):
     compression = sources.compression(files) if files else None
     files = tf.constant(files, tf.string)
-    if not self._csv:
+    if not self.is_csv:
       return tf.data.TFRecordDataset(files, compression_type=compression)
     # Empty lines dropped by batch: Dataset.filter took 7 times longer
     # (5.7 s for 200,000 lines).
@@ -263,8 +264,8 @@ class TabularSource:
     values = {name: label for name in spec.label_columns}
     if spec.weight:
       values[spec.weight] = 0.0
-    if self._csv:
-      return table.csv_line(self._header, values)
+    if self.is_csv:
+      return table.csv_line(self.header, values)
     return table.example(values)
 
   def parse(self, records):
@@ -273,8 +274,8 @@ class TabularSource:
     label [batch] (string, int64 or float32; multilabel float32 [batch,
     k]); the weight float32 [batch] or None. Graph-safe."""
     spec = self.feature_spec
-    if self._csv:
-      where = {name: self._header.index(name) for name in spec.names}
+    if self.is_csv:
+      where = {name: self.header.index(name) for name in spec.names}
       names = sorted(spec.names, key=where.get)
       defaults = [self._csv_default(name) for name in names]
       values = dict(zip(names, tf.io.decode_csv(
@@ -326,16 +327,17 @@ class TabularSource:
       return values
     return self._split(values)
 
-  def columns(self, split):
-    """The whole split as numpy: each feature column's values (float32,
-    int64, or str objects), the label under spec.label (multilabel: float32
-    [n, k] under the tuple), the weight under spec.weight; every value
-    checked first (DataError naming file, line or record, column, value)."""
+  def columns(self, split, files=None):
+    """The whole split as numpy (of `files` only, some of its files):
+    each feature column's values (float32, int64, or str objects), the
+    label under spec.label (multilabel: float32 [n, k] under the tuple),
+    the weight under spec.weight; every value checked first (DataError
+    naming file, line or record, column, value)."""
     self.file_sizes(split)  # Checks the files have the columns.
-    spec, files = self.feature_spec, self.files(split)
+    spec, files = self.feature_spec, files or self.files(split)
     mask = np.concatenate([self._mask(path, split) for path in files]
-                          ) if self._filtered else None
-    if self._csv:
+                          ) if self.filtered else None
+    if self.is_csv:
       cells = table.read_csv(files, spec.names)
     else:
       parsed = sources.eagerly(self._parsed_columns, files)

@@ -24,15 +24,17 @@ from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.sources import TRAIN
+from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import split_summary
+from estimator_trainer.tabular.split_summary import (INTEGER_MISSING,
+                                                     STRING_MISSING)
 
 _logger = logging.getLogger(__name__)
 
 # How often a task waiting for the chief's statistics looks for them.
 _POLL_SECS = 0.2
-# Tokens the lookup layers reserve or that mark a missing value (the kind's
-# default): never vocabulary entries, so they look up as out-of-vocabulary.
-_STRING_MISSING, _INTEGER_MISSING = '', -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,69 +84,51 @@ class Statistics:
                tuple(scale) if scale else None)
 
 
-def _strings(values):
-  return np.array([v.decode() if isinstance(v, bytes) else str(v)
-                   for v in values], dtype=object)
-
-
-def _vocabulary(column, values, max_size):
-  """Distinct values by frequency, then value; without the missing marker
-  (unless the column has a default of its own)."""
+def _column_statistics(column, summary, max_vocabulary, min_frequency):
+  """A column's statistics from its summary. A float kind's are over the
+  present values: a missing one takes their mean (as scikit-learn's
+  SimpleImputer), not a 0.0 that would pull the mean and stand for a real
+  value; with the column's own `default` nothing is missing. A vocabulary
+  is by frequency, then value, without the missing marker (unless a string
+  column has a default of its own; -1 is also IntegerLookup's
+  out-of-vocabulary token)."""
+  if column.kind in spec_lib.FLOAT_KINDS:
+    numbers = summary.numbers[column.name]
+    mean, variance, boundaries = numbers.result(column.num_bins if
+                                                column.kind ==
+                                                'float_discretized' else None)
+    if column.kind == 'float_normalized':
+      return ColumnStatistics(mean=mean, variance=variance, fill=mean)
+    if column.kind == 'float_discretized':
+      # Given boundaries (the spec's, e.g. a bucketized_column's) as given.
+      return ColumnStatistics(
+          boundaries=(boundaries if column.boundaries is None
+                      else column.boundaries), fill=mean)
+    return ColumnStatistics(fill=mean)
   if column.dtype == 'string':
-    values, missing = _strings(values), _STRING_MISSING
+    leave_out = {STRING_MISSING} if column.default is None else set()
   else:
-    values, missing = np.asarray(values, np.int64), _INTEGER_MISSING
-  distinct, counts = np.unique(values, return_counts=True)
-  order = sorted(range(len(distinct)), key=lambda i: (-counts[i], distinct[i]))
-  vocabulary = [distinct[i].item() if hasattr(distinct[i], 'item')
-                else distinct[i] for i in order]
-  if column.default is None or column.dtype != 'string':
-    # (-1 is also IntegerLookup's out-of-vocabulary token.)
-    vocabulary = [v for v in vocabulary if v != missing]
-  return tuple(vocabulary[:max_size])
+    leave_out = {INTEGER_MISSING}
+  # A given vocabulary (the spec's) as given: order and all.
+  return ColumnStatistics(vocabulary=column.vocabulary or summary.counts[
+      column.name].vocabulary(max_vocabulary, min_frequency, leave_out))
 
 
-def _num_classes(label_name, labels, head):
-  """Classes of an integer label: 1 + its largest value (2 for binary)."""
-  labels = np.asarray(labels)
-  ints = labels.astype(np.int64)
-  bad = (ints != labels) | (ints < 0) | (ints > (1 if head == 'binary'
-                                                 else np.inf))
-  if bad.any():
-    expected = '0 or 1' if head == 'binary' else 'a class id 0, 1, ...'
-    raise DataError(f"training data, label column '{label_name}': "
-                    f'{labels[bad][0]} is not {expected} (--head={head})')
-  return 2 if head == 'binary' else int(ints.max(initial=0)) + 1
-
-
-def missing_numbers(values):
-  """The mask of a float column's missing values (source.feature_default's:
-  NaN, or MISSING_INT64 parsed as an int64)."""
-  values = np.asarray(values, np.float64)
-  return np.isnan(values) | (values == float(spec_lib.MISSING_INT64))
-
-
-def _number_statistics(column, values):
-  """A float kind's statistics, over the present values: a missing one
-  takes their mean (as scikit-learn's SimpleImputer), not a 0.0 that would
-  pull the mean and stand for a real value. With the column's own
-  `default` nothing is missing."""
-  values = np.asarray(values, np.float64)
-  present = values if column.default is not None else values[
-      ~missing_numbers(values)]
-  fill = float(present.mean()) if present.size else 0.0
-  if column.kind == 'float_normalized':
-    return ColumnStatistics(
-        mean=fill, variance=float(present.var()) if present.size else 1.0,
-        fill=fill)
-  if column.kind == 'float_discretized' and column.boundaries is not None:
-    return ColumnStatistics(boundaries=column.boundaries, fill=fill)
-  if column.kind == 'float_discretized':
-    quantiles = np.linspace(0, 1, column.num_bins + 1)[1:-1]
-    return ColumnStatistics(boundaries=tuple(
-        float(b) for b in np.quantile(present if present.size else [0.0],
-                                      quantiles)), fill=fill)
-  return ColumnStatistics(fill=fill)
+def of_summary(feature_spec, summary, max_vocabulary=None, min_frequency=1):
+  """The Statistics of a split_summary.SplitSummary of the training split;
+  vocabularies of the values counted `min_frequency` times or more, the
+  `max_vocabulary` most frequent (tf.Transform's frequency_threshold and
+  top_k)."""
+  stats = {column.name: _column_statistics(column, summary, max_vocabulary,
+                                           min_frequency)
+           for column in feature_spec.columns
+           if column.kind in spec_lib.FLOAT_KINDS + spec_lib.CATEGORICAL_KINDS}
+  label_scale = None
+  if summary.labels is not None:
+    mean, variance, _ = summary.labels.result()
+    # A constant label's deviation as 1: the outputs then move in its units.
+    label_scale = (mean, math.sqrt(variance) or 1.0)
+  return Statistics(stats, summary.rows, summary.num_classes(), label_scale)
 
 
 def compute(feature_spec, columns, head=None, max_vocabulary=None):
@@ -152,31 +136,20 @@ def compute(feature_spec, columns, head=None, max_vocabulary=None):
   training split, as TabularSource.columns returns them). `head`: the run's
   (default: the spec's, else multiclass); `max_vocabulary` caps each
   vocabulary to its most frequent values."""
-  head = head or feature_spec.head or 'multiclass'
-  stats = {}
-  for column in feature_spec.columns:
-    values = columns[column.name]
-    if column.kind in spec_lib.FLOAT_KINDS:
-      stats[column.name] = _number_statistics(column, values)
-    elif column.kind in spec_lib.CATEGORICAL_KINDS:
-      # A given vocabulary (the spec's) as given: order and all.
-      stats[column.name] = ColumnStatistics(
-          vocabulary=column.vocabulary or
-          _vocabulary(column, values, max_vocabulary))
-  labels = columns[feature_spec.label] if isinstance(feature_spec.label,
-                                                     str) else None
-  num_classes = None
-  if (head in ('multiclass', 'binary') and labels is not None and
-      feature_spec.label_vocabulary is None and
-      np.asarray(labels).dtype.kind in 'iuf'):
-    num_classes = _num_classes(feature_spec.label, labels, head)
-  label_scale = None
-  if head == 'regression' and labels is not None:
-    labels = np.asarray(labels, np.float64)
-    # A constant label's deviation as 1: the outputs then move in its units.
-    label_scale = (float(labels.mean()), float(labels.std()) or 1.0)
-  return Statistics(stats, len(columns[next(iter(columns))]), num_classes,
-                    label_scale)
+  summary = split_summary.SplitSummary(feature_spec, head)
+  summary.add_columns(columns)
+  return of_summary(feature_spec, summary, max_vocabulary)
+
+
+def _computed(feature_spec, source, head, model_dir, share):
+  """The Statistics of `source`'s training split, in one streaming pass
+  (shared by `share`'s trainers)."""
+  head = split_summary.head_of(feature_spec, head)
+  if share and share[1] > 1:
+    summary = shared_pass.summarise(model_dir, source, head, share[1])
+  else:
+    summary = scan.summarise(source, TRAIN, head)
+  return of_summary(feature_spec, summary)
 
 
 def read(path):
@@ -257,12 +230,14 @@ def store(model_dir, feature_spec, statistics):
 
 
 def load_or_compute(model_dir, feature_spec, source, is_chief=True,
-                    timeout_secs=600, head=None, write=True):
+                    timeout_secs=600, head=None, write=True, share=None):
   """The model_dir's Statistics: the stored ones; else the chief (or a task
   alone) computes them from `source`'s training split and stores them
   (unless not `write`: the caller `store`s them once its other checks
   passed), and any other task waits up to `timeout_secs` for the chief's
-  file.
+  file. `share`: (this task's index, the number of trainers) in a cluster,
+  whose trainers summarise a share of the files each for the chief
+  (shared_pass.py).
 
   The chief of a resumed run checks the stored ones against the data and
   warns, in one line, when they differ: the run keeps the stored ones (the
@@ -272,17 +247,20 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   stored_before = tf.io.gfile.exists(path)
   if not stored_before:
     if is_chief:
-      statistics = compute(feature_spec, source.columns(TRAIN), head)
+      statistics = _computed(feature_spec, source, head, model_dir, share)
       if write:
         store(model_dir, feature_spec, statistics)
       return statistics
+    if share and share[1] > 1:
+      shared_pass.store_share(model_dir, source,
+                              split_summary.head_of(feature_spec, head), *share)
     _logger.info('Waiting for the chief to write %s', path)
     _wait_for(path, timeout_secs)
   stored = read(path)
   _check_covers(stored, feature_spec, path)
   if stored_before and is_chief:
-    changed = differences(stored, compute(feature_spec, source.columns(TRAIN),
-                                          head))
+    changed = differences(stored, _computed(feature_spec, source, head,
+                                            model_dir, None))
     if changed:
       _logger.warning(
           '%s: the training data differ from these stored statistics (%s); '

@@ -1,25 +1,18 @@
-"""Tabular files read in Python: a CSV file's header and record count, a
-TFRecord file's columns and count, and a split's cells column by column,
-each row knowing its file and line (CSV) or record (TFRecord, from 1), so
+"""Tabular files read in Python (table_files.py: one file's lines, header
+and count): a split's cells column by column, each row knowing its file and line (CSV) or record (TFRecord, from 1), so
 that a bad value fails as one line naming the file, the place, the column
 and the value."""
 
 import csv
-import gzip
 import io
 import re
-import zlib
 
-from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer import sources
 from estimator_trainer.errors import DataError, first_line
+from estimator_trainer.tabular import table_files
 
-# A TFRecord file's columns are the features of its first records (a
-# missing value is an absent feature, so one record may lack some).
-SCANNED_RECORDS = 100
 _BATCH = 4096
 _LISTS = {'float32': 'float_list', 'int64': 'int64_list',
           'string': 'bytes_list'}
@@ -33,72 +26,6 @@ _QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
 
 def is_csv(path):
   return path.endswith(('.csv', '.csv.gz'))
-
-
-def _csv_lines(path):
-  """A CSV file's lines as TextLineDataset splits them ('\\n', then one
-  trailing '\\r' dropped)."""
-  try:
-    with tf.io.gfile.GFile(path, 'rb') as f:
-      data = f.read()
-    if path.endswith('.gz'):
-      data = gzip.decompress(data)
-    text = data.decode('utf-8-sig')
-  except (OSError, EOFError, zlib.error, tf.errors.OpError,
-          UnicodeDecodeError) as e:
-    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
-  return [line[:-1] if line.endswith('\r') else line
-          for line in text.split('\n')]
-
-
-def _header(path, lines):
-  if not lines or not lines[0].strip():
-    raise DataError(f'{path}: no header row (a CSV file starts with the '
-                    'column names)')
-  return tuple(name.strip() for name in next(csv.reader(lines[:1])))
-
-
-def csv_file(path):
-  """(header, number of records: non-empty lines after the header)."""
-  lines = _csv_lines(path)
-  return _header(path, lines), sum(1 for line in lines[1:] if line)
-
-
-def check_has(path, name, columns, scanned=None, why='the feature spec'):
-  """DataError unless `name` (named by `why`) is one of the file's
-  `columns`."""
-  if name not in columns:
-    where = f' in its first {scanned} records' if scanned else ''
-    raise DataError(f'{path}: no column {name!r}{where} ({why} names it); '
-                    f'its columns: {", ".join(columns)}')
-
-
-def _records(path):
-  return tf.data.TFRecordDataset(
-      path, compression_type=sources.compression([path]))
-
-
-def _example(record, path, number):
-  try:
-    return tf.train.Example.FromString(record)
-  except message.DecodeError as e:
-    raise DataError(f'{path} record {number}: not a tf.Example ({e})') from None
-
-
-def tfrecord_file(path):
-  """(sorted feature names of its first records, number of records).
-  Eager."""
-  try:
-    keys = set()
-    for number, record in enumerate(
-        _records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
-      keys.update(_example(record, path, number).features.feature)
-    # Counted by batch: by record took 30 times longer (9 s for 200,000).
-    count = int(_records(path).batch(_BATCH).reduce(
-        np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
-  except tf.errors.OpError as e:
-    raise DataError(f'{path}: {first_line(e.message)}') from None
-  return sorted(keys), count
 
 
 class Cells:
@@ -192,16 +119,20 @@ def bad_labels(values, spec):
   return np.zeros(values.shape, bool), ''
 
 
-def read_csv(files, names=None):
+def read_csv(files, names=None, max_rows=None):
   """Cells of the CSV `files`' columns `names` (None: the first file's
-  header); an empty cell is None."""
+  header), of about their first `max_rows` records (None: all); an empty
+  cell is None."""
   cells = Cells(files, 'line', 'an empty cell')
   for index, path in enumerate(files):
-    lines = _csv_lines(path)
-    header = _header(path, lines)
+    if max_rows is not None and len(cells.numbers) >= max_rows:
+      break
+    lines = table_files.csv_lines(
+        path, max_rows and max_rows - len(cells.numbers) + 1)
+    header = table_files.header(path, lines)
     names = header if names is None else names
     for name in names:
-      check_has(path, name, header)
+      table_files.check_has(path, name, header)
     places = [header.index(name) for name in names]
     columns = [cells.values.setdefault(name, []) for name in names]
     # strict: bad quoting fails here as in TensorFlow's decode_csv.
@@ -230,19 +161,23 @@ def read_csv(files, names=None):
   return cells
 
 
-def read_examples(files, dtypes=None):
+def read_examples(files, dtypes=None, max_rows=None):
   """Cells of the TFRecord `files`' tf.Examples: the features of `dtypes`
   (name -> float32, int64 or string) or, if None, every feature of one
-  kind throughout. Eager."""
+  kind throughout; of the first `max_rows` records (None: all). Eager."""
   cells = Cells(files, 'record', 'no such feature')
   cells.values = {name: [] for name in dtypes or ()}
   for index, path in enumerate(files):
+    records = table_files.records(path)
+    if max_rows is not None:
+      records = records.take(max_rows - len(cells.numbers))
     try:
       number = 0
-      for batch in _records(path).batch(_BATCH).as_numpy_iterator():
+      for batch in records.batch(_BATCH).as_numpy_iterator():
         for record in batch:
           number += 1
-          features = _example(record, path, number).features.feature
+          features = table_files.example_of(record, path,
+                                            number).features.feature
           row = len(cells.numbers)
           cells.file_index.append(index)
           cells.numbers.append(number)

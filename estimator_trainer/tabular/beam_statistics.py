@@ -1,0 +1,133 @@
+"""The tabular statistics as an Apache Beam pipeline, for training splits
+beyond one machine: each training file is summarised on a worker (the same
+streaming pass as in-process, tabular/scan.py) and the summaries merge in a
+CombineFn; the result goes to model_dir/preprocessing/ as the trainer
+writes it, so that `run --model_dir=...` reads it instead of computing.
+
+    python -m estimator_trainer.tabular.beam_statistics \\
+        --train_files='gs://bucket/train-*.csv' --feature_spec=spec.json \\
+        --model_dir=gs://bucket/model [--eval_files=GLOB | --eval_fraction=F] \\
+        [--head=HEAD] [--skip_rows_without_label] -- BEAM_OPTIONS
+
+Beam's own options pick the runner: none (DirectRunner, here), or e.g.
+`--runner=DataflowRunner --project=P --region=R --temp_location=gs://...`,
+`--runner=FlinkRunner --flink_master=HOST:PORT`, `--runner=SparkRunner`.
+Needs the `beam` extra (pip install estimator-trainer[beam]). Exit codes:
+0, 1 data error, 2 usage error.
+"""
+
+import argparse
+import sys
+
+import apache_beam as beam
+
+from estimator_trainer import errors
+from estimator_trainer import sources
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import split_summary
+from estimator_trainer.tabular import statistics
+from estimator_trainer.tabular.source import TabularSource
+
+
+class _SummariseFile(beam.DoFn):
+  """A training file's SplitSummary."""
+
+  def __init__(self, source_args, head):
+    super().__init__()
+    self._source_args, self._head = source_args, head
+
+  def setup(self):
+    patterns, feature_spec, kwargs = self._source_args
+    self._source = TabularSource(patterns, feature_spec, **kwargs)
+
+  def process(self, path):
+    yield scan.summarise(self._source, sources.TRAIN, self._head, [path],
+                         progress=False)
+
+
+class MergeSummaries(beam.CombineFn):
+  """SplitSummaries merged into one."""
+
+  def __init__(self, feature_spec, head):
+    super().__init__()
+    self._feature_spec, self._head = feature_spec, head
+
+  def create_accumulator(self):
+    return split_summary.SplitSummary(self._feature_spec, self._head)
+
+  def add_input(self, mutable_accumulator, element):
+    return mutable_accumulator.merge(element)
+
+  def merge_accumulators(self, accumulators):
+    accumulators = iter(accumulators)
+    merged = next(accumulators)
+    for accumulator in accumulators:
+      merged.merge(accumulator)
+    return merged
+
+  def extract_output(self, accumulator):
+    return accumulator
+
+
+def compute(pipeline, source_args, head=None):
+  """A PCollection of the one Statistics of the training split of the
+  TabularSource made of `source_args` (patterns, feature_spec, keyword
+  arguments)."""
+  patterns, feature_spec, kwargs = source_args
+  files = TabularSource(patterns, feature_spec, **kwargs).files(sources.TRAIN)
+  return (pipeline
+          | 'Files' >> beam.Create(files)
+          | 'Reshuffle' >> beam.Reshuffle()
+          | 'Summarise' >> beam.ParDo(_SummariseFile(source_args, head))
+          | 'Merge' >> beam.CombineGlobally(MergeSummaries(feature_spec, head))
+          | 'Statistics' >> beam.Map(
+              lambda summary: statistics.of_summary(feature_spec, summary)))
+
+
+def _parse(argv):
+  parser = argparse.ArgumentParser(
+      prog='python -m estimator_trainer.tabular.beam_statistics',
+      description=__doc__.split('\n', 1)[0])
+  for name in ('train_files', 'feature_spec', 'model_dir'):
+    parser.add_argument(f'--{name}', required=True)
+  parser.add_argument('--eval_files')
+  parser.add_argument('--eval_fraction', type=float)
+  parser.add_argument('--head', choices=spec_lib.HEADS)
+  parser.add_argument('--skip_rows_without_label', action='store_true')
+  return parser.parse_known_args(argv)
+
+
+def run(argv=None, pipeline_options=None):
+  """Runs the pipeline of command line `argv`; the rest of it are Beam's
+  pipeline options (or `pipeline_options`)."""
+  args, beam_args = _parse(argv)
+  if not args.eval_files and not args.eval_fraction:
+    raise UsageError('--eval_files or --eval_fraction is required (the '
+                     'training split is what the trainer trains on)')
+  feature_spec = spec_lib.read(args.feature_spec)
+  patterns = {sources.TRAIN: args.train_files,
+              sources.TEST: args.eval_files}
+  source = TabularSource(patterns, feature_spec, head=args.head,
+                         eval_fraction=args.eval_fraction,
+                         skip_unlabeled=args.skip_rows_without_label)
+  source_args = (patterns, source.feature_spec, {
+      'eval_fraction': args.eval_fraction,
+      'skip_unlabeled': args.skip_rows_without_label})
+  head = split_summary.head_of(source.feature_spec, args.head)
+  options = pipeline_options or beam.options.pipeline_options.PipelineOptions(
+      [arg for arg in beam_args if arg != '--'])
+  with beam.Pipeline(options=options) as pipeline:
+    _ = (compute(pipeline, source_args, head)
+         | 'Write' >> beam.Map(lambda stats: statistics.store(
+             args.model_dir, source.feature_spec, stats)))
+
+
+def main():
+  with errors.reported():
+    run(sys.argv[1:])
+
+
+if __name__ == '__main__':
+  main()

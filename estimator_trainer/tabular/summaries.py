@@ -1,0 +1,166 @@
+"""Mergeable summaries of a split's columns, from which the statistics
+derive: a pass adds batches to them in bounded memory, and summaries of
+different files (tasks, Beam workers) merge into the same result.
+
+- Numbers: a float column's present values, kept exactly while few (the
+  result is then the exact one, bit for bit: numpy's mean, variance and
+  quantiles of them), else moments (count, mean, sum of squared
+  deviations; Chan et al.'s merge) and a KLL quantile sketch (Apache
+  DataSketches) whose normalized rank error is `rank_error()`.
+- Counts: a categorical column's count per value (as tf.Transform's
+  vocabulary); beyond MAX_TRACKED distinct values only the most frequent
+  are kept.
+
+Every summary pickles (Beam's coders, a worker's file).
+"""
+
+import numpy as np
+
+# Present values of a column kept exactly: the result on at most this many
+# values equals the exact pass's; past it, 8 bytes a value would grow with
+# the data.
+EXACT_VALUES = 1_000_000
+# KLL's size parameter: rank error about 0.33% (DataSketches' table), a few
+# tens of kilobytes per column.
+KLL_K = 800
+# Distinct values a Counts tracks before dropping the rarest half.
+MAX_TRACKED = 1_000_000
+
+
+def _sketch():
+  import datasketches  # pylint: disable=g-import-not-at-top
+  return datasketches.kll_doubles_sketch(KLL_K)
+
+
+def rank_error():
+  """The quantile sketch's normalized rank error (two-sided bound, 99%)."""
+  import datasketches  # pylint: disable=g-import-not-at-top
+  return datasketches.kll_doubles_sketch.get_normalized_rank_error(KLL_K,
+                                                                   False)
+
+
+class Numbers:
+  """Count, mean, variance and quantiles of float64 values. `quantiles`:
+  whether boundaries will be asked for (the sketch costs time)."""
+
+  def __init__(self, quantiles=False):
+    self.quantiles = quantiles
+    self.exact = []  # Arrays of the values while few; None past that.
+    self.count, self.mean, self.m2 = 0, 0.0, 0.0
+    self.sketch = None
+
+  def add(self, values):
+    values = np.asarray(values, np.float64)
+    if not values.size:
+      return
+    if self.exact is not None:
+      self.exact.append(values)
+      if self.count + values.size <= EXACT_VALUES:
+        self.count += values.size
+        return
+      values, self.exact = np.concatenate(self.exact), None
+      self.count = 0
+    self._add_moments(values.size, float(values.mean()),
+                      float(np.square(values - values.mean()).sum()))
+    if self.quantiles:
+      self.sketch = self.sketch or _sketch()
+      self.sketch.update(values)
+
+  def _add_moments(self, count, mean, m2):
+    total = self.count + count
+    delta = mean - self.mean
+    self.mean += delta * count / total
+    self.m2 += m2 + delta * delta * self.count * count / total
+    self.count = total
+
+  def merge(self, other):
+    if other.exact is not None:
+      for values in other.exact:
+        self.add(values)
+      return self
+    if self.exact is not None:  # Past the exact size: moments from here.
+      mine, self.exact, self.count = self.exact, None, 0
+      self.merge(other)
+      for values in mine:
+        self.add(values)
+      return self
+    self._add_moments(other.count, other.mean, other.m2)
+    if other.sketch is not None:
+      self.sketch = self.sketch or _sketch()
+      self.sketch.merge(other.sketch)
+    return self
+
+  def values(self):
+    """The exact values, or None past EXACT_VALUES."""
+    if self.exact is None:
+      return None
+    return (np.concatenate(self.exact) if self.exact else
+            np.zeros([0], np.float64))
+
+  def result(self, num_bins=None):
+    """(mean, variance, boundaries of `num_bins` equal-count bins) of the
+    values; 0.0, 1.0 and quantiles of [0.0] when there are none, as the
+    exact pass gives."""
+    exact = self.values()
+    quantiles = (np.linspace(0, 1, num_bins + 1)[1:-1] if num_bins else
+                 np.zeros([0]))
+    if exact is not None:
+      if not exact.size:
+        return 0.0, 1.0, tuple(float(b) for b in np.quantile([0.0],
+                                                               quantiles))
+      return (float(exact.mean()), float(exact.var()),
+              tuple(float(b) for b in np.quantile(exact, quantiles)))
+    boundaries = ()
+    if num_bins:
+      boundaries = tuple(float(b) for b in self.sketch.get_quantiles(
+          quantiles.tolist(), True))
+    return self.mean, self.m2 / self.count, boundaries
+
+  def __getstate__(self):
+    state = dict(self.__dict__)
+    state['sketch'] = self.sketch and self.sketch.serialize()
+    return state
+
+  def __setstate__(self, state):
+    self.__dict__.update(state)
+    if self.sketch is not None:
+      import datasketches  # pylint: disable=g-import-not-at-top
+      self.sketch = datasketches.kll_doubles_sketch.deserialize(self.sketch)
+
+
+def _list(values):
+  return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+class Counts:
+  """Each distinct value's count."""
+
+  def __init__(self):
+    self.counts = {}
+    self.pruned = False  # Whether rare values were dropped (MAX_TRACKED).
+
+  def add(self, values, counts=None):
+    """`values` (numpy), or distinct values with their `counts`."""
+    if counts is None:
+      values, counts = np.unique(values, return_counts=True)
+    get = self.counts.get
+    for value, count in zip(_list(values), _list(counts)):
+      self.counts[value] = get(value, 0) + count
+    if len(self.counts) > MAX_TRACKED:
+      keep = sorted(self.counts.items(), key=lambda item: -item[1])
+      self.counts = dict(keep[:MAX_TRACKED // 2])
+      self.pruned = True
+
+  def merge(self, other):
+    self.add(list(other.counts), list(other.counts.values()))
+    self.pruned |= other.pruned
+    return self
+
+  def vocabulary(self, max_size=None, min_count=1, leave_out=()):
+    """The values by count, then value; those counted fewer than
+    `min_count` times and those in `leave_out` left out; the first
+    `max_size` (None: all)."""
+    order = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+    return tuple(value for value, count in order
+                 if count >= min_count and value not in leave_out
+                 )[:max_size]

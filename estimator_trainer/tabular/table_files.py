@@ -1,0 +1,130 @@
+"""A tabular file read whole or in little memory: a CSV file's lines,
+header and record count, a TFRecord file's columns and count."""
+
+import codecs
+import csv
+import gzip
+import itertools
+import os
+import zlib
+
+from google.protobuf import message
+import numpy as np
+import tensorflow as tf
+
+from estimator_trainer import sources
+from estimator_trainer.errors import DataError, first_line
+
+# A TFRecord file's columns are the features of its first records (a
+# missing value is an absent feature, so one record may lack some).
+SCANNED_RECORDS = 100
+_BATCH = 4096
+_CHUNK = 1 << 20
+
+
+def open_bytes(path):
+  """A CSV file's bytes, as a stream (GZIP decompressed)."""
+  f = tf.io.gfile.GFile(path, 'rb')
+  return gzip.GzipFile(fileobj=f) if path.endswith('.gz') else f
+
+
+def csv_lines(path, max_lines=None):
+  """A CSV file's lines (its first `max_lines`) as TextLineDataset splits
+  them ('\\n', then one trailing '\\r' dropped)."""
+  try:
+    with open_bytes(path) as f:
+      data = (f.read() if max_lines is None else
+              b''.join(itertools.islice(f, max_lines)))
+    return lines_of(data)
+  except (OSError, EOFError, zlib.error, tf.errors.OpError,
+          UnicodeDecodeError) as e:
+    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
+
+
+def lines_of(data):
+  text = data.decode('utf-8-sig')
+  return [line[:-1] if line.endswith('\r') else line
+          for line in text.split('\n')]
+
+
+def header(path, lines):
+  if not lines or not lines[0].strip():
+    raise DataError(f'{path}: no header row (a CSV file starts with the '
+                    'column names)')
+  return tuple(name.strip() for name in next(csv.reader(lines[:1])))
+
+
+def csv_file(path):
+  """(header, number of records: non-empty lines after the header), read
+  in chunks: a file of any size in little memory."""
+  decoder, count, tail = codecs.getincrementaldecoder('utf-8')(), 0, b''
+  try:
+    with open_bytes(path) as f:
+      first = f.readline()
+      lines = lines_of(first)
+      for chunk in iter(lambda: f.read(_CHUNK), b''):
+        decoder.decode(chunk)  # (UnicodeDecodeError: cannot read it.)
+        parts = (tail + chunk).split(b'\n')
+        tail = parts.pop()
+        count += len(parts) - parts.count(b'') - parts.count(b'\r')
+      decoder.decode(b'', final=True)
+  except (OSError, EOFError, zlib.error, tf.errors.OpError,
+          UnicodeDecodeError) as e:
+    raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
+  return header(path, lines), count + (tail not in (b'', b'\r'))
+
+
+def check_has(path, name, columns, scanned=None, why='the feature spec'):
+  """DataError unless `name` (named by `why`) is one of the file's
+  `columns`."""
+  if name not in columns:
+    where = f' in its first {scanned} records' if scanned else ''
+    raise DataError(f'{path}: no column {name!r}{where} ({why} names it); '
+                    f'its columns: {", ".join(columns)}')
+
+
+def records(path):
+  return tf.data.TFRecordDataset(
+      path, compression_type=sources.compression([path]))
+
+
+def example_of(record, path, number):
+  try:
+    return tf.train.Example.FromString(record)
+  except message.DecodeError as e:
+    raise DataError(f'{path} record {number}: not a tf.Example ({e})') from None
+
+
+def _framed_records(path):
+  """The records of a plain TFRecord file counted by their frames' lengths
+  (3 times faster than reading them); None if the frames do not add up to
+  the file (TensorFlow's read then says why), or it is gzipped or not
+  local (GFile's seek is slow)."""
+  if path.endswith('.gz') or '://' in path:
+    return None
+  count, size = 0, os.path.getsize(path)
+  with open(path, 'rb') as f:
+    position = 0
+    while position + 12 <= size:  # A frame: length, its CRC, data, its CRC.
+      f.seek(position)
+      position += 16 + int.from_bytes(f.read(8), 'little')
+      count += 1
+  return count if position == size else None
+
+
+def tfrecord_file(path):
+  """(sorted feature names of its first records, number of records).
+  Eager."""
+  try:
+    keys = set()
+    for number, record in enumerate(
+        records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
+      keys.update(example_of(record, path, number).features.feature)
+    count = _framed_records(path)
+    if count is None:
+      # Counted by batch: by record took 30 times longer (9 s for 200,000).
+      count = int(records(path).batch(_BATCH).reduce(
+          np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
+  except tf.errors.OpError as e:
+    raise DataError(f'{path}: {first_line(e.message)}') from None
+  return sorted(keys), count

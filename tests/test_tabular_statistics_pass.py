@@ -1,0 +1,151 @@
+"""The streaming statistics pass (tabular/scan.py, summaries.py): equal to
+the exact pass over the whole split in memory on small data, mergeable
+across files, within the quantile sketch's rank error past the exact
+size, with a progress bar."""
+
+import numpy as np
+import pytest
+
+from estimator_trainer import layout
+from estimator_trainer import sources
+from estimator_trainer.benchmark import census
+from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import shared_pass
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import statistics
+from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular.source import TabularSource
+from estimator_trainer.tabular.spec import Column, FeatureSpec
+
+TRAIN, TEST = sources.TRAIN, sources.TEST
+ROWS = 3000
+
+# Every kind with statistics, missing cells (0.1) and a weight column.
+SPEC = FeatureSpec(
+    (Column('age', 'float_discretized', num_bins=5),
+     Column('capital_gain', 'float'),
+     Column('hours_per_week', 'float_normalized'),
+     Column('workclass', 'string_categorical'),
+     Column('education', 'string_categorical', default='none'),
+     Column('user_id', 'string_hashed', num_bins=64)),
+    census.LABEL, label_vocabulary=census.LABEL_VOCABULARY,
+    weight=census.WEIGHT, head='binary')
+REGRESSION = FeatureSpec(SPEC.columns, census.WEIGHT, head='regression')
+# Continuous values: a sketch's or a sum's rounding would show.
+CONTINUOUS = FeatureSpec(
+    (Column(census.WEIGHT, 'float_discretized', num_bins=7),
+     Column('hours_per_week', 'float_normalized')), census.LABEL,
+    label_vocabulary=census.LABEL_VOCABULARY, head='binary')
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp('census'))
+  census.write(path, ROWS, num_shards=3, missing=0.1, weights=True)
+  return path
+
+
+def _source(data_dir, file_format, spec=SPEC):
+  return TabularSource({TRAIN: census.files(data_dir, 'train', file_format),
+                        TEST: census.files(data_dir, 'test', file_format)},
+                       spec)
+
+
+@pytest.mark.parametrize('file_format', ['csv', 'tfrecord'])
+@pytest.mark.parametrize('spec', [SPEC, REGRESSION, CONTINUOUS],
+                         ids=['binary', 'regression', 'continuous'])
+def test_the_streaming_pass_equals_the_exact_one(data_dir, file_format,
+                                                 spec):
+  source = _source(data_dir, file_format, spec)
+  exact = statistics.compute(spec, source.columns(TRAIN))
+  streamed = statistics.of_summary(spec, scan.summarise(source, TRAIN))
+  assert streamed == exact
+  assert streamed.num_examples == ROWS
+  assert set(streamed.columns) == {c.name for c in spec.columns
+                                   if c.kind != 'string_hashed'}
+
+
+def test_summaries_of_files_merge_to_the_whole_past_the_exact_size(
+    data_dir, monkeypatch):
+  # Moments and a sketch from the 100th value on: a split too big to keep.
+  monkeypatch.setattr(summaries, 'EXACT_VALUES', 100)
+  source = _source(data_dir, 'csv')
+  files = source.files(TRAIN)
+  merged = scan.summarise(source, TRAIN, files=files[:1]).merge(
+      scan.summarise(source, TRAIN, files=files[1:]))
+  streamed = statistics.of_summary(SPEC, merged)
+  exact = statistics.compute(SPEC, source.columns(TRAIN))
+  assert streamed.num_examples == exact.num_examples == ROWS
+  hours, exact_hours = (s.columns['hours_per_week'] for s in
+                        (streamed, exact))
+  assert hours.mean == pytest.approx(exact_hours.mean, rel=1e-12)
+  assert hours.variance == pytest.approx(exact_hours.variance, rel=1e-12)
+  assert (streamed.columns['workclass'].vocabulary ==
+          exact.columns['workclass'].vocabulary)
+  ages = np.sort(source.columns(TRAIN)['age'])
+  ages = ages[~np.isnan(ages)]
+  for boundary, wanted in zip(streamed.columns['age'].boundaries,
+                              exact.columns['age'].boundaries):
+    # The sketch's boundary's rank within its error of the exact one's.
+    ranks = np.searchsorted(ages, [boundary, wanted]) / ages.size
+    assert abs(ranks[0] - ranks[1]) <= summaries.rank_error() + 1 / 100
+
+
+def test_a_vocabulary_has_a_size_cap_and_a_frequency_threshold():
+  counts = summaries.Counts()
+  counts.add(np.array(['b', 'a', 'c', 'a', 'b', 'a', 'd']))
+  counts.merge(summaries.Counts()).add(['c'], [1])
+  assert counts.vocabulary() == ('a', 'b', 'c', 'd')
+  assert counts.vocabulary(min_count=2) == ('a', 'b', 'c')
+  assert counts.vocabulary(max_size=2) == ('a', 'b')
+  assert counts.vocabulary(leave_out={'a'}) == ('b', 'c', 'd')
+
+
+def test_a_bad_value_fails_naming_it_and_a_test_split_is_checked(
+    tmp_path, capsys):
+  train, test = tmp_path / 'train.csv', tmp_path / 'test.csv'
+  spec = FeatureSpec((Column('x', 'float_normalized'),), 'y', head='binary')
+  rows = ''.join(f'{i},{i % 2}\n' for i in range(200_000))
+  train.write_text('x,y\n' + rows)
+  test.write_text('x,y\n1,0\nnan,1\n')
+  source = TabularSource({TRAIN: str(train), TEST: str(test)}, spec)
+  assert statistics.of_summary(
+      spec, scan.summarise(source, TRAIN)).columns['x'].mean == 99_999.5
+  assert 'rows/s' in capsys.readouterr().err  # The progress bar's.
+  with pytest.raises(Exception, match=r"test.csv line 3, column 'x': 'nan' "
+                     'is not a finite number'):
+    scan.summarise(source, TEST)
+
+
+def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
+    data_dir, tmp_path, caplog):
+  source = _source(data_dir, 'csv')
+  alone = statistics.load_or_compute(str(tmp_path / 'alone'), SPEC, source)
+  model_dir = str(tmp_path / 'cluster')
+  # Trainer 2 of 3 stores its share; the chief summarises 0 and 1 itself.
+  shared_pass.store_share(model_dir, source, 'binary', 2, 3)
+  with caplog.at_level('INFO'):
+    chiefs = statistics.load_or_compute(model_dir, SPEC, source,
+                                        share=(0, 3))
+  assert '1 of 2 shares summarised by other tasks' in caplog.text
+  assert chiefs == alone
+
+
+def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,
+                                                            tmp_path):
+  pytest.importorskip('apache_beam')
+  from estimator_trainer.tabular import beam_statistics  # pylint: disable=g-import-not-at-top
+  spec_file = tmp_path / 'spec.json'
+  spec_file.write_text(spec_lib.to_json(SPEC))
+  model_dir = str(tmp_path / 'model')
+  beam_statistics.run([
+      f'--train_files={census.files(data_dir, "train", "csv")}',
+      f'--eval_files={census.files(data_dir, "test", "csv")}',
+      f'--feature_spec={spec_file}', f'--model_dir={model_dir}', '--',
+      '--runner=DirectRunner'])
+  in_process = statistics.compute(SPEC, _source(data_dir, 'csv').columns(
+      TRAIN))
+  assert statistics.read(layout.statistics_file(model_dir)) == in_process
+  # The trainer reads them as its own.
+  assert statistics.load_or_compute(model_dir, SPEC, None,
+                                    is_chief=False) == in_process
