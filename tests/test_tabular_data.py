@@ -183,8 +183,9 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
     ({'columns': {'z': {'kind': 'string_hashed', 'num_bins': 0}}},
      'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
-     'columns.z.knd: unknown key; the keys: default, dtype, embedding_dim, '
-     'kind, missing_indicator, num_bins'),
+     'columns.z.knd: unknown key; the keys: boundaries, default, dtype, '
+     'embedding_dim, kind, missing_indicator, num_bins, num_oov, one_hot, '
+     'vocabulary'),
     ({'crosses': [{'columns': ['edu', 'job'], 'num_bins': 8}]},
      "crosses[0].columns: no column 'job' in columns"),
     ({'crosses': [{'columns': ['edu', 'age'], 'num_bins': 8}]},
