@@ -11,6 +11,7 @@ from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import shared_pass
+from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular import summaries
@@ -99,6 +100,29 @@ def test_a_vocabulary_has_a_size_cap_and_a_frequency_threshold():
   assert counts.vocabulary(min_count=2) == ('a', 'b', 'c')
   assert counts.vocabulary(max_size=2) == ('a', 'b')
   assert counts.vocabulary(leave_out={'a'}) == ('b', 'c', 'd')
+
+
+def test_a_vocabulary_past_the_tracked_values_is_said_to_be_approximate(
+    monkeypatch, caplog):
+  """Past MAX_TRACKED distinct values the rarest are dropped: the
+  vocabulary is of the most frequent, and the run says so."""
+  monkeypatch.setattr(summaries, 'MAX_TRACKED', 4)
+  spec = FeatureSpec((Column('c', 'string_categorical'),), 'y',
+                     head='binary')
+  summary = split_summary.SplitSummary(spec, 'binary')
+  summary.add_columns({'c': np.array(['a'] * 3 + list('bcdefg'), object),
+                       'y': np.zeros(9, np.int64)})
+  stats = statistics.of_summary(spec, summary)
+  assert stats.columns['c'].vocabulary[0] == 'a'
+  assert len(stats.columns['c'].vocabulary) < 7
+  assert "Column 'c' has more than 4 distinct values" in caplog.text
+  caplog.clear()
+  monkeypatch.setattr(summaries, 'MAX_TRACKED', 100)
+  summary = split_summary.SplitSummary(spec, 'binary')
+  summary.add_columns({'c': np.array(list('abc'), object),
+                       'y': np.zeros(3, np.int64)})
+  statistics.of_summary(spec, summary)
+  assert 'distinct values' not in caplog.text
 
 
 def test_a_bad_value_fails_naming_it_and_a_test_split_is_checked(

@@ -28,6 +28,7 @@ from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
+from estimator_trainer.tabular import summaries
 from estimator_trainer.tabular.split_summary import (INTEGER_MISSING,
                                                      STRING_MISSING)
 
@@ -109,9 +110,17 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
     leave_out = {STRING_MISSING} if column.default is None else set()
   else:
     leave_out = {INTEGER_MISSING}
-  # A given vocabulary (the spec's) as given: order and all.
-  return ColumnStatistics(vocabulary=column.vocabulary or summary.counts[
-      column.name].vocabulary(max_vocabulary, min_frequency, leave_out))
+  if column.vocabulary:  # Given (the spec's): as given, order and all.
+    return ColumnStatistics(vocabulary=column.vocabulary)
+  counts = summary.counts[column.name]
+  if counts.pruned:
+    _logger.warning(
+        "Column '%s' has more than %d distinct values: its vocabulary is of "
+        'the most frequent, their counts approximate (a string_hashed or '
+        'integer_hashed kind fits such a column)', column.name,
+        summaries.MAX_TRACKED)
+  return ColumnStatistics(vocabulary=counts.vocabulary(
+      max_vocabulary, min_frequency, leave_out))
 
 
 def of_summary(feature_spec, summary, max_vocabulary=None, min_frequency=1):
