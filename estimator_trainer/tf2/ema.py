@@ -37,7 +37,7 @@ class Average(tf.Module):
 
   def adopt(self, legacy):
     """Takes the averages of the trainable weights from `legacy`
-    (legacy_averages's, restored)."""
+    (stored_layout's, restored)."""
     for average, value in zip(self.averages, legacy.trainable_averages()):
       average.assign(value)
 
@@ -57,15 +57,6 @@ class Average(tf.Module):
         weight.assign(value)
 
 
-def require_average(path):
-  """Fails unless checkpoint `path` holds an Average (a run resumed or
-  evaluated with --ema_decay must have trained with it)."""
-  if not any(name.startswith('ema/')
-             for name, _ in tf.train.list_variables(path)):
-    raise UsageError(f'--ema_decay: {path} holds no average (trained '
-                     'without --ema_decay)')
-
-
 _AVERAGE_KEY = re.compile(r'ema/averages/\d+/\.ATTRIBUTES/VARIABLE_VALUE')
 
 
@@ -76,23 +67,27 @@ class _Legacy(tf.Module):
 
   def __init__(self, model):
     super().__init__(name='ema')
-    self._trainable = [id(weight) in {id(w) for w in model.trainable_weights}
-                       for weight in model.weights]
+    averaged = {id(weight) for weight in ema_recipe.averaged(model)}
+    self._averaged = [id(weight) in averaged for weight in model.weights]
     self.averages = [tf.Variable(tf.zeros(weight.shape, weight.dtype),
                                  trainable=False) for weight in model.weights]
 
   def trainable_averages(self):
-    return [average for average, trainable
-            in zip(self.averages, self._trainable) if trainable]
+    return [average for average, averaged
+            in zip(self.averages, self._averaged) if averaged]
 
 
-def legacy_averages(path, model):
-  """Where checkpoint `path` holds averages of every weight of `model`
-  (_Legacy's: batch norm's statistics too, at positions that now hold
-  other weights' averages), the stand-in to restore them into; None
-  otherwise."""
+def stored_layout(path, model):
+  """Fails unless checkpoint `path` holds averages (a run resumed or
+  evaluated with --ema_decay must have trained with it). Where they are
+  of every weight of `model` (_Legacy's: batch norm's statistics too, at
+  positions that now hold other weights' averages), returns the stand-in
+  to restore them into; else None."""
   stored = sum(1 for name, _ in tf.train.list_variables(path)
                if _AVERAGE_KEY.fullmatch(name))
+  if not stored:
+    raise UsageError(f'--ema_decay: {path} holds no average (trained '
+                     'without --ema_decay)')
   if stored == len(ema_recipe.averaged(model)) or stored != len(model.weights):
     return None
   return _Legacy(model)

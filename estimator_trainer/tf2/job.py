@@ -254,8 +254,7 @@ class Job:
       _adopt_old_learning_rate(self.optimizer, path)
     restored, legacy = checkpoint or self.checkpoint, None
     if self.ema and not checkpoint:
-      ema.require_average(path)
-      legacy = ema.legacy_averages(path, self.model)
+      legacy = ema.stored_layout(path, self.model)
       if legacy:
         restored = tf.train.Checkpoint(**{**self._checkpointed, 'ema': legacy})
     try:
