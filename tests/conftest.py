@@ -20,6 +20,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 
 from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
+from estimator_trainer.engines import TF2_ENGINES  # pylint: disable=g-import-not-at-top
 from estimator_trainer import stack  # pylint: disable=g-import-not-at-top
 from estimator_trainer.strategy import configure_cpu_replicas  # pylint: disable=g-import-not-at-top
 import kept_output  # pylint: disable=g-import-not-at-top
@@ -107,9 +108,23 @@ def pytest_runtest_setup(item):
 
 
 def pytest_runtest_logreport(report):
-  for name, value in report.user_properties:
-    if name == 'cpu_seconds':
-      _CPU_SECONDS[report.nodeid] = value
+  properties = dict(report.user_properties)
+  if 'cpu_seconds' in properties:
+    _CPU_SECONDS[report.nodeid] = (properties['cpu_seconds'],
+                                   properties['marks'])
+
+
+def _write_cpu_list(config):
+  """Every test's CPU seconds and marks, costliest first, in
+  test-logs/cpu-<stack>-<part>.tsv: what the budget is cut from."""
+  kept_output.DIRECTORY.mkdir(parents=True, exist_ok=True)
+  path = kept_output.DIRECTORY / (
+      f'cpu-{stack.tensorflow_version()}-{config.getoption("--part")}.tsv')
+  with open(path, 'w') as f:
+    for nodeid, (seconds, marks) in sorted(_CPU_SECONDS.items(),
+                                           key=lambda item: -item[1][0]):
+      f.write(f'{seconds:.1f}\t{marks}\t{nodeid}\n')
+  return path
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -124,11 +139,13 @@ def pytest_terminal_summary(terminalreporter):
       f.write(json.dumps({outcome: len(terminalreporter.stats.get(outcome, []))
                           for outcome in _OUTCOMES}) + '\n')
   if _CPU_SECONDS:
+    path = _write_cpu_list(terminalreporter.config)
     terminalreporter.section(
-        f'CPU: {sum(_CPU_SECONDS.values()):.0f} s in all; the 40 costliest '
-        'tests (with their subprocesses, setup included)')
-    for nodeid, seconds in sorted(_CPU_SECONDS.items(),
-                                  key=lambda item: -item[1])[:40]:
+        f'CPU: {sum(seconds for seconds, _ in _CPU_SECONDS.values()):.0f} s '
+        'in all; the 40 costliest tests (with their subprocesses, setup '
+        f'included; every test in {path})')
+    for nodeid, (seconds, _) in sorted(_CPU_SECONDS.items(),
+                                       key=lambda item: -item[1][0])[:40]:
       terminalreporter.write_line(f'{seconds:8.1f}s cpu  {nodeid}')
   failed = [*terminalreporter.stats.get('failed', []),
             *terminalreporter.stats.get('error', [])]
@@ -153,6 +170,9 @@ def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
   if report.when == 'teardown' and hasattr(item, 'cpu_start'):
     report.user_properties.append(
         ('cpu_seconds', _cpu_seconds() - item.cpu_start))
+    report.user_properties.append(('marks', ','.join(sorted(
+        {mark.name for mark in item.iter_markers()} &
+        {'slow', 'serial', 'estimator', 'default_stack_only'})) or '-'))
   if report.failed:
     for path in kept_output.settle(failed=True):
       report.sections.append(('kept output', str(path)))
@@ -167,13 +187,35 @@ def pytest_addoption(parser):
       '(scripts/test.sh runs the others two at a time, then these alone)')
 
 
+def _default_stack_only(item):
+  """Whether `item` runs on the default stack alone. The other stack runs
+  what can differ between the stacks, not this package's logic twice: a
+  test parametrized by a TF2 engine runs there only when marked
+  `both_stacks` (what TensorFlow and Keras do for it: checkpoints,
+  SavedModels, distribution, clusters, signals, metrics, layers); the
+  default stack has every engine and runs every test."""
+  if item.get_closest_marker('both_stacks'):
+    return False
+  if item.get_closest_marker('default_stack_only'):
+    return True
+  callspec = getattr(item, 'callspec', None)
+  return bool(callspec) and callspec.params.get('engine') in TF2_ENGINES
+
+
 def pytest_collection_modifyitems(config, items):
   if not stack.has_estimator():
-    skip = pytest.mark.skip(reason='needs tf.estimator (TensorFlow 2.15): '
-                            f'this is TensorFlow {stack.tensorflow_version()}')
+    version = stack.tensorflow_version()
+    needs_estimator = pytest.mark.skip(
+        reason=f'needs tf.estimator (TensorFlow 2.15): this is TensorFlow '
+        f'{version}')
+    default_stack = pytest.mark.skip(
+        reason='tests this package\'s own logic, which the default stack '
+        f'runs; TensorFlow {version} runs what can differ (both_stacks)')
     for item in items:
       if item.get_closest_marker('estimator'):
-        item.add_marker(skip)
+        item.add_marker(needs_estimator)
+      elif _default_stack_only(item):
+        item.add_marker(default_stack)
   part = config.getoption('--part')
   if part == 'all':
     return

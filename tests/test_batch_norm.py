@@ -168,6 +168,7 @@ def _warnings(caplog, kind):
           if record.levelno == logging.WARNING and kind in record.message]
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_recomputed_statistics_make_the_evaluation_right(
     tmp_path, colors16, engine, caplog):
@@ -262,6 +263,7 @@ def test_the_end_check_on_the_console_of_2_replicas_with_sync_bn(
   assert 'AutoGraph' not in result.stderr
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ['ctl', pytest.param(
     'estimator', marks=pytest.mark.estimator)])
 def test_the_statistics_are_the_global_batches_on_1_and_2_replicas(

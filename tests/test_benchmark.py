@@ -86,6 +86,7 @@ def test_ratios_pair_the_runs_of_each_round():
   assert 'vs_plain' not in rows['model_step']
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_float16_rows(tmp_path):
   """--precision=mixed_float16 (GPUs' rows): the engines and fit run in it,
@@ -106,6 +107,7 @@ def test_float16_rows(tmp_path):
     assert row['examples_per_second'] > 0, row
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
   """Every kind of configuration runs end to end; the table has its rows."""

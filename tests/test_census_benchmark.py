@@ -127,6 +127,7 @@ def test_tabular_table_ratios_metrics_and_targets():
       'target ctl_default: 0.90x fit_tabular (>= 0.95x) NOT met']
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_census_smoke_run(tmp_path):
   """The peers train and evaluate on a small set; the table has their rows

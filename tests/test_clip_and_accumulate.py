@@ -75,6 +75,7 @@ def _per_replica_clip(engine):
   return 'clip_summed', clip_then_sum
 
 
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_a_clipped_step_is_the_same_on_1_and_2_replicas(

@@ -260,6 +260,7 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
       str(model_dir))) >= metrics['global_step']
 
 
+@pytest.mark.default_stack_only
 def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
                                                      mnist_small_dir):
   """Each worker decides from the evaluation they run together: both stop
@@ -278,6 +279,7 @@ def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
   assert metrics['global_step'] == 60
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])
 def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
                                               engine):
@@ -304,6 +306,7 @@ def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
   assert not list(model_dir.glob('tmp_*'))
 
 
+@pytest.mark.default_stack_only
 def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
                                                          mnist_small_dir):
   """--bn_recompute_batches across 2 workers: each worker recomputes before
@@ -341,8 +344,8 @@ def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
                                rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize('engine, evaluator', [('ctl', True),
-                                               ('keras', False)])
+@pytest.mark.parametrize('engine, evaluator', [
+    ('ctl', True), pytest.param('keras', False, marks=pytest.mark.both_stacks)])
 def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   """TensorFlow 2's ParameterServerStrategy: the chief's ClusterCoordinator
   sends the steps to the workers; an evaluator task, or else the chief,
@@ -437,6 +440,7 @@ def test_one_task_evaluates_and_exports_the_end_whichever_tf_config_form(
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
 
 
+@pytest.mark.default_stack_only
 def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
     tmp_path, mnist_small_dir):
   """Issue 47, item 9, the TF2 engines: their workers decide who evaluates

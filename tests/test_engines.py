@@ -71,6 +71,7 @@ def test_ctl_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
     assert np.linalg.norm(mirrored - delta) < 1e-5 * np.linalg.norm(delta)
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ENGINES)
 def test_resume_continues_the_step_and_optimizer_state(tmp_path,
                                                        mnist_small_dir,
@@ -186,6 +187,7 @@ def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
       'ckpt-30.index', 'ckpt-50.index']
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_training_summaries_are_of_the_global_batch(tmp_path,
                                                     mnist_small_dir, engine):

@@ -218,6 +218,7 @@ def _records(base_dir):
           for name in sorted(os.listdir(base_dir), key=int)]
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ENGINES)
 def test_every_engine_exports_as_it_evaluates(tmp_path, mnist_small_dir,
                                               engine):

@@ -68,7 +68,8 @@ def sets(tmp_path_factory):
   return tabular_sets.write(tmp_path_factory.mktemp('tabular'))
 
 
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('ctl',)))
 def test_the_pages_signatures_are_the_exports(sets, tmp_path, engine):
   for head in HEADS:
     data = sets[head]

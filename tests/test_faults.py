@@ -478,6 +478,7 @@ def _files(model_dir):
           for path in model_dir.rglob('*') if path.is_file()}
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_tf2_workers_restarted_after_the_end_exit_0_having_nothing_to_do(
     tmp_path, mnist_small_dir):
@@ -550,7 +551,8 @@ def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
 # Each engine and each signal once (the signals share one handler,
 # faults.py; the engines their own loops): each case costs a real run.
 @pytest.mark.parametrize('engine, signum', [
-    ('ctl', signal.SIGTERM), ('keras', signal.SIGINT)],
+    pytest.param('ctl', signal.SIGTERM, marks=pytest.mark.both_stacks),
+    ('keras', signal.SIGINT)],
                          ids=['ctl-sigterm', 'keras-ctrl_c'])
 def test_tf2_engine_sigterm_or_ctrl_c_saves_the_step_and_the_rerun_resumes(
     tmp_path, mnist_small_dir, engine, signum):
@@ -599,7 +601,8 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
 
 @pytest.mark.slow
 @pytest.mark.parametrize('engine, signum', [
-    ('keras', signal.SIGTERM), ('ctl', signal.SIGINT)],
+    ('keras', signal.SIGTERM),
+    pytest.param('ctl', signal.SIGINT, marks=pytest.mark.both_stacks)],
                          ids=['keras-sigterm', 'ctl-ctrl_c'])
 def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
     tmp_path, mnist_small_dir, engine, signum):

@@ -27,6 +27,7 @@ def sets(tmp_path_factory):
           'census': tabular_sets.write_census(directory / 'census')}
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_a_linear_model_under_the_default_schedule_scores(sets, tmp_path,
                                                           engine):

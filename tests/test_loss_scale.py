@@ -58,7 +58,8 @@ def _weights(model_dir, engine):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('keras',)))
 def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
     tmp_path, mnist_small_dir, engine, monkeypatch):
   """Step 1 overflows on both replicas: nothing applied, the step counted,

@@ -198,6 +198,7 @@ def test_bad_config_file_exits_2(tmp_path, content, message):
   assert message in _error_line(result)
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   """Issue 45: `run --train_files=a.csv --label_key=y` infers the spec,

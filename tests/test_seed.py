@@ -37,6 +37,7 @@ def test_a_users_builder_starts_from_the_seed_alone():
   assert _max_difference(first, _initial(8)) > 0.01
 
 
+@pytest.mark.both_stacks
 @pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_one_and_two_replicas_start_alike_in_every_engine(

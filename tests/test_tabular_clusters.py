@@ -84,7 +84,8 @@ def _serve(model_dir, data_dir):
 
 
 @pytest.mark.parametrize('engine', [
-    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl', 'keras'])
+    pytest.param('estimator', marks=pytest.mark.estimator),
+    pytest.param('ctl', marks=pytest.mark.both_stacks), 'keras'])
 def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
                                                           engine):
   """Each ps holds half of the table; the checkpoint keeps it whole, which

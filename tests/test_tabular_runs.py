@@ -109,6 +109,7 @@ def _label(data):
   return label
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 @pytest.mark.parametrize('name', RUNS)
 def test_each_head_reports_the_canned_metrics_weighted(trained, sets, name,
@@ -241,6 +242,7 @@ def assert_same_outputs(actual, expected):
       np.testing.assert_array_equal(actual[key], value, err_msg=key)
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine, name', [
     *(pytest.param('estimator', name, marks=pytest.mark.estimator)
       for name in RUNS), *(('ctl', name) for name in RUNS),
@@ -299,6 +301,7 @@ def _saved_model_cli(*args):
   return result.stdout
 
 
+@pytest.mark.both_stacks
 @pytest.mark.parametrize('engine, name, signature, key, output', [
     pytest.param('estimator', 'binary', 'classification', 'inputs', 'scores',
                  marks=pytest.mark.estimator),
