@@ -31,13 +31,20 @@ def tf2_averages(path):
           for i in range(len(models.cnn().weights))]
 
 
-def mean_test_loss(values, idx_dir):
-  """The mean cross-entropy over the test split of `idx_dir` (an mnist IDX
-  directory) of the CNN with weights `values`."""
+def test_logits(values, idx_dir, count=100_000):
+  """The logits and labels of the CNN with weights `values` on the first
+  `count` examples of the test split of `idx_dir` (an mnist IDX
+  directory)."""
   model = models.cnn()
   model.set_weights(values)
   images, labels = next(iter(sources.IdxSource('mnist', str(idx_dir)).dataset(
-      sources.TEST).batch(100_000)))
-  logits = model(tf.cast(images, tf.float32) / 255.0)
+      sources.TEST).batch(count)))
+  return model(tf.cast(images, tf.float32) / 255.0).numpy(), labels
+
+
+def mean_test_loss(values, idx_dir):
+  """The mean cross-entropy over the test split of `idx_dir` of the CNN
+  with weights `values`."""
+  logits, labels = test_logits(values, idx_dir)
   return float(tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
       labels, logits, from_logits=True)))
