@@ -27,6 +27,7 @@ AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 PREPROCESSING_DIR = 'preprocessing'
 STATISTICS_FILE = 'statistics.json'
 FEATURE_SPEC_FILE = 'feature_spec.json'
+TRAINING_FILES_FILE = 'training_files.json'
 # The estimator engine's warm start across changed vocabularies: the files
 # of each remapped table's rows (tabular/warm_start.py), <table>.{old,new}.
 WARM_START_DIR = 'warm_start'
@@ -60,6 +61,11 @@ def statistics_file(model_dir):
 
 def feature_spec_file(model_dir):
   return os.path.join(model_dir, PREPROCESSING_DIR, FEATURE_SPEC_FILE)
+
+
+def training_files_file(model_dir):
+  """The training files the statistics were computed from."""
+  return os.path.join(model_dir, PREPROCESSING_DIR, TRAINING_FILES_FILE)
 
 
 def warm_start_vocabulary_file(model_dir, table, which):

@@ -6,7 +6,9 @@ import csv
 import dataclasses
 import json
 import logging
+import os
 import re
+import shutil
 import threading
 
 import numpy as np
@@ -23,6 +25,7 @@ from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.models import PADDING
 from estimator_trainer.strategy import make_strategy
 from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular import warm_start
@@ -222,6 +225,42 @@ def test_statistics_are_computed_once_and_kept_on_changed_data(
   message = record.getMessage()
   assert '\n' not in message and 'keeps the stored ones' in message
   assert "'alcohol' mean" in message
+
+
+def test_a_resumed_chief_reads_no_data_for_statistics_of_the_same_files(
+    data, tmp_path, monkeypatch, caplog):
+  """At any size: a restart on the files the statistics were computed from
+  makes no second pass (issue 50, item 3). Files rewritten with the same
+  rows: one pass, nothing to say, and the files recorded for the next."""
+  source, _ = data['breast_cancer']
+  files = tmp_path / 'files'
+  shutil.copytree(os.path.dirname(source.files(TRAIN)[0]), files)
+  copied = Source({split: ','.join(str(files / os.path.basename(path))
+                                   for path in source.files(split))
+                   for split in (TRAIN, TEST)}, source.feature_spec)
+  model_dir = str(tmp_path / 'model')
+  first = stats_lib.load_or_compute(model_dir, source.feature_spec, copied)
+  record = json.loads((tmp_path / 'model' / 'preprocessing' /
+                       'training_files.json').read_text())
+  assert [path for path, _, _ in record['files']] == list(copied.files(TRAIN))
+  passes = []
+  summarise = scan.summarise
+  monkeypatch.setattr(scan, 'summarise', lambda *args: passes.append(
+      args[1]) or summarise(*args))
+  with caplog.at_level(logging.WARNING):
+    assert stats_lib.load_or_compute(model_dir, source.feature_spec,
+                                     copied) == first
+    assert passes == []
+    rewritten = files / 'train-1.csv'
+    rewritten.write_text(rewritten.read_text())
+    os.utime(rewritten, ns=(0, 0))  # Another modification time.
+    assert stats_lib.load_or_compute(model_dir, source.feature_spec,
+                                     copied) == first
+    assert passes == [TRAIN]
+    assert stats_lib.load_or_compute(model_dir, source.feature_spec,
+                                     copied) == first
+    assert passes == [TRAIN]
+  assert not caplog.records
 
 
 def test_stored_statistics_of_another_spec_are_a_usage_error(data, tmp_path):

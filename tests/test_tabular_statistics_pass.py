@@ -3,6 +3,9 @@ the exact pass over the whole split in memory on small data, mergeable
 across files, within the quantile sketch's rank error past the exact
 size, with a progress bar."""
 
+import concurrent.futures
+import time
+
 import numpy as np
 import pytest
 
@@ -10,7 +13,6 @@ from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
-from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
@@ -145,14 +147,23 @@ def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
     data_dir, tmp_path, caplog):
   source = _source(data_dir, 'csv')
   alone = statistics.load_or_compute(str(tmp_path / 'alone'), SPEC, source)
-  model_dir = str(tmp_path / 'cluster')
-  # Trainer 2 of 3 stores its share; the chief summarises 0 and 1 itself.
-  shared_pass.store_share(model_dir, source, 'binary', 2, 3)
-  with caplog.at_level('INFO'):
-    chiefs = statistics.load_or_compute(model_dir, SPEC, source,
-                                        share=(0, 3))
+  model_dir = tmp_path / 'cluster'
+  # Trainer 2 of 3 stores its share and waits for the chief, who summarises
+  # 0 and 1 itself; then trainer 2 reads the statistics and deletes its
+  # share.
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    trainer = pool.submit(statistics.load_or_compute, str(model_dir), SPEC,
+                          source, is_chief=False, share=(2, 3))
+    deadline = time.monotonic() + 60
+    while not list(model_dir.glob('preprocessing/summaries/*-2-of-3.pickle')):
+      assert time.monotonic() < deadline and not trainer.done(), trainer
+      time.sleep(0.05)
+    with caplog.at_level('INFO'):
+      chiefs = statistics.load_or_compute(str(model_dir), SPEC, source,
+                                          share=(0, 3))
+    assert trainer.result(timeout=60) == chiefs == alone
   assert '1 of 2 shares summarised by other tasks' in caplog.text
-  assert chiefs == alone
+  assert not list(model_dir.glob('preprocessing/summaries/*'))
 
 
 def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,

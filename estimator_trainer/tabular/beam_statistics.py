@@ -116,12 +116,13 @@ def run(argv=None, pipeline_options=None):
       'eval_fraction': args.eval_fraction,
       'skip_unlabeled': args.skip_rows_without_label})
   head = split_summary.head_of(source.feature_spec, args.head)
+  files = statistics.training_files(source)
   options = pipeline_options or beam.options.pipeline_options.PipelineOptions(
       [arg for arg in beam_args if arg != '--'])
   with beam.Pipeline(options=options) as pipeline:
     _ = (compute(pipeline, source_args, head)
          | 'Write' >> beam.Map(lambda stats: statistics.store(
-             args.model_dir, source.feature_spec, stats)))
+             args.model_dir, source.feature_spec, stats, files)))
 
 
 def main():

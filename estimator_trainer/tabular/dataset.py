@@ -130,7 +130,8 @@ class TabularData:
     training chief's checks have passed, so that bad input leaves nothing,
     and before the model's variables (whose creation under
     multi_worker_mirrored waits for the tasks that wait for this file)."""
-    statistics_lib.store(model_dir, self._feature_spec, self.statistics)
+    statistics_lib.store(model_dir, self._feature_spec, self.statistics,
+                         statistics_lib.training_files(self._source))
 
   def make_input_fn(self, config, global_batch_size, seeded=True):
     return input_lib.make_input_fn(config, global_batch_size, self._source,

@@ -50,6 +50,14 @@ def store_share(model_dir, source, head, index, count):
                                                  count)))
 
 
+def remove_share(model_dir, source, head, index, count):
+  """Trainer `index` deletes its share once the chief has written the
+  statistics: merged into them, or not needed."""
+  path = _path(model_dir, source, head, index, count)
+  if tf.io.gfile.exists(path):
+    tf.io.gfile.remove(path)
+
+
 def summarise(model_dir, source, head, count):
   """The chief's SplitSummary of the whole training split: its share (0)
   and the others' stored or computed here."""

@@ -60,7 +60,7 @@ class TabularSource:
   def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
                skip_unlabeled=False):
     self.patterns = patterns
-    self._skip_unlabeled = skip_unlabeled
+    self.skip_unlabeled = skip_unlabeled
     self._held_out = 0
     if not patterns.get(sources.TEST):
       if not eval_fraction:
@@ -88,7 +88,7 @@ class TabularSource:
   @property
   def filtered(self):
     """Whether a split is some of its files' records, not all."""
-    return bool(self._held_out or self._skip_unlabeled)
+    return bool(self._held_out or self.skip_unlabeled)
 
   def kept(self, records, split):
     """Which of the tf.string `records` [batch] belong to `split`: all
@@ -99,7 +99,7 @@ class TabularSource:
       bucket = tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS)
       kept = (bucket < self._held_out if split == sources.TEST else
               bucket >= self._held_out)
-    if self._skip_unlabeled:
+    if self.skip_unlabeled:
       kept &= self._labeled(records)
     return kept
 
@@ -130,7 +130,7 @@ class TabularSource:
       for bucket, has_label in self._read([path]).batch(_BATCH).map(
           lambda records: (
               tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS),
-              self._labeled(records) if self._skip_unlabeled else
+              self._labeled(records) if self.skip_unlabeled else
               tf.ones_like(records, tf.bool))).as_numpy_iterator():
         buckets.append(bucket)
         labeled.append(has_label)
@@ -149,7 +149,7 @@ class TabularSource:
   def unlabeled(self, split):
     """How many records of `split`'s files have no label and are left out
     (skip_unlabeled; a held-out split's files are the training ones)."""
-    if not self._skip_unlabeled:
+    if not self.skip_unlabeled:
       return 0
     return sum(int((~self._record_flags(path)[1]).sum())
                for path in self.files(split))

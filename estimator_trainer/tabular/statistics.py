@@ -211,11 +211,57 @@ def differences(stored, fresh):
   return found
 
 
-def _write(model_dir, feature_spec, statistics):
+def _write_files(model_dir, files):
+  outputs.write_atomic(layout.training_files_file(model_dir),
+                       json.dumps(files, indent=1) + '\n')
+
+
+def _write(model_dir, feature_spec, statistics, files):
   # The statistics last: the file other tasks wait for.
+  if files:
+    _write_files(model_dir, files)
   outputs.write_atomic(layout.feature_spec_file(model_dir),
                        spec_lib.to_json(feature_spec))
   outputs.write_atomic(layout.statistics_file(model_dir), statistics.to_json())
+
+
+def training_files(source):
+  """What the statistics of `source`'s training split come from, read
+  without reading the data: the split (its files' patterns, a held-out
+  fraction, whether unlabeled records are skipped) and each file's path,
+  size and modification time."""
+  files = [[path, stat.length, stat.mtime_nsec] for path, stat in
+           ((path, tf.io.gfile.stat(path)) for path in source.files(TRAIN))]
+  return {'split': str(source), 'skip_unlabeled': source.skip_unlabeled,
+          'files': files}
+
+
+def _same_files(model_dir, source):
+  path = layout.training_files_file(model_dir)
+  if not tf.io.gfile.exists(path):
+    return False  # Statistics stored before the record.
+  with tf.io.gfile.GFile(path) as f:
+    return json.loads(f.read()) == json.loads(json.dumps(
+        training_files(source)))
+
+
+def _check_data(model_dir, feature_spec, source, head, stored, path):
+  """A resumed chief: on the files the statistics were computed from,
+  nothing to do (no second pass over data of any size); on other ones, the
+  pass warns, in one line, when the statistics differ (the run keeps the
+  stored ones: the checkpoints' model was trained on them), and else
+  records the files."""
+  if _same_files(model_dir, source):
+    return
+  changed = differences(stored, _computed(feature_spec, source, head,
+                                          model_dir, None))
+  if changed:
+    _logger.warning(
+        '%s: the training data differ from these stored statistics (%s); '
+        'this run keeps the stored ones, which its model was trained on',
+        path, '; '.join(changed[:3] + (['...'] if len(changed) > 3 else [])))
+  else:
+    _write_files(model_dir, training_files(source))
 
 
 def _wait_for(path, timeout_secs):
@@ -229,11 +275,12 @@ def _wait_for(path, timeout_secs):
     time.sleep(min(_POLL_SECS, remaining))
 
 
-def store(model_dir, feature_spec, statistics):
-  """Stores `statistics` in model_dir unless it holds some already."""
+def store(model_dir, feature_spec, statistics, files=None):
+  """Stores `statistics` in model_dir unless it holds some already, with
+  the training_files they are of (a resumed chief compares them)."""
   path = layout.statistics_file(model_dir)
   if not tf.io.gfile.exists(path):
-    _write(model_dir, feature_spec, statistics)
+    _write(model_dir, feature_spec, statistics, files)
     _logger.info('Tabular statistics of %d training examples written to %s',
                  statistics.num_examples, path)
 
@@ -248,9 +295,8 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   whose trainers summarise a share of the files each for the chief
   (shared_pass.py).
 
-  The chief of a resumed run checks the stored ones against the data and
-  warns, in one line, when they differ: the run keeps the stored ones (the
-  checkpoints' model was trained on them).
+  The chief of a resumed run checks the stored ones against the data
+  (_check_data).
   """
   path = layout.statistics_file(model_dir)
   stored_before = tf.io.gfile.exists(path)
@@ -258,22 +304,20 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
     if is_chief:
       statistics = _computed(feature_spec, source, head, model_dir, share)
       if write:
-        store(model_dir, feature_spec, statistics)
+        store(model_dir, feature_spec, statistics, training_files(source))
       return statistics
     if share and share[1] > 1:
-      shared_pass.store_share(model_dir, source,
-                              split_summary.head_of(feature_spec, head), *share)
-    _logger.info('Waiting for the chief to write %s', path)
-    _wait_for(path, timeout_secs)
+      head = split_summary.head_of(feature_spec, head)
+      shared_pass.store_share(model_dir, source, head, *share)
+      _logger.info('Waiting for the chief to write %s', path)
+      _wait_for(path, timeout_secs)
+      shared_pass.remove_share(model_dir, source, head, *share)
+    else:
+      _logger.info('Waiting for the chief to write %s', path)
+      _wait_for(path, timeout_secs)
   stored = read(path)
   _check_covers(stored, feature_spec, path)
   if stored_before and is_chief:
-    changed = differences(stored, _computed(feature_spec, source, head,
-                                            model_dir, None))
-    if changed:
-      _logger.warning(
-          '%s: the training data differ from these stored statistics (%s); '
-          'this run keeps the stored ones, which its model was trained on',
-          path, '; '.join(changed[:3] + (['...'] if len(changed) > 3 else [])))
+    _check_data(model_dir, feature_spec, source, head, stored, path)
   _logger.info('Tabular statistics read from %s', path)
   return stored
