@@ -437,17 +437,23 @@ def _flags(data):
 def test_an_estimator_model_dir_carried_to_ctl_evaluates_alike(
     trained, sets, tmp_path):
   """migrate carries the weights, the Adam slots and the stored
-  statistics; ctl then evaluates the checkpoint to the same metrics."""
-  source, to, data = trained('binary', 'estimator'), tmp_path / 'ctl', sets[
-      'binary']
+  statistics (not a cluster's shares of their pass); ctl then evaluates the
+  checkpoint to the same metrics."""
+  source, to, data = tmp_path / 'estimator', tmp_path / 'ctl', sets['binary']
+  shutil.copytree(trained('binary', 'estimator'), source)
+  shares = source / 'preprocessing' / 'summaries'
+  shares.mkdir()  # As a cluster's trainers leave it.
+  (shares / 'digest-1-of-2.pickle').write_bytes(b'')
   result = subprocess.run(
       [sys.executable, '-m', 'estimator_trainer.migrate', f'--from={source}',
        f'--to={to}', *_flags(data)],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip() == f'{to}/ckpt-{FLAGS["train_steps"]}'
-  statistics = pathlib.Path('preprocessing', 'statistics.json')
-  assert (to / statistics).read_text() == (source / statistics).read_text()
+  for name in ('statistics.json', 'training_files.json'):
+    stored = pathlib.Path('preprocessing', name)
+    assert (to / stored).read_text() == (source / stored).read_text()
+  assert not (to / 'preprocessing' / 'summaries').exists()
   engines.ENGINES['ctl'].run(config(to, data, engine='ctl', mode='evaluate',
                                     **FLAGS))
   carried, evaluated = metrics(to), metrics(source)

@@ -194,15 +194,17 @@ def _optimizer_of(stored):
 
 def _carry_preprocessing(source_dir, model_dir):
   """Copies structured data's stored statistics (layout.PREPROCESSING_DIR)
-  along: the model was trained on them, not on what the data give now."""
+  along: the model was trained on them, not on what the data give now. Not
+  its directories: a cluster's shares of the statistics pass, done with."""
   source = layout.preprocessing_dir(source_dir)
   if not tf.io.gfile.isdir(source):
     return
   target = layout.preprocessing_dir(model_dir)
   tf.io.gfile.makedirs(target)
   for name in tf.io.gfile.listdir(source):
-    tf.io.gfile.copy(os.path.join(source, name), os.path.join(target, name),
-                     overwrite=True)
+    path = os.path.join(source, name)
+    if not tf.io.gfile.isdir(path):
+      tf.io.gfile.copy(path, os.path.join(target, name), overwrite=True)
 
 
 def _check_adam_steps(reader, checkpoint, step):
