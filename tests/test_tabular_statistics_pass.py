@@ -17,6 +17,7 @@ from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
 
@@ -141,6 +142,27 @@ def test_a_bad_value_fails_naming_it_and_a_test_split_is_checked(
   with pytest.raises(Exception, match=r"test.csv line 3, column 'x': 'nan' "
                      'is not a finite number'):
     scan.summarise(source, TEST)
+
+
+def test_a_run_counts_the_records_once(data_dir, tmp_path, monkeypatch):
+  """At 20 million records a count takes tens of seconds: the pass, the
+  step count and the input pipelines share one. The count by frames is
+  the reader's; a truncated file's is none (the reader then says why)."""
+  source = _source(data_dir, 'tfrecord')
+  counted = []
+  framed = table_files._framed_records  # pylint: disable=protected-access
+  monkeypatch.setattr(table_files, '_framed_records',
+                      lambda path: counted.append(path) or framed(path))
+  statistics.load_or_compute(str(tmp_path / 'model'), SPEC, source)
+  assert sum(source.file_sizes(TRAIN)) == source.num_examples(TRAIN) == sum(
+      len(list(table_files.records(path))) for path in source.files(TRAIN))
+  source.records(TRAIN, num_shards=2, index=1)
+  assert sorted(counted) == sorted(source.files(TRAIN))
+  truncated = tmp_path / 'truncated.tfrecord'
+  truncated.write_bytes(open(source.files(TRAIN)[0], 'rb').read()[:-1])
+  assert framed(str(truncated)) is None
+  (tmp_path / 'empty.tfrecord').write_bytes(b'')
+  assert framed(str(tmp_path / 'empty.tfrecord')) == 0
 
 
 def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
