@@ -37,7 +37,8 @@ def _table(rng, rows):
       'hours_a': rng.uniform(0, 1, rows).astype(np.float32),
       'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
       'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
-      'slot': rng.integers(0, 5, rows).astype(np.int64),
+      # 5 and 6 out of the identity column's range: its default_value.
+      'slot': rng.integers(0, 7, rows).astype(np.int64),
       'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
       'zone': rng.integers(0, 40, rows).astype(np.int64),
   }
@@ -57,8 +58,10 @@ def _columns(vocabulary_file):
       'color', ['red', 'green', 'blue'], num_oov_buckets=2)
   size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
                                                     dtype=tf.int64)
-  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file)
-  slot = fc.categorical_column_with_identity('slot', 5)
+  # 'lima' and slots 5, 6 take the default_value ids.
+  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file,
+                                                    default_value=1)
+  slot = fc.categorical_column_with_identity('slot', 5, default_value=4)
   zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
   hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
   age = fc.numeric_column('age')

@@ -101,6 +101,36 @@ def test_ids_as_canned_and_statistics_as_given(columns):
     assert ours == canned.tolist(), name
 
 
+def test_default_value_ids_as_canned():
+  """default_value: an unknown value of a vocabulary, an out-of-range id of
+  an identity column take its id; a missing one ('', -1) none, as canned."""
+  columns = {
+      'color': fc.categorical_column_with_vocabulary_list(
+          'color', ['red', 'green', 'blue'], default_value=2),
+      'size': fc.categorical_column_with_vocabulary_list(
+          'size', [3, 1, 2], dtype=tf.int64, default_value=0),
+      'slot': fc.categorical_column_with_identity('slot', 5, default_value=3),
+  }
+  raw = {
+      'color': np.array(['red', 'pink', '', 'blue', 'teal', 'green'], object),
+      'size': np.array([3, 7, -1, 1, 2, 9], np.int64),
+      'slot': np.array([0, 9, -1, 4, -3, 5], np.int64),
+  }
+  spec = feature_columns.feature_spec_from_columns(
+      list(columns.values()), 'y', head='binary')
+  assert [c.oov_value for c in spec.columns] == ['blue', 3, 3]
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  stats = statistics_lib.compute(spec, {**raw, 'y': np.zeros(6, np.int64)})
+  encoder = encoder_lib.Encoder(spec, stats, labels=False)
+  encoded = encoder({k: tf.constant(v) for k, v in raw.items()})
+  for column in spec.columns:
+    rows = feature_columns.canned_ids(
+        column, encoder.inputs[column.name].cardinality)
+    ours = [rows[i] for i in encoded[column.name].numpy()]
+    assert ours == canned_id_of(columns[column.name], raw).tolist(), (
+        column.name)
+
+
 @pytest.mark.parametrize('make, message', [
     (lambda: fc.numeric_column('a', normalizer_fn=lambda x: x / 2),
      "'a': its normalizer_fn .* float_normalized"),

@@ -53,7 +53,10 @@ class Column:
   in its order; `boundaries` of a float_discretized one (num_bins then
   len(boundaries) + 1); `num_oov`, a categorical column's out-of-vocabulary
   ids (None: 1; several: a string hashes to one); `one_hot`, an id column
-  enters the deep part one-hot (canned indicator_column), not embedded."""
+  enters the deep part one-hot (canned indicator_column), not embedded;
+  `oov_value`, a value of the given vocabulary that an unknown value looks
+  up as (canned's default_value), a missing one ('' or -1) still out of
+  vocabulary."""
 
   name: str
   kind: str
@@ -66,6 +69,7 @@ class Column:
   boundaries: Optional[Tuple[float, ...]] = None
   num_oov: Optional[int] = None
   one_hot: bool = False
+  oov_value: Union[str, int, None] = None
 
   def __post_init__(self):
     if self.dtype is None:
@@ -137,7 +141,7 @@ _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
                 'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
-                'one_hot'}
+                'one_hot', 'oov_value'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -289,7 +293,7 @@ def from_dict(values, origin='feature spec'):
         column.get('missing_indicator', False), column.get('vocabulary'),
         column.get('boundaries'),
         integer(column.get('num_oov'), f'{key}.num_oov'),
-        column.get('one_hot', False)))
+        column.get('one_hot', False), column.get('oov_value')))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -441,6 +445,13 @@ def _check_given(column, key, fail):
     if column.num_oov > 1 and column.dtype != 'string':
       # IntegerLookup spreads them by modulo, canned by hash: no counterpart.
       fail(f'{key}.num_oov', 'more than 1 only for string columns')
+  if column.oov_value is not None:
+    if column.vocabulary is None or column.oov_value not in column.vocabulary:
+      fail(f'{key}.oov_value', f'{column.oov_value!r} is not in the column\'s '
+           'given vocabulary')
+    if column.num_oov is not None:
+      fail(f'{key}.oov_value', 'an unknown value looks up as oov_value or '
+           'in one of num_oov ids, not both')
   if column.one_hot not in (False, True):
     fail(f'{key}.one_hot', f'expected true or false, got {column.one_hot!r}')
   if column.one_hot and column.kind in ('float', 'float_normalized'):
