@@ -385,7 +385,7 @@ def _saved_model_cli_show(directory):
 TF2_ALIKE = {'predict'}
 
 
-@pytest.mark.parametrize('canned', ['DNNClassifier', 'DNNRegressor'])
+@pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,
                                    canned, engine):
