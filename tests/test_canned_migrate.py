@@ -176,7 +176,7 @@ def _config(model_dir, data_dir, spec_file, head, **flags):
 
 
 @pytest.mark.parametrize('canned', sorted(CANNED))
-@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+@pytest.mark.parametrize('engine', ['estimator', 'ctl', 'keras'])
 def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
                                                  tmp_path, canned, engine):
   del estimator  # The fixture: skips without tf.estimator.
