@@ -66,9 +66,11 @@ def _columns(vocabulary_file):
   zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
   hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
   age = fc.numeric_column('age')
-  linear = [age, hours, color, size, slot, city, zone,
+  # One feature as a number and bucketized (the spec's age_bucketized).
+  age_buckets = fc.bucketized_column(age, [30., 50., 65.])
+  linear = [age, age_buckets, hours, color, size, slot, city, zone,
             fc.crossed_column(['color', 'city'], 24)]
-  dnn = [age, fc.numeric_column('hours_a'),
+  dnn = [age, fc.indicator_column(age_buckets), fc.numeric_column('hours_a'),
          fc.embedding_column(color, 3, combiner='sqrtn'),
          fc.indicator_column(size), fc.embedding_column(zone, 2),
          fc.embedding_column(hours, 2), fc.indicator_column(slot),

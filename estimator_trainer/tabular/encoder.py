@@ -142,7 +142,8 @@ class Encoder(tf.Module):
                     tf.cast(value, tf.float32))
 
   def __call__(self, raw):
-    encoded = {column.name: self._encode(column, raw[column.name])
+    encoded = {column.name: self._encode(column,
+                                         raw[column.source or column.name])
                for column in self.feature_spec.columns}
     for cross in self.feature_spec.crosses:
       # The raw values, as canned crossed_column hashes them.

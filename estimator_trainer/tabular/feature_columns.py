@@ -4,6 +4,9 @@ inputs, their meaning kept:
   numeric_column                       float (dtype int64 if it is), its
                                        default_value the column's default
   bucketized_column                    float_discretized, its boundaries
+                                       (beside a numeric_column of the
+                                       feature: <key>_bucketized, its
+                                       source the feature)
   categorical_column_with_vocabulary_  string/integer_categorical, the
     list / _file                       vocabulary in its order, num_oov
                                        its num_oov_buckets (at least 1),
@@ -164,6 +167,14 @@ class _Builder:
 
   def add(self, item, key='columns'):
     items = self.items[key]
+    kinds = {item.kind, items[item.name].kind} if item.name in items else {}
+    if kinds == {'float', 'float_discretized'}:
+      # A numeric_column and a bucketized_column of one feature: the
+      # bucketized one is a second column of it, named as canned's.
+      if item.kind == 'float':
+        item, items[item.name] = items.pop(item.name), item
+      item = dataclasses.replace(item, name=f'{item.name}_bucketized',
+                                 source=item.name)
     items[item.name] = (_merged(items[item.name], item, item.name)
                         if item.name in items else item)
 
