@@ -389,7 +389,8 @@ def check(spec, origin='feature spec'):
            f'value (the kind {column.kind})')
   for column in spec.columns:
     if column.source is not None:
-      _check_source(column, by_name.get(column.source), fail)
+      _check_source(column, isinstance(column.source, str) and
+                    by_name.get(column.source), fail)
   for i, cross in enumerate(spec.crosses):
     if len(cross.columns) < 2:
       fail(f'crosses[{i}].columns', 'a cross needs at least 2 columns')
@@ -474,7 +475,7 @@ def _check_given(column, key, fail):
 
 def _check_source(column, source, fail):
   key = f'columns.{column.name}.source'
-  if source is None or source.source is not None:
+  if not source or source.source is not None:
     fail(key, f'no column {column.source!r} of the data in columns')
   if column.kind != 'float_discretized' or column.boundaries is None or (
       source.kind not in FLOAT_KINDS):
