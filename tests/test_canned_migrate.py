@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -37,7 +38,8 @@ def _table(rng, rows):
       'hours_a': rng.uniform(0, 1, rows).astype(np.float32),
       'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
       'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
-      'slot': rng.integers(0, 5, rows).astype(np.int64),
+      # 5 and 6 out of the identity column's range: its default_value.
+      'slot': rng.integers(0, 7, rows).astype(np.int64),
       'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
       'zone': rng.integers(0, 40, rows).astype(np.int64),
   }
@@ -57,14 +59,18 @@ def _columns(vocabulary_file):
       'color', ['red', 'green', 'blue'], num_oov_buckets=2)
   size = fc.categorical_column_with_vocabulary_list('size', [3, 1, 2],
                                                     dtype=tf.int64)
-  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file)
-  slot = fc.categorical_column_with_identity('slot', 5)
+  # 'lima' and slots 5, 6 take the default_value ids.
+  city = fc.categorical_column_with_vocabulary_file('city', vocabulary_file,
+                                                    default_value=1)
+  slot = fc.categorical_column_with_identity('slot', 5, default_value=4)
   zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
   hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
   age = fc.numeric_column('age')
-  linear = [age, hours, color, size, slot, city, zone,
+  # One feature as a number and bucketized (the spec's age_bucketized).
+  age_buckets = fc.bucketized_column(age, [30., 50., 65.])
+  linear = [age, age_buckets, hours, color, size, slot, city, zone,
             fc.crossed_column(['color', 'city'], 24)]
-  dnn = [age, fc.numeric_column('hours_a'),
+  dnn = [age, fc.indicator_column(age_buckets), fc.numeric_column('hours_a'),
          fc.embedding_column(color, 3, combiner='sqrtn'),
          fc.indicator_column(size), fc.embedding_column(zone, 2),
          fc.embedding_column(hours, 2), fc.indicator_column(slot),
@@ -87,6 +93,8 @@ CANNED = {
         lin, d, optimizer='Ftrl', **kw), 'linear', 'y'),
     'DNNClassifier': (lambda e, lin, dnn, d, **kw: e.DNNClassifier(
         [8, 4], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'y'),
+    'DNNClassifier-Adam': (lambda e, lin, dnn, d, **kw: e.DNNClassifier(
+        [8, 4], dnn, d, optimizer='Adam', **kw), 'dnn', 'y'),
     'DNNRegressor': (lambda e, lin, dnn, d, **kw: e.DNNRegressor(
         [8], dnn, d, optimizer='Adagrad', **kw), 'dnn', 'price'),
     # Its default optimizers: FTRL for the wide part, Adagrad the deep.
@@ -170,7 +178,7 @@ def _config(model_dir, data_dir, spec_file, head, **flags):
 
 
 @pytest.mark.parametrize('canned', sorted(CANNED))
-@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+@pytest.mark.parametrize('engine', ['estimator', 'ctl', 'keras'])
 def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
                                                  tmp_path, canned, engine):
   del estimator  # The fixture: skips without tf.estimator.
@@ -239,6 +247,53 @@ def test_training_continues_from_the_carried_step_and_slots(
       model_dir, to, directory, spec_file, head, engine, mode='train',
       train_steps=STEPS + more, learning_rate=0.05))
   assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
+
+
+@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
+def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
+                                          tmp_path, engine):
+  """A DNNClassifier of optimizer='Adam': its m and v carried (their rows
+  moved as their weights'), the global step as Adam's step count; one more
+  step on the same batch then moves the carried model as canned's own next
+  step moves canned's."""
+  del estimator
+  directory, train, test = data
+  model_dir, spec_file, head, output, _ = canned_runs('DNNClassifier-Adam')
+  # Canned's next step, on a copy: the first batch of its input_fn.
+  shutil.copytree(model_dir / 'canned', tmp_path / 'canned')
+  linear, dnn = _columns(str(directory / 'cities.txt'))
+  canned = CANNED['DNNClassifier-Adam'][0](
+      tf.estimator, linear, dnn, str(tmp_path / 'canned'),
+      config=tf.estimator.RunConfig(tf_random_seed=1))
+  canned.train(_input_fn(train, 'y', None), steps=1)
+  expected = np.array([p[output] for p in canned.predict(
+      _input_fn(test, 'y', 1))])
+  to = tmp_path / 'carried'
+  path = migration.convert(
+      _config(to, directory, spec_file, head, engine='ctl'),
+      str(model_dir / 'canned'), estimator_engine=engine == 'estimator')
+  reader, carried = (tf.train.load_checkpoint(str(model_dir / 'canned')),
+                     tf.train.load_checkpoint(path))
+  arrays = [carried.get_tensor(key)
+            for key in carried.get_variable_to_shape_map()
+            if key != '_CHECKPOINTABLE_OBJECT_GRAPH']
+  for slot in ('m', 'v'):  # The logits' (in order: found by value).
+    value = reader.get_tensor(f'training/Adam/dnn/logits/kernel/{slot}')
+    assert any(a.shape == value.shape and np.array_equal(a, value)
+               for a in arrays), slot
+  # Canned's learning rate (Keras's Adam's default), one step of 32.
+  for mode, steps in (('train', STEPS + 1), ('export', None)):
+    engines.ENGINES[engine].run(_carried_config(
+        model_dir, to, directory, spec_file, head, engine, mode=mode,
+        train_steps=steps, learning_rate=0.001, global_batch_size=32))
+  # Size 7, which canned drops, is the package's out-of-vocabulary id: its
+  # weights, carried as zeros, train from then on (docs/guide/canned.md).
+  known = test['size'] != 7
+  worst = float(np.abs(_served(_export(to), test, output) -
+                       expected)[known].max())
+  print(f'Adam, one step on, {engine}: max |served - canned| {worst:.2e} '
+        f'({known.sum()} of {len(known)} examples)')
+  assert worst <= TOLERANCE
 
 
 def _other_stack(*args):
@@ -332,7 +387,7 @@ def _saved_model_cli_show(directory):
 TF2_ALIKE = {'predict'}
 
 
-@pytest.mark.parametrize('canned', ['DNNClassifier', 'DNNRegressor'])
+@pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,
                                    canned, engine):

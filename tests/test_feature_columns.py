@@ -101,6 +101,36 @@ def test_ids_as_canned_and_statistics_as_given(columns):
     assert ours == canned.tolist(), name
 
 
+def test_default_value_ids_as_canned():
+  """default_value: an unknown value of a vocabulary, an out-of-range id of
+  an identity column take its id; a missing one ('', -1) none, as canned."""
+  columns = {
+      'color': fc.categorical_column_with_vocabulary_list(
+          'color', ['red', 'green', 'blue'], default_value=2),
+      'size': fc.categorical_column_with_vocabulary_list(
+          'size', [3, 1, 2], dtype=tf.int64, default_value=0),
+      'slot': fc.categorical_column_with_identity('slot', 5, default_value=3),
+  }
+  raw = {
+      'color': np.array(['red', 'pink', '', 'blue', 'teal', 'green'], object),
+      'size': np.array([3, 7, -1, 1, 2, 9], np.int64),
+      'slot': np.array([0, 9, -1, 4, -3, 5], np.int64),
+  }
+  spec = feature_columns.feature_spec_from_columns(
+      list(columns.values()), 'y', head='binary')
+  assert [c.oov_value for c in spec.columns] == ['blue', 3, 3]
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  stats = statistics_lib.compute(spec, {**raw, 'y': np.zeros(6, np.int64)})
+  encoder = encoder_lib.Encoder(spec, stats, labels=False)
+  encoded = encoder({k: tf.constant(v) for k, v in raw.items()})
+  for column in spec.columns:
+    rows = feature_columns.canned_ids(
+        column, encoder.inputs[column.name].cardinality)
+    ours = [rows[i] for i in encoded[column.name].numpy()]
+    assert ours == canned_id_of(columns[column.name], raw).tolist(), (
+        column.name)
+
+
 @pytest.mark.parametrize('make, message', [
     (lambda: fc.numeric_column('a', normalizer_fn=lambda x: x / 2),
      "'a': its normalizer_fn .* float_normalized"),
@@ -121,11 +151,38 @@ def test_what_cannot_be_carried_is_named(make, message):
   assert '\n' not in str(raised.value)
 
 
-def test_one_feature_two_kinds_is_named():
-  with pytest.raises(UsageError, match="'n': kind 'float' and 'float_discretized'"):
-    feature_columns.feature_spec_from_columns(
-        [fc.numeric_column('n'),
-         fc.bucketized_column(fc.numeric_column('n'), [1.])], 'y')
+def test_one_feature_as_a_number_and_bucketized():
+  """numeric_column('age') and a bucketized_column of it (in either order,
+  embedded too): 'age' and 'age_bucketized' of source 'age', which reads
+  the data's 'age' (no column of its own) into canned's buckets."""
+  age = fc.numeric_column('age', default_value=30.0)
+  bucketized = fc.bucketized_column(age, [20., 40., 60.])
+  found = [feature_columns.feature_spec_from_columns(columns, 'y')
+           for columns in ([age, bucketized, fc.embedding_column(
+               bucketized, 2)], [fc.embedding_column(bucketized, 2),
+                                 bucketized, age])]
+  spec = found[0]
+  assert {c.name: c for c in spec.columns} == {c.name: c for c in
+                                              found[1].columns}
+  assert spec.names == ('age', 'y')
+  derived = spec.columns[1]
+  assert (derived.name, derived.source, derived.embedding_dim) == (
+      'age_bucketized', 'age', 2)
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  raw = {'age': RAW['age']}
+  stats = statistics_lib.compute(spec, {**raw, 'y': np.zeros(6, np.int64)})
+  encoded = encoder_lib.Encoder(spec, stats, labels=False)(
+      {'age': tf.constant(raw['age'])})
+  assert encoded['age'].numpy().ravel().tolist() == raw['age'].tolist()
+  assert encoded['age_bucketized'].numpy().tolist() == canned_id_of(
+      bucketized, raw).tolist()
+
+
+def test_a_source_is_checked():
+  with pytest.raises(UsageError, match='columns.b.source: no column'):
+    spec_lib.from_dict({'columns': {'b': {
+        'kind': 'float_discretized', 'boundaries': [1.0], 'source': 'a'}},
+                        'label': 'y'})
 
 
 def test_indicator_column_enters_the_deep_part_one_hot(columns):

@@ -185,7 +185,10 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: boundaries, default, dtype, '
      'embedding_dim, kind, missing_indicator, num_bins, num_oov, one_hot, '
-     'vocabulary'),
+     'oov_value, source, vocabulary'),
+    ({'columns': {'z': {'kind': 'string_categorical', 'oov_value': 'a',
+                        'vocabulary': ['b', 'c']}}},
+     "columns.z.oov_value: 'a' is not in the column's given vocabulary"),
     ({'crosses': [{'columns': ['edu', 'job'], 'num_bins': 8}]},
      "crosses[0].columns: no column 'job' in columns"),
     ({'crosses': [{'columns': ['edu', 'age'], 'num_bins': 8}]},

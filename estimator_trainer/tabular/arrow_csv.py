@@ -27,7 +27,7 @@ def batches(source, path):
   import pyarrow as pa  # pylint: disable=g-import-not-at-top
   import pyarrow.csv as pa_csv  # pylint: disable=g-import-not-at-top
   spec = source.feature_spec
-  types = {c.name: c.dtype for c in spec.columns
+  types = {c.name: c.dtype for c in spec.data_columns
            if c.kind in spec_lib.FLOAT_KINDS + spec_lib.CATEGORICAL_KINDS}
   types.update({name: spec.label_dtype for name in spec.label_columns})
   if spec.weight:
@@ -57,7 +57,7 @@ def _batch(spec, batch):
   import pyarrow.compute as pc  # pylint: disable=g-import-not-at-top
   from pyarrow import types as pa_types  # pylint: disable=g-import-not-at-top
   columns, checks, bad = {}, {}, False
-  for column in spec.columns:
+  for column in spec.data_columns:
     if column.kind not in spec_lib.FLOAT_KINDS + spec_lib.CATEGORICAL_KINDS:
       continue
     values = batch.column(column.name)

@@ -75,7 +75,7 @@ class Serving:
     self.raw_signature = {
         column.name: tf.TensorSpec([None], tf.dtypes.as_dtype(column.dtype),
                                    name=signature_key(column.name))
-        for column in feature_spec.columns}
+        for column in feature_spec.data_columns}
     by_key = {}
     for name, spec in self.raw_signature.items():
       other = by_key.setdefault(spec.name, name)

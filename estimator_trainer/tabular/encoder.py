@@ -48,8 +48,9 @@ class Encoder(tf.Module):
   """`encoder(raw)`: raw dict column -> Tensor [batch] (TabularSource.parse's)
   to the encoded dict: float kinds float32 [batch, 1] (with a missing
   indicator [batch, 2]: the value, then 1.0 where it was missing;
-  float_discretized: int64 ids [batch]); categorical, hashed and crosses int64 ids [batch]
-  (categorical: 0 is out of vocabulary). `inputs`: name -> EncodedInput."""
+  float_discretized: int64 ids [batch]); categorical, hashed and crosses
+  int64 ids [batch] (categorical: 0 is out of vocabulary; with an
+  oov_value, missing). `inputs`: name -> EncodedInput."""
 
   def __init__(self, feature_spec, statistics, labels=True):
     super().__init__(name='tabular_encoder')
@@ -120,7 +121,16 @@ class Encoder(tf.Module):
       return value
     if column.dtype == 'int64':
       value = tf.cast(value, tf.int64)
-    return layer(value)
+    ids = layer(value)
+    if column.oov_value is None:
+      return ids
+    # An unknown value as oov_value (canned's default_value); a missing one
+    # ('' or -1, the values canned drops) keeps the out-of-vocabulary id.
+    vocabulary = list(self.statistics.columns[column.name].vocabulary)
+    unknown = tf.equal(ids, 0) & tf.not_equal(
+        value, '' if column.dtype == 'string' else -1)
+    return tf.where(unknown, tf.constant(
+        vocabulary.index(column.oov_value) + OOV_INDICES, tf.int64), ids)
 
   def _filled(self, column, value, missing):
     """float32 numbers, a `missing` one (source.feature_default's marker)
@@ -132,7 +142,8 @@ class Encoder(tf.Module):
                     tf.cast(value, tf.float32))
 
   def __call__(self, raw):
-    encoded = {column.name: self._encode(column, raw[column.name])
+    encoded = {column.name: self._encode(column,
+                                         raw[column.source or column.name])
                for column in self.feature_spec.columns}
     for cross in self.feature_spec.crosses:
       # The raw values, as canned crossed_column hashes them.

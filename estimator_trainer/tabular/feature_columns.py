@@ -4,10 +4,15 @@ inputs, their meaning kept:
   numeric_column                       float (dtype int64 if it is), its
                                        default_value the column's default
   bucketized_column                    float_discretized, its boundaries
+                                       (beside a numeric_column of the
+                                       feature: <key>_bucketized, its
+                                       source the feature)
   categorical_column_with_vocabulary_  string/integer_categorical, the
     list / _file                       vocabulary in its order, num_oov
-                                       its num_oov_buckets (at least 1)
-  categorical_column_with_identity     integer_categorical of 0..n-1
+                                       its num_oov_buckets (at least 1),
+                                       oov_value the default_value's value
+  categorical_column_with_identity     integer_categorical of 0..n-1,
+                                       oov_value its default_value
   categorical_column_with_hash_bucket  string/integer_hashed (both hash
                                        with string_to_hash_bucket_fast)
   crossed_column of column keys        a cross (HashedCrossing: the same
@@ -93,18 +98,13 @@ def _categorical(column):
         column.key, 'string_hashed' if dtype == 'string' else
         'integer_hashed', num_bins=column.hash_bucket_size)
   if kind == 'IdentityCategoricalColumn':
-    if column.default_value is not None:
-      _fail(column, 'a default_value (out-of-range ids as one id) has no '
-            'counterpart: out-of-range ids are the package\'s '
-            'out-of-vocabulary id')
+    # default_value: the id of an out-of-range one.
     return spec_lib.Column(column.key, 'integer_categorical',
-                           vocabulary=tuple(range(column.num_buckets)))
+                           vocabulary=tuple(range(column.num_buckets)),
+                           oov_value=column.default_value)
   if kind in ('VocabularyListCategoricalColumn',
               'VocabularyFileCategoricalColumn'):
     dtype = _dtype(column, column.dtype)
-    if column.num_oov_buckets == 0 and column.default_value not in (None, -1):
-      _fail(column, f'default_value {column.default_value} (unknown values '
-            'as a vocabulary id) has no counterpart; use num_oov_buckets')
     vocabulary = (list(column.vocabulary_list) if kind.startswith(
         'VocabularyList') else _vocabulary_file(column))
     if dtype == 'int64':
@@ -112,16 +112,21 @@ def _categorical(column):
     else:
       vocabulary = [v.decode() if isinstance(v, bytes) else str(v)
                     for v in vocabulary]
-    # num_oov_buckets 0: canned drops an unknown value (no weight); the
-    # package gives it out-of-vocabulary id 0, its weights carried as zero.
+    # num_oov_buckets 0 (and no default_value): canned drops an unknown
+    # value (no weight); the package gives it out-of-vocabulary id 0, its
+    # weights carried as zero.
     num_oov = column.num_oov_buckets or 1
     if num_oov > 1 and dtype != 'string':
       _fail(column, f'num_oov_buckets {num_oov} of integers: canned hashes '
             'them, Keras IntegerLookup takes a modulo')
+    # default_value (canned allows it only without num_oov_buckets): the
+    # vocabulary id of an unknown value.
+    default = column.default_value
     return spec_lib.Column(
         column.key, 'string_categorical' if dtype == 'string' else
         'integer_categorical', vocabulary=tuple(vocabulary),
-        num_oov=None if num_oov == 1 else num_oov)
+        num_oov=None if num_oov == 1 else num_oov,
+        oov_value=None if default in (None, -1) else vocabulary[default])
   if kind == 'BucketizedColumn':
     key, dtype, default = _numeric(column.source_column)
     return spec_lib.Column(key, 'float_discretized', default=default,
@@ -162,6 +167,14 @@ class _Builder:
 
   def add(self, item, key='columns'):
     items = self.items[key]
+    kinds = {item.kind, items[item.name].kind} if item.name in items else {}
+    if kinds == {'float', 'float_discretized'}:
+      # A numeric_column and a bucketized_column of one feature: the
+      # bucketized one is a second column of it, named as canned's.
+      if item.kind == 'float':
+        item, items[item.name] = items.pop(item.name), item
+      item = dataclasses.replace(item, name=f'{item.name}_bucketized',
+                                 source=item.name)
     items[item.name] = (_merged(items[item.name], item, item.name)
                         if item.name in items else item)
 
@@ -237,8 +250,8 @@ def _check_embedding(column):
 def canned_ids(column, cardinality):
   """For each of the package's ids of spec `column` (or cross), 0 to
   `cardinality` - 1, canned's id of the same values, -1 where canned has
-  none (it drops an unknown value of a vocabulary without
-  num_oov_buckets): the row of a canned weight matrix that is the row of
+  none (it drops a missing value, and an unknown one of a vocabulary
+  without num_oov_buckets or default_value): the row of a canned weight matrix that is the row of
   the package's. Ids of other kinds are canned's."""
   if getattr(column, 'vocabulary', None) is None:
     return list(range(cardinality))

@@ -106,7 +106,7 @@ def _cells(source, records):
   """Per column name the record's cells: (values of the column's dtype
   where present, whether present, whether it has more than one value)."""
   spec = source.feature_spec
-  dtypes = {c.name: c.dtype for c in spec.columns}
+  dtypes = {c.name: c.dtype for c in spec.data_columns}
   dtypes.update({name: spec.label_dtype for name in spec.label_columns})
   if spec.weight:
     dtypes[spec.weight] = 'float32'
@@ -126,7 +126,7 @@ def _cells(source, records):
   # a NaN of its own bits, a present NaN as another; more than one value,
   # or a required one missing, fails.
   defaults = {c.name: _MISSING_FLOAT if c.dtype == 'float32' else
-              feature_default(c) for c in spec.columns}
+              feature_default(c) for c in spec.data_columns}
   parsed = tf.io.parse_example(records, {
       name: tf.io.FixedLenFeature([], _DTYPES[dtype], defaults.get(name))
       for name, dtype in dtypes.items()})
@@ -148,7 +148,7 @@ def _parse(source, records):
   cells = _cells(source, records)
   bad = tf.constant(False)
   columns, checks = {}, {}
-  for column in spec.columns:
+  for column in spec.data_columns:
     value, present, several = cells[column.name]
     bad |= tf.reduce_any(several)
     default = tf.constant(feature_default(column), _DTYPES[column.dtype])
@@ -182,7 +182,7 @@ def _values(spec, columns, checks):
   if checks.pop('bad'):
     raise _Recheck()
   try:
-    for column in spec.columns:
+    for column in spec.data_columns:
       if column.kind in spec_lib.CATEGORICAL_KINDS and (
           column.dtype == 'string'):
         distinct, counts = columns[column.name]

@@ -287,7 +287,7 @@ class TabularSource:
   def _split(self, values):
     """(raw, label, weight) of parsed columns."""
     spec = self.feature_spec
-    raw = {column.name: values[column.name] for column in spec.columns}
+    raw = {column.name: values[column.name] for column in spec.data_columns}
     if isinstance(spec.label, str):
       label = values[spec.label]
     else:
@@ -299,7 +299,7 @@ class TabularSource:
   def _csv_default(self, name):
     """decode_csv's record default: a feature's default, else required."""
     spec = self.feature_spec
-    for column in spec.columns:
+    for column in spec.data_columns:
       if column.name == name:
         return tf.constant([feature_default(column)], _DTYPES[column.dtype])
     dtype = 'float32' if name == spec.weight else spec.label_dtype
@@ -309,7 +309,7 @@ class TabularSource:
     spec = self.feature_spec
     features = {c.name: tf.io.FixedLenFeature([], _DTYPES[c.dtype],
                                               default_value=feature_default(c))
-                for c in spec.columns}
+                for c in spec.data_columns}
     if labels:
       for name in spec.label_columns:
         features[name] = tf.io.FixedLenFeature([], _DTYPES[spec.label_dtype])
@@ -344,7 +344,7 @@ class TabularSource:
       if parsed:
         return parsed if mask is None else {
             name: values[mask] for name, values in parsed.items()}
-      kinds = {c.name: c.dtype for c in spec.columns}
+      kinds = {c.name: c.dtype for c in spec.data_columns}
       kinds.update({name: spec.label_dtype for name in spec.label_columns})
       if spec.weight:
         kinds[spec.weight] = 'float32'
@@ -352,7 +352,7 @@ class TabularSource:
     if mask is not None:
       cells.select(mask)
     result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
-              for c in spec.columns}
+              for c in spec.data_columns}
     labels = [cells.label(name, spec) for name in spec.label_columns]
     result[spec.label] = (labels[0] if isinstance(spec.label, str) else
                           np.stack(labels, axis=-1).astype(np.float32))

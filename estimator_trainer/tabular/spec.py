@@ -53,7 +53,13 @@ class Column:
   in its order; `boundaries` of a float_discretized one (num_bins then
   len(boundaries) + 1); `num_oov`, a categorical column's out-of-vocabulary
   ids (None: 1; several: a string hashes to one); `one_hot`, an id column
-  enters the deep part one-hot (canned indicator_column), not embedded."""
+  enters the deep part one-hot (canned indicator_column), not embedded;
+  `oov_value`, a value of the given vocabulary that an unknown value looks
+  up as (canned's default_value), a missing one ('' or -1) still out of
+  vocabulary; `source`, the data's column a float_discretized column of
+  given boundaries reads if not its own (a second column of one feature:
+  canned's numeric_column('age') and a bucketized_column of it are 'age'
+  and 'age_bucketized' of source 'age')."""
 
   name: str
   kind: str
@@ -66,6 +72,8 @@ class Column:
   boundaries: Optional[Tuple[float, ...]] = None
   num_oov: Optional[int] = None
   one_hot: bool = False
+  oov_value: Union[str, int, None] = None
+  source: Optional[str] = None
 
   def __post_init__(self):
     if self.dtype is None:
@@ -126,10 +134,16 @@ class FeatureSpec:
     return 'float32' if self.head == 'regression' else 'int64'
 
   @property
+  def data_columns(self):
+    """The feature columns read from the data: all but those of a
+    `source`."""
+    return tuple(c for c in self.columns if c.source is None)
+
+  @property
   def names(self):
     """Every column of the data the spec names: features, label(s),
     weight."""
-    return (tuple(c.name for c in self.columns) + self.label_columns +
+    return (tuple(c.name for c in self.data_columns) + self.label_columns +
             ((self.weight,) if self.weight else ()))
 
 
@@ -137,7 +151,7 @@ _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
                 'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
-                'one_hot'}
+                'one_hot', 'oov_value', 'source'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -289,7 +303,8 @@ def from_dict(values, origin='feature spec'):
         column.get('missing_indicator', False), column.get('vocabulary'),
         column.get('boundaries'),
         integer(column.get('num_oov'), f'{key}.num_oov'),
-        column.get('one_hot', False)))
+        column.get('one_hot', False), column.get('oov_value'),
+        column.get('source')))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -372,6 +387,10 @@ def check(spec, origin='feature spec'):
     if column.default is not None and not _fits(column.default, column.dtype):
       fail(f'{key}.default', f'{column.default!r} is not a {column.dtype} '
            f'value (the kind {column.kind})')
+  for column in spec.columns:
+    if column.source is not None:
+      _check_source(column, isinstance(column.source, str) and
+                    by_name.get(column.source), fail)
   for i, cross in enumerate(spec.crosses):
     if len(cross.columns) < 2:
       fail(f'crosses[{i}].columns', 'a cross needs at least 2 columns')
@@ -441,10 +460,29 @@ def _check_given(column, key, fail):
     if column.num_oov > 1 and column.dtype != 'string':
       # IntegerLookup spreads them by modulo, canned by hash: no counterpart.
       fail(f'{key}.num_oov', 'more than 1 only for string columns')
+  if column.oov_value is not None:
+    if column.vocabulary is None or column.oov_value not in column.vocabulary:
+      fail(f'{key}.oov_value', f'{column.oov_value!r} is not in the column\'s '
+           'given vocabulary')
+    if column.num_oov is not None:
+      fail(f'{key}.oov_value', 'an unknown value looks up as oov_value or '
+           'in one of num_oov ids, not both')
   if column.one_hot not in (False, True):
     fail(f'{key}.one_hot', f'expected true or false, got {column.one_hot!r}')
   if column.one_hot and column.kind in ('float', 'float_normalized'):
     fail(f'{key}.one_hot', f'a {column.kind} column has no ids')
+
+
+def _check_source(column, source, fail):
+  key = f'columns.{column.name}.source'
+  if not source or source.source is not None:
+    fail(key, f'no column {column.source!r} of the data in columns')
+  if column.kind != 'float_discretized' or column.boundaries is None or (
+      source.kind not in FLOAT_KINDS):
+    fail(key, 'only a float_discretized column of given boundaries reads '
+         'another float column')
+  if (column.dtype, column.default) != (source.dtype, source.default):
+    fail(key, f'its dtype and default are those of {source.name!r}')
 
 
 def _fits(value, dtype):

@@ -39,7 +39,7 @@ class SplitSummary:
     self.head = head_of(feature_spec, head)
     self.rows = 0
     self.numbers, self.counts = {}, {}
-    for column in feature_spec.columns:
+    for column in feature_spec.data_columns:
       if column.kind in spec_lib.FLOAT_KINDS:
         self.numbers[column.name] = summaries.Numbers(
             quantiles=column.kind == 'float_discretized')
@@ -55,7 +55,7 @@ class SplitSummary:
     self.labels = (summaries.Numbers() if self.head == 'regression' and
                    self.label else None)
     self._defaults = {c.name: c.default is not None
-                      for c in feature_spec.columns}
+                      for c in feature_spec.data_columns}
 
   def add(self, batch, rows):
     """Adds `rows` rows: `batch` maps a float column to its values (missing

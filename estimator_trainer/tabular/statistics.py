@@ -94,10 +94,11 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
   column has a default of its own; -1 is also IntegerLookup's
   out-of-vocabulary token)."""
   if column.kind in spec_lib.FLOAT_KINDS:
-    numbers = summary.numbers[column.name]
-    mean, variance, boundaries = numbers.result(column.num_bins if
-                                                column.kind ==
-                                                'float_discretized' else None)
+    # A column of a `source` (given boundaries) takes its source's fill.
+    numbers = summary.numbers[column.source or column.name]
+    mean, variance, boundaries = numbers.result(
+        column.num_bins if column.kind == 'float_discretized' and
+        column.boundaries is None else None)
     if column.kind == 'float_normalized':
       return ColumnStatistics(mean=mean, variance=variance, fill=mean)
     if column.kind == 'float_discretized':

@@ -88,7 +88,7 @@ def _canned_name(item):
   if isinstance(item, spec_lib.Cross):  # Named sorted, hashed in order.
     return '_X_'.join(sorted(item.columns))
   if item.kind == 'float_discretized':
-    return f'{item.name}_bucketized'
+    return f'{item.source or item.name}_bucketized'
   return item.name
 
 
