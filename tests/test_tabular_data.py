@@ -184,8 +184,8 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
      'columns.z.num_bins: expected a positive integer, got 0'),
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: boundaries, default, dtype, '
-     'embedding_dim, kind, missing_indicator, num_bins, num_oov, one_hot, '
-     'oov_value, source, vocabulary'),
+     'embedding_dim, kind, max_vocabulary, min_frequency, missing_indicator, '
+     'num_bins, num_oov, one_hot, oov_value, source, vocabulary'),
     ({'columns': {'z': {'kind': 'string_categorical', 'oov_value': 'a',
                         'vocabulary': ['b', 'c']}}},
      "columns.z.oov_value: 'a' is not in the column's given vocabulary"),

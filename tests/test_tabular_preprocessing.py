@@ -199,6 +199,35 @@ def test_statistics_are_the_training_splits(data):
   assert capped.columns['size'].vocabulary == vocabulary[:2]
 
 
+def test_a_columns_vocabulary_thresholds_are_tf_transforms(data):
+  """A column's max_vocabulary and min_frequency, as tf.Transform's
+  vocabulary(top_k, frequency_threshold): the most frequent values, those
+  counted often enough; through the spec's JSON and back."""
+  source, stats = data['breast_cancer']
+  columns = source.columns(TRAIN)
+  vocabulary = stats.columns['size'].vocabulary
+  counts = sorted(int(np.sum(columns['size'] == v)) for v in vocabulary)
+  def size(**thresholds):
+    spec = spec_lib.loads(spec_lib.to_json(source.feature_spec).replace(
+        '"kind": "string_categorical"', '"kind": "string_categorical", ' +
+        ', '.join(f'"{key}": {value}' for key, value in thresholds.items())))
+    assert spec.columns[[c.name for c in spec.columns].index('size')] == (
+        dataclasses.replace(source.feature_spec.columns[4], **thresholds))
+    return stats_lib.compute(spec, columns).columns['size'].vocabulary
+  assert size(max_vocabulary=1) == vocabulary[:1]
+  assert size(min_frequency=counts[0] + 1) == vocabulary[:2]
+  assert size(max_vocabulary=2, min_frequency=counts[0]) == vocabulary[:2]
+  with pytest.raises(DataError, match="column 'size': no value is counted "
+                     r'min_frequency \(1000\) times or more'):
+    size(min_frequency=1000)
+  with pytest.raises(UsageError, match=r'columns\.texture\.min_frequency: '
+                     'only for a categorical column whose vocabulary is '
+                     'computed'):
+    spec_lib.loads(spec_lib.to_json(source.feature_spec).replace(
+        '"kind": "string_hashed"', '"kind": "string_hashed", '
+        '"min_frequency": 2'))
+
+
 def test_binary_statistics_reject_a_label_other_than_0_or_1(data):
   source, _ = data['wine']
   with pytest.raises(DataError, match="label column 'class': 2 is not 0 or 1"):

@@ -59,7 +59,13 @@ class Column:
   vocabulary; `source`, the data's column a float_discretized column of
   given boundaries reads if not its own (a second column of one feature:
   canned's numeric_column('age') and a bucketized_column of it are 'age'
-  and 'age_bucketized' of source 'age')."""
+  and 'age_bucketized' of source 'age').
+
+  A computed vocabulary (string_categorical, integer_categorical) keeps
+  the values seen `min_frequency` times or more (None: 1), the
+  `max_vocabulary` most frequent of them (None: all), as tf.Transform's
+  vocabulary(frequency_threshold, top_k): the rest look up as
+  out-of-vocabulary."""
 
   name: str
   kind: str
@@ -74,6 +80,8 @@ class Column:
   one_hot: bool = False
   oov_value: Union[str, int, None] = None
   source: Optional[str] = None
+  max_vocabulary: Optional[int] = None
+  min_frequency: Optional[int] = None
 
   def __post_init__(self):
     if self.dtype is None:
@@ -151,7 +159,8 @@ _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
          'head'}
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
                 'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
-                'one_hot', 'oov_value', 'source'}
+                'one_hot', 'oov_value', 'source', 'max_vocabulary',
+                'min_frequency'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
 
@@ -304,7 +313,9 @@ def from_dict(values, origin='feature spec'):
         column.get('boundaries'),
         integer(column.get('num_oov'), f'{key}.num_oov'),
         column.get('one_hot', False), column.get('oov_value'),
-        column.get('source')))
+        column.get('source'),
+        integer(column.get('max_vocabulary'), f'{key}.max_vocabulary'),
+        integer(column.get('min_frequency'), f'{key}.min_frequency')))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')
@@ -467,6 +478,11 @@ def _check_given(column, key, fail):
     if column.num_oov is not None:
       fail(f'{key}.oov_value', 'an unknown value looks up as oov_value or '
            'in one of num_oov ids, not both')
+  for field in ('max_vocabulary', 'min_frequency'):
+    if getattr(column, field) is not None and (
+        column.kind not in CATEGORICAL_KINDS or column.vocabulary is not None):
+      fail(f'{key}.{field}', 'only for a categorical column whose '
+           'vocabulary is computed (not given, not hashed)')
   if column.one_hot not in (False, True):
     fail(f'{key}.one_hot', f'expected true or false, got {column.one_hot!r}')
   if column.one_hot and column.kind in ('float', 'float_normalized'):

@@ -120,8 +120,14 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
         'the most frequent, their counts approximate (a string_hashed or '
         'integer_hashed kind fits such a column)', column.name,
         summaries.MAX_TRACKED)
-  return ColumnStatistics(vocabulary=counts.vocabulary(
-      max_vocabulary, min_frequency, leave_out))
+  vocabulary = counts.vocabulary(column.max_vocabulary or max_vocabulary,
+                                 column.min_frequency or min_frequency,
+                                 leave_out)
+  if not vocabulary and counts.vocabulary(leave_out=leave_out):
+    raise DataError(f"column '{column.name}': no value is counted "
+                    f'min_frequency ({column.min_frequency}) times or more '
+                    'in the training split')
+  return ColumnStatistics(vocabulary=vocabulary)
 
 
 def of_summary(feature_spec, summary, max_vocabulary=None, min_frequency=1):
