@@ -88,6 +88,9 @@ def mnist_small_dir(tmp_path_factory, fashion_mnist_dir):
 
 
 _OUTCOMES = ('passed', 'failed', 'error', 'skipped', 'deselected')
+# What a test not marked slow may cost: the fast set (-m "not slow") of
+# both stacks within 5 minutes on 2 cores.
+FAST_CPU_SECONDS = 6
 # CPU seconds by test id (this part's): unlike wall times, which the other
 # part's load stretches (scripts/test.sh), what a test costs the suite.
 _CPU_SECONDS = {}
@@ -147,6 +150,15 @@ def pytest_terminal_summary(terminalreporter):
     for nodeid, (seconds, _) in sorted(_CPU_SECONDS.items(),
                                        key=lambda item: -item[1][0])[:40]:
       terminalreporter.write_line(f'{seconds:8.1f}s cpu  {nodeid}')
+    over = sorted((seconds, nodeid) for nodeid, (seconds, marks) in
+                  _CPU_SECONDS.items()
+                  if seconds > FAST_CPU_SECONDS and 'slow' not in marks)
+    if over:
+      terminalreporter.section(
+          f'Not marked slow, over {FAST_CPU_SECONDS} CPU-seconds (the fast '
+          "set's budget: make them cheaper or mark them slow)")
+      for seconds, nodeid in reversed(over):
+        terminalreporter.write_line(f'{seconds:8.1f}s cpu  {nodeid}')
   failed = [*terminalreporter.stats.get('failed', []),
             *terminalreporter.stats.get('error', [])]
   if not failed:

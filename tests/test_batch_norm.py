@@ -168,6 +168,7 @@ def _warnings(caplog, kind):
           if record.levelno == logging.WARNING and kind in record.message]
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_recomputed_statistics_make_the_evaluation_right(
@@ -198,6 +199,7 @@ def test_recomputed_statistics_make_the_evaluation_right(
     np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine, replicas', ENGINES_AND_REPLICAS)
 def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
     tmp_path, colors16, engine, replicas):
@@ -215,6 +217,7 @@ def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
     np.testing.assert_allclose(variance, want_variance, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_stale_statistics_are_measured_at_the_end(
     tmp_path, colors16, engine, caplog):
@@ -242,6 +245,7 @@ def test_stale_statistics_are_measured_at_the_end(
   assert lagging['average_loss'] > 5 * keeping_up['average_loss']
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_the_end_check_on_the_console_of_2_replicas_with_sync_bn(
     tmp_path, mnist_small_dir):
@@ -263,6 +267,7 @@ def test_the_end_check_on_the_console_of_2_replicas_with_sync_bn(
   assert 'AutoGraph' not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ['ctl', pytest.param(
     'estimator', marks=pytest.mark.estimator)])
@@ -328,6 +333,7 @@ def test_a_layer_it_cannot_recompute_is_a_usage_error():
     batch_norm.check(model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine, replicas', ENGINES_AND_REPLICAS)
 def test_accumulated_micro_batches_update_the_statistics_in_a_row(
     tmp_path, colors16, engine, replicas):
@@ -362,6 +368,7 @@ def _test_loss(model, config):
   return float(np.mean(np.concatenate(losses)))
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 @pytest.mark.parametrize('replicas', [1, 2])
 def test_a_negligible_average_evaluates_as_the_checkpoint(
@@ -414,6 +421,7 @@ def _averaging_every_weight(config, offset):
   return [average.numpy() for average in job.ema.averages]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_averaging_every_weight_evaluates_and_resumes(
     tmp_path, colors16):
   """--ema_decay before issue 46 averaged batch norm's statistics too, at
@@ -463,6 +471,7 @@ def _with_statistics_averages(config, offset):
                                             write_meta_graph=False)
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_an_estimator_checkpoint_averaging_every_weight_migrates(
     tmp_path, colors16):

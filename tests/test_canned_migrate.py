@@ -177,6 +177,7 @@ def _config(model_dir, data_dir, spec_file, head, **flags):
       head=head, lr_decay='none', shuffle_buffer=0, **flags)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl', 'keras'])
 def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
@@ -212,6 +213,7 @@ def _carried_config(model_dir, to, directory, spec_file, head, engine,
                  **flags)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_training_continues_from_the_carried_step_and_slots(
     estimator, data, canned_runs, tmp_path, engine):
@@ -387,6 +389,7 @@ def _saved_model_cli_show(directory):
 TF2_ALIKE = {'predict'}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,

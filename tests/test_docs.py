@@ -149,6 +149,7 @@ def _shell_and_yaml(path):
       yield code
 
 
+@pytest.mark.slow
 def test_flags_in_the_docs_commands_exist():
   """Every flag a command line in the docs passes is one that command
   defines (so `--help` lists it)."""

@@ -71,6 +71,7 @@ def test_ctl_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
     assert np.linalg.norm(mirrored - delta) < 1e-5 * np.linalg.norm(delta)
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ENGINES)
 def test_resume_continues_the_step_and_optimizer_state(tmp_path,
@@ -187,6 +188,7 @@ def test_training_ends_on_the_configured_step(tmp_path, mnist_small_dir,
       'ckpt-30.index', 'ckpt-50.index']
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_training_summaries_are_of_the_global_batch(tmp_path,
@@ -253,6 +255,7 @@ def _tags(directory):
   return set(tags['tensors']) | set(tags['scalars']), accumulator
 
 
+@pytest.mark.slow
 def test_ctl_writes_the_estimator_layout(ctl_run):
   model_dir, metrics = ctl_run
   assert json.loads((model_dir / 'metrics.json').read_text()) == metrics
@@ -273,6 +276,7 @@ def test_ctl_writes_the_estimator_layout(ctl_run):
       accumulator.Tags()['images'])
 
 
+@pytest.mark.slow
 def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
                                                        mnist_small_dir):
   model_dir, trained = ctl_run
@@ -304,6 +308,7 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
   assert min(accuracy.values()) > 0.8, accuracy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
     tmp_path, mnist_small_dir, engine):
@@ -324,6 +329,7 @@ def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 @pytest.mark.parametrize('strategy, replicas, steps_per_loop, log_steps', [
     ('default', 0, 40, [20, 30, 40]), ('mirrored', 2, 1, [10, 20, 30, 40])])
@@ -376,6 +382,7 @@ class _SlowSaves:
     return slow_save
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 @pytest.mark.parametrize('replicas', [1, 2])
 def test_step_rates_time_training_alone(tmp_path, mnist_small_dir, engine,

@@ -192,6 +192,7 @@ def test_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
     assert _relative_difference(deltas['mirrored'][k], delta) < 1e-5, k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('strategy', ['default', 'one_device'])
 def test_every_step_trains_on_the_next_batch_whatever_steps_per_loop(
     tmp_path, mnist_small_dir, strategy):
@@ -224,6 +225,7 @@ def trained_mnist_dir(tmp_path_factory, mnist_small_dir):
   return model_dir
 
 
+@pytest.mark.slow
 def test_evaluate_is_the_same_without_strategy_and_with_2_replicas(
     trained_mnist_dir, mnist_small_dir):
   results = {}
@@ -360,6 +362,7 @@ def test_evaluations_since_best_counts_from_the_first_best():
   assert early_stopping.evaluations_since_best({100: 0.5, 200: 0.9}) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('strategy, replicas', [('default', 0),
                                                ('mirrored', 2)])
 def test_early_stopping_ends_training_without_improvement(

@@ -61,6 +61,7 @@ def test_images(mnist_small_dir):
   return (tf.cast(images, tf.float32) / 255.0).numpy()
 
 
+@pytest.mark.slow
 def test_export_lands_under_model_dir_export(exported):
   path, _ = exported
   assert re.search(r'/export/manual/\d+$', path)
@@ -102,6 +103,7 @@ def test_export_carries_no_cluster_device_placements(exported):
   assert devices <= {'', '/device:CPU:0', '/device:CPU:*'}
 
 
+@pytest.mark.slow
 def test_saved_model_cli_shows_and_runs_it(exported, test_images, tmp_path):
   path, rows = exported
   cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
@@ -218,6 +220,7 @@ def _records(base_dir):
           for name in sorted(os.listdir(base_dir), key=int)]
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine', ENGINES)
 def test_every_engine_exports_as_it_evaluates(tmp_path, mnist_small_dir,
@@ -252,6 +255,7 @@ def mislabelled_dir(tmp_path_factory, mnist_small_dir):
   return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ENGINES)
 def test_a_resumed_run_keeps_the_best_export(tmp_path, mnist_small_dir,
                                              mislabelled_dir, engine):

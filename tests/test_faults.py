@@ -138,6 +138,7 @@ def _rerun_to_the_end(command, model_dir, steps):
 # --- SIGKILL ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_sigkill_at_random_moments_then_the_same_command_resumes(
     tmp_path, mnist_small_dir):
@@ -183,6 +184,7 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 # --- Preemption -------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT],
                          ids=['sigterm', 'ctrl_c'])
@@ -216,6 +218,7 @@ def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', [
     pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
 def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
@@ -377,6 +380,7 @@ def test_weights_that_overflow_are_never_checkpointed(tmp_path):
   assert _check_checkpoints(tmp_path) == [0, 1]
 
 
+@pytest.mark.slow
 def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
     estimator,    tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
@@ -550,6 +554,7 @@ def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
 
 # Each engine and each signal once (the signals share one handler,
 # faults.py; the engines their own loops): each case costs a real run.
+@pytest.mark.slow
 @pytest.mark.parametrize('engine, signum', [
     pytest.param('ctl', signal.SIGTERM, marks=pytest.mark.both_stacks),
     ('keras', signal.SIGINT)],
@@ -579,6 +584,7 @@ def test_tf2_engine_sigterm_or_ctrl_c_saves_the_step_and_the_rerun_resumes(
   assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ['ctl', 'keras'])
 def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
     tmp_path, mnist_small_dir, engine):

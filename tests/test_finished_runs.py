@@ -76,6 +76,7 @@ def _unrestored(messages):
   return [m for m in messages if 'could not be found' in m]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ENGINES)
 def test_a_finished_run_rerun_changes_nothing_or_does_what_is_left(
     tmp_path, mnist_small_dir, engine, caplog):

@@ -80,6 +80,7 @@ CASES = [pytest.param('estimator', replicas, sync, marks=pytest.mark.estimator)
              (engine, 2, True) for engine in engines.TF2_ENGINES]
 
 
+@pytest.mark.slow
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine, replicas, sync_batch_norm', CASES)
 def test_every_engine_mode_and_replica_count_keeps_the_names(

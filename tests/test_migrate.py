@@ -69,6 +69,7 @@ def _migrate(*flags):
       capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_what_cannot_be_carried_over_is_one_line_naming_it(estimator, tmp_path,
                                                            mnist_small_dir):
   source = tmp_path / 'estimator'

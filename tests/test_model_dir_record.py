@@ -80,6 +80,7 @@ def _config_line(stderr):
   return lines[0].split('Config: ', 1)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_evaluate_predict_export_and_resume_take_the_run_from_model_dir(
     tmp_path, data, engine):

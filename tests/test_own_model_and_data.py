@@ -77,6 +77,7 @@ def _cli(*flags, env=None):
       capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
@@ -171,6 +172,7 @@ def png_tfrecords(tmp_path_factory):
   return directory
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
   model_dir = tmp_path / 'model'
@@ -306,6 +308,7 @@ def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
                         **overrides})
 
 
+@pytest.mark.slow
 def test_batch_norm_moving_statistics_train_and_serve(estimator, tmp_path,
                                                       mnist_small_dir):
   """Under Estimator the Keras layers' updates must be in the train op; the

@@ -68,6 +68,7 @@ def test_tfrecords_hold_the_same_examples_as_the_source(tfrecords,
       idx.dataset(sources.TEST))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('num_shards', [2, 3, 5])
 def test_tfrecord_shards_are_disjoint_and_cover_the_split(tfrecords,
                                                           num_shards):
@@ -111,6 +112,7 @@ def _tfma_metrics(trainer_spec, export_dir_base, files):
   return eval_model.get_metric_values()
 
 
+@pytest.mark.slow
 def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
   args = types.SimpleNamespace(
       train_files=[str(tfrecords / 'train-*')],
@@ -139,6 +141,7 @@ def test_trainer_fn_with_a_stand_in_tfx_args_object(tfrecords, tmp_path):
 PIPELINE_PAGE = REPO / 'docs' / 'guide' / 'python-api.md'
 
 
+@pytest.mark.slow
 def test_docs_pipeline_example_runs(tmp_path, fashion_mnist_dir):
   """Runs the legacy-pipeline example of the Python API page exactly, in a
   temp model_dir."""
@@ -154,6 +157,7 @@ def test_docs_pipeline_example_runs(tmp_path, fashion_mnist_dir):
   assert namespace['metrics']['accuracy'] > 0.6
 
 
+@pytest.mark.slow
 def test_trainer_fn_on_structured_data_through_custom_config(tmp_path):
   """TFX's Trainer on tf.Examples of a census-like set: trainer_fn takes the
   feature spec, head and model from the Trainer's custom_config, and TFMA's

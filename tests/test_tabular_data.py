@@ -363,6 +363,7 @@ def _run_infer(*args):
       cwd=pathlib.Path(__file__).resolve().parents[1])
 
 
+@pytest.mark.slow
 def test_infer_command_writes_the_spec_and_prints_its_choices(
     census, tmp_path):
   output = tmp_path / 'spec.json'

@@ -100,6 +100,7 @@ def _post(url, body):
     return json.loads(response.read())
 
 
+@pytest.mark.slow
 def test_scalars_of_training_and_evaluation_are_served(tensorboard):
   tags = json.loads(_get(f'{tensorboard}/data/plugin/scalars/tags'))
   for run in _RUNS:
