@@ -385,6 +385,7 @@ def test_a_negligible_average_evaluates_as_the_checkpoint(
                              rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 @pytest.mark.parametrize('replicas', [1, 2])
 def test_the_average_is_evaluated_on_1_and_2_evaluation_replicas(

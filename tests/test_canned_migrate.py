@@ -251,6 +251,7 @@ def test_training_continues_from_the_carried_step_and_slots(
   assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
                                           tmp_path, engine):

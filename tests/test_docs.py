@@ -167,6 +167,7 @@ def test_flags_in_the_docs_commands_exist():
 _OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
 
 
+@pytest.mark.slow
 def test_flags_named_in_the_text_exist():
   """Every `--flag` the text names (outside code blocks) is a flag of one
   of the package's commands or scripts."""

@@ -68,6 +68,7 @@ def test_export_lands_under_model_dir_export(exported):
   assert os.path.exists(os.path.join(path, 'saved_model.pb'))
 
 
+@pytest.mark.slow
 def test_reloaded_savedmodel_matches_predict_mode(exported, test_images):
   path, rows = exported
   serve = tf.saved_model.load(path).signatures['serving_default']
@@ -193,6 +194,7 @@ def test_tf2_predict_mode_writes_the_estimator_predictions(exported,
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
                                              test_images, tmp_path):
   cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')

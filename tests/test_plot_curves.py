@@ -49,6 +49,7 @@ def model_dir(tmp_path_factory, mnist_small_dir):
   return directory
 
 
+@pytest.mark.slow
 @pytest.mark.estimator
 def test_read_curves_of_a_real_run(model_dir):
   curves = plot_curves.read_curves(str(model_dir))

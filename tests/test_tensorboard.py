@@ -113,6 +113,7 @@ def test_scalars_of_training_and_evaluation_are_served(tensorboard):
   assert [step for _, step, _ in points] == [30, 60]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('tag, size', [('confusion_matrix/0', (650, 700)),
                                        ('misclassified/0', (1080, 720))])
 def test_eval_images_are_served(tensorboard, tag, size):
