@@ -490,8 +490,9 @@ class TrainConfig:
         'estimator_trainer.model_params(config, global_batch_size, '
         'train_steps, spec=None)', removed_in='0.3.0')
     # The estimator engine loads only when asked: config.py runs without it.
-    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
-    return params.model_params(self, global_batch_size, train_steps, spec)
+    return deprecation.moved_to('estimator_trainer.estimator.params.'
+                                'model_params')(self, global_batch_size,
+                                                train_steps, spec)
 
   def describe(self, model_name: str, data: str, num_replicas: int,
                global_batch_size: int, train_steps: Optional[int] = None,
@@ -589,6 +590,6 @@ def __getattr__(name):
     deprecation.warn('estimator_trainer.config.ModelParams',
                      'estimator_trainer.estimator.params.ModelParams',
                      removed_in='0.3.0')
-    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
-    return params.ModelParams
+    return deprecation.moved_to(
+        'estimator_trainer.estimator.params.ModelParams')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
