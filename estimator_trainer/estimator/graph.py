@@ -18,7 +18,7 @@ from estimator_trainer.estimator import moving_average
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
-from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular.encoder import EncodedInput
 
 ModeKeys = tf.estimator.ModeKeys

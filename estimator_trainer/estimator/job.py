@@ -29,7 +29,7 @@ from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
-from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular import warm_start as tabular_warm_start
 
 _logger = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
-from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular import warm_start as tabular_warm_start
 from estimator_trainer.tf2 import ema
 from estimator_trainer.errors import TrainerError, first_line
