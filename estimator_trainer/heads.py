@@ -9,11 +9,12 @@ losses and divides by the global batch (canned heads' SUM_OVER_BATCH_SIZE).
 
 import tensorflow as tf
 
-from estimator_trainer import config
+from estimator_trainer import config_checks
+from estimator_trainer import config_resolved
 from estimator_trainer import losses
 from estimator_trainer import metrics as metrics_lib
 
-KINDS = config.HEADS
+KINDS = config_checks.HEADS
 
 
 class Head:
@@ -313,9 +314,9 @@ def of_data(spec, kind=None, label_smoothing=None, huber_delta=None,
             image_summaries=False):
   """The head of data of `spec` (an image DatasetSpec, or tabular data's:
   its `head`, unless `kind` says otherwise), with `label_smoothing` if given
-  (else config.label_smoothing_of's); `image_summaries`: images' evaluation
+  (else config_resolved.label_smoothing_of's); `image_summaries`: images' evaluation
   draws them."""
-  label_smoothing = config.label_smoothing_of(label_smoothing,
+  label_smoothing = config_resolved.label_smoothing_of(label_smoothing,
                                               images=not spec.head)
   if not spec.head:
     return ImageClassifierHead(spec.class_names, label_smoothing,

@@ -5,7 +5,7 @@ import contextlib
 
 import tensorflow as tf
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import ema_recipe
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
@@ -142,7 +142,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
     inputs = models.model_inputs(features)
-    label_smoothing = config_lib.label_smoothing_of(
+    label_smoothing = config_resolved.label_smoothing_of(
         params.label_smoothing, images=params.head is None)
     if params.head is None:  # An image classifier.
       model_input = inputs.shape[1:]

@@ -11,7 +11,7 @@ import tensorflow as tf
 from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_checks
 from estimator_trainer import data
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
@@ -106,7 +106,7 @@ class Job:
     self.source, self.max_steps, self.input_fn = data.prepare(
         config, self.global_batch_size, training)
     spec = self.source.spec
-    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
+    if training == (config.mode in config_checks.TRAINING_MODES):  # The run's.
       _logger.info('Config: %s', config.describe(
           models.name_of(config.model), str(self.source), self.num_replicas,
           self.global_batch_size, self.max_steps,

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_checks
+from estimator_trainer import config_resolved
 from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import heads
@@ -93,7 +94,7 @@ class Job:
         config, self.global_batch_size, training,
         seeded=self.coordinator is None)
     spec = self.source.spec
-    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
+    if training == (config.mode in config_checks.TRAINING_MODES):  # The run's.
       _logger.info('Config: %s', config.describe(
           models.name_of(config.model), str(self.source), self.num_replicas,
           self.global_batch_size, self.max_steps,
@@ -112,7 +113,7 @@ class Job:
           config.model, spec.model_input, self.head.logits_dimension,
           config.model_kwargs, seed=config.seed, precision=config.precision,
           sync_batch_norm=config.sync_batch_norm,
-          weight_decay=config_lib.weight_decay_of(config, spec))
+          weight_decay=config_resolved.weight_decay_of(config, spec))
       self.optimizer = self.linear_optimizer = None
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
