@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
-from estimator_trainer import config_checks
 from estimator_trainer import config_resolved
 from estimator_trainer import data
 from estimator_trainer import faults
@@ -21,7 +20,7 @@ from estimator_trainer import weights
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer import outputs
-from estimator_trainer import sources
+from estimator_trainer import run_log
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.models import tabular as tabular_models
@@ -94,11 +93,8 @@ class Job:
         config, self.global_batch_size, training,
         seeded=self.coordinator is None)
     spec = self.source.spec
-    if training == (config.mode in config_checks.TRAINING_MODES):  # The run's.
-      _logger.info('Config: %s', config.describe(
-          models.name_of(config.model), str(self.source), self.num_replicas,
-          self.global_batch_size, self.max_steps,
-          self.source.num_examples(sources.TRAIN) if training else None))
+    run_log.log_config(config, self.source, self.num_replicas,
+                       self.global_batch_size, self.max_steps, training)
     self.example_format = data.example_format(config, self.source)
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta, image_summaries=True)
