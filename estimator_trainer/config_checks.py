@@ -29,7 +29,7 @@ DEFAULT_LEARNING_RATE = 2e-3
 LINEAR_LEARNING_RATE = 1e-2
 MIN_STRUCTURED_STEPS = 2000
 TRAINING_MODES = ('train_and_evaluate', 'train')
-# What structured data's logits mean (heads.py).
+# What structured data's logits mean (heads/).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
 # The --optimizer and --linear_optimizer choices (optimizers.py builds them).
 OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
@@ -37,7 +37,7 @@ OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
 # closed form of its accumulators over the current rate, so a cosine to 0
 # would end them at 0 (canned Estimators keep its rate constant too).
 CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
-# The flags that only one head reads (heads.py) -> that head: given to a run
+# The flags that only one head reads (heads/) -> that head: given to a run
 # of another head, a usage error, never shown as applied.
 HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
 # The part of structured training files held out to evaluate on when no

@@ -129,7 +129,7 @@ def train_steps(step, features, labels, num_steps):
 def make_model_fn(build_model=models.cnn, **model_kwargs):
   """An Estimator model_fn (TRAIN, EVAL, PREDICT) of any builder:
   `build_model(input_shape, num_classes, **model_kwargs)` -> Keras model
-  (models.py), or a --model name.
+  (models/), or a --model name.
 
   The model_fn expects `features = {'image': float32 [batch, H, W, C]}`,
   or on structured data the encoded columns (tabular/), and `params`, a
