@@ -2,6 +2,8 @@
 model_dir layout as the estimator engine:
 
     job.py         a run's strategy, data, model, optimizer, checkpoints
+    restore.py     a job's model from model_dir's latest checkpoint, or a
+                   warm start
     evaluation.py  the whole test set under the strategy; --mode=evaluate
                    and predict
     export.py      SavedModels with the estimator engine's signatures
