@@ -13,6 +13,8 @@ model_dir layout as the estimator engine:
     controller.py  the outer loop both engines share (checkpoints, throttled
                    evaluation and exports, SIGTERM, non-finite loss,
                    summaries, early stopping)
+    train_summaries.py  the summaries, step rates and progress line
+                   between steps
     ctl.py         the custom training loop engine (strategy.run)
     keras_fit.py   the Model.fit engine
     migration.py   an Estimator checkpoint carried over
