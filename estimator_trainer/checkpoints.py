@@ -16,7 +16,7 @@ import shlex
 
 import tensorflow as tf
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_checks
 from estimator_trainer import heads
 from estimator_trainer import layout
 from estimator_trainer import models
@@ -100,7 +100,7 @@ def migrate_command(config, to):
   defaults = {field.name: field.default
               for field in dataclasses.fields(config)}
   # The model's default is the data's (TrainConfig resolves None).
-  defaults['model'] = config_lib.default_model(config.structured)
+  defaults['model'] = config_checks.default_model(config.structured)
   flags = [_flag(name, getattr(config, name)) for name in _MIGRATE_FLAGS
            if getattr(config, name) != defaults[name]]
   return ' '.join(['python -m estimator_trainer.migrate',

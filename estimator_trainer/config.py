@@ -1,63 +1,24 @@
-"""The one frozen configuration of a run; every check of user input is here.
-
-Each field carries its flag's help, choices and bounds (`config_flags.py`
-turns them into absl flags): one source of defaults for the CLI, the
-`--config` file and the Python API.
-"""
+"""The one frozen configuration of a run: its fields, each with its flag's
+help, choices and bounds (`config_flags.py` turns them into absl flags): one
+source of defaults for the CLI, the `--config` file and the Python API. The
+checks are config_checks.py's, what a run resolves config_resolved.py's."""
 
 import dataclasses
-import json
-import math
 import os
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config_checks
+from estimator_trainer import config_resolved
 from estimator_trainer import deprecation
 from estimator_trainer import engines
-from estimator_trainer import layout
 from estimator_trainer import stack
-from estimator_trainer.errors import UsageError
-
-DEFAULT_BATCH_SIZE_PER_REPLICA = 64
-DEFAULT_TRAIN_EPOCHS = 10
-# The training files of structured data without a --feature_spec.
-CSV_SUFFIXES = ('.csv', '.csv.gz')
-# Structured data's recipe, chosen on twelve real tables against
-# scikit-learn's LogisticRegression and Ridge (docs/guide/tabular.md#the-
-# default-recipe): the linear model reached them on every table, the DNN
-# overfitted the small ones; 10 epochs were 30 to 70 steps on tables of a
-# few hundred rows, far from converged, hence a floor in steps.
-STRUCTURED_MODEL = 'linear'
-DEFAULT_LEARNING_RATE = 2e-3
-# The structured linear model's: with its prior L2 (weight_decay_of) 2,000
-# steps reach LogisticRegression's fit on the real tables of
-# docs/guide/tabular.md, where 2e-3 fell short (oj); canned Estimators also
-# give the linear model a larger rate than the DNN (0.2 against 0.05).
-LINEAR_LEARNING_RATE = 1e-2
-MIN_STRUCTURED_STEPS = 2000
-TRAINING_MODES = ('train_and_evaluate', 'train')
-# What structured data's logits mean (heads.py).
-HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
-# The --optimizer and --linear_optimizer choices (optimizers.py builds them).
-OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
-# The optimizers whose rate --lr_decay leaves constant: FTRL's weights are a
-# closed form of its accumulators over the current rate, so a cosine to 0
-# would end them at 0 (canned Estimators keep its rate constant too).
-CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
-# The flags that only one head reads (heads.py) -> that head: given to a run
-# of another head, a usage error, never shown as applied.
-HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
-# The part of structured training files held out to evaluate on when no
-# --eval_files are given (the baselines' 80/20 split in docs/guide/tabular.md).
-DEFAULT_EVAL_FRACTION = 0.2
-
-# The flags of image data, which structured data (--feature_spec) does not
-# read: given with it, a usage error.
-IMAGE_FLAGS = ('image_size', 'augment', 'image_key', 'label_key',
-               'image_shape', 'num_classes')
-# The image recipe's label smoothing (docs/guide/command-line.md); structured
-# data's heads smooth nothing unless asked, as canned Estimators' heads.
-IMAGE_LABEL_SMOOTHING = 0.1
+# Constants the fields' help names; tabular/ reads HEADS, check_head_flags here.
+from estimator_trainer.config_checks import (  # pylint: disable=unused-import
+    DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_EVAL_FRACTION,
+    DEFAULT_LEARNING_RATE, DEFAULT_TRAIN_EPOCHS, HEADS, IMAGE_LABEL_SMOOTHING,
+    LINEAR_LEARNING_RATE, MIN_STRUCTURED_STEPS, OPTIMIZERS, STRUCTURED_MODEL,
+    check_head_flags)
 
 
 def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
@@ -68,33 +29,6 @@ def _option(default, help, choices=None, above=None, at_least=None,  # pylint: d
   return dataclasses.field(default=default, metadata=dict(
       help=help, choices=choices, above=above, at_least=at_least,
       parse=parse))
-
-
-def _ints(name, count):
-  """Parser of `count` positive ints given as 'A,B,...' (or a list)."""
-  def parse(value):
-    if isinstance(value, str):
-      value = [part for part in value.replace('x', ',').split(',') if part]
-    try:
-      result = tuple(int(part) for part in value)
-    except (TypeError, ValueError):
-      result = ()
-    if len(result) != count or min(result) < 1:
-      raise UsageError(f'--{name} must be {count} positive integers '
-                       f'separated by commas, got {value!r}')
-    return result
-  return parse
-
-
-def _json_object(value):
-  if isinstance(value, str):
-    try:
-      value = json.loads(value)
-    except ValueError as e:
-      raise UsageError(f'--model_kwargs: not JSON ({e})') from None
-  if not isinstance(value, dict):
-    raise UsageError(f'--model_kwargs must be a JSON object, got {value!r}')
-  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +62,7 @@ class TrainConfig:
       'test', 'TFDS split to evaluate and predict on: test, train[90%:], ...')
   image_size: Optional[Tuple[int, int]] = _option(
       None, 'HEIGHT,WIDTH: resize every image (TFDS datasets whose images '
-      'vary in size).', parse=_ints('image_size', 2))
+      'vary in size).', parse=config_checks.ints('image_size', 2))
   augment: str = _option(
       'none', 'crop_flip: pad 4, random crop back and random horizontal flip '
       '(training only, the CIFAR standard).', choices=('none', 'crop_flip'))
@@ -142,7 +76,7 @@ class TrainConfig:
       '(FUNCTION(inputs, logits_dimension, **model_kwargs)).')
   model_kwargs: Optional[Dict[str, Any]] = _option(
       None, 'JSON object of keyword arguments for the --model builder.',
-      parse=_json_object)
+      parse=config_checks.json_object)
   sync_batch_norm: bool = _option(
       False, 'Batch norm statistics over all replicas (resnet20, or a builder '
       'taking sync_batch_norm): 1 and N replicas then train alike.')
@@ -202,7 +136,7 @@ class TrainConfig:
                            '--feature_spec: the label column.')
   image_shape: Optional[Tuple[int, int, int]] = _option(
       None, 'HEIGHT,WIDTH,CHANNELS of TFRecord images, instead of the '
-      'dataset_spec.json file beside them.', parse=_ints('image_shape', 3))
+      'dataset_spec.json file beside them.', parse=config_checks.ints('image_shape', 3))
   num_classes: Optional[int] = _option(
       None, 'Classes of TFRecord labels, instead of the '
       'dataset_spec.json file beside them.', above=1)
@@ -337,250 +271,21 @@ class TrainConfig:
       'or died.', above=0)
   cluster: Optional[cluster_lib.Cluster] = None
 
-  @property
-  def structured(self):
-    """Whether the run is on structured data: a --feature_spec, or CSV
-    training files (whose spec is then inferred, the label --label_key)."""
-    return bool(self.feature_spec) or bool(self.train_files) and all(
-        pattern.strip().endswith(CSV_SUFFIXES)
-        for pattern in self.train_files.split(','))
-
   @classmethod
   def from_environment(cls, **values):
     """The config of `values` in the cluster that TF_CONFIG describes (as
     TensorFlow reads it); without TF_CONFIG, no cluster."""
     return cls(**values, cluster=cluster_lib.from_environment())
 
-  def __post_init__(self):
-    for field in dataclasses.fields(self):
-      value = getattr(self, field.name)
-      if field.metadata.get('parse') and value is not None:
-        value = field.metadata['parse'](value)
-        object.__setattr__(self, field.name, value)
-      _check_field(field, value)
-    if not self.model_dir:
-      raise UsageError('--model_dir must be given')
-    if self.model is None:
-      object.__setattr__(self, 'model', default_model(self.structured))
-    if self.learning_rate is None:
-      object.__setattr__(self, 'learning_rate', LINEAR_LEARNING_RATE if (
-          self.structured and self.model == STRUCTURED_MODEL) else
-                         DEFAULT_LEARNING_RATE)
-    if not isinstance(self.model, str) and not callable(self.model):
-      raise UsageError('--model must be a name, MODULE:FUNCTION or a '
-                       f'builder function, got {self.model!r}')
-    if self.eval_files and not self.train_files:
-      raise UsageError('--eval_files needs --train_files')
-    if self.train_files and not (self.eval_files or self.structured):
-      raise UsageError('give both --train_files and --eval_files (images; '
-                       'structured data can hold out --eval_fraction)')
-    if self.eval_fraction is not None and (
-        self.eval_files or not self.structured or self.eval_fraction >= 1):
-      raise UsageError(
-          f'--eval_fraction={self.eval_fraction}: a fraction below 1 of '
-          'structured training files, for runs without --eval_files')
-    if self.skip_rows_without_label and not self.structured:
-      raise UsageError('--skip_rows_without_label is for structured data '
-                       '(--feature_spec, or CSV files)')
-    if self.structured and not self.eval_files and self.eval_fraction is None:
-      object.__setattr__(self, 'eval_fraction', DEFAULT_EVAL_FRACTION)
-    if self.feature_spec and not self.train_files:
-      raise UsageError('--feature_spec needs --train_files')
-    if self.structured and self.model in ('cnn', 'resnet20'):
-      raise UsageError(f'--model {self.model} is an image model: structured '
-                       'data (--feature_spec, or CSV files) takes '
-                       '--model=linear, dnn, wide_deep or MODULE:FUNCTION')
-    if self.head and self.head != 'multiclass' and not self.structured:
-      raise UsageError(f'--head={self.head} needs structured data '
-                       '(--feature_spec, or CSV files); images are '
-                       'multiclass')
-    if self.head or not self.structured:  # Else the feature spec's head.
-      check_head_flags(self, self.head or 'multiclass')
-    if self.feature_spec:  # (Without one, a CSV's label is --label_key.)
-      for field in dataclasses.fields(self):
-        if field.name in IMAGE_FLAGS and (getattr(self, field.name) !=
-                                          field.default):
-          raise UsageError(f'--{field.name} is for images; this run\'s data '
-                           'is structured (--feature_spec)')
-    if self.data_source == 'idx' and not self.idx_dir:
-      raise UsageError('--data_source=idx needs --idx_dir')
-    if self.idx_dir and not os.path.isdir(self.idx_dir):
-      raise UsageError(f'--idx_dir {self.idx_dir!r} is not a directory')
-    if (self.batch_size_per_replica is not None and
-        self.global_batch_size is not None):
-      raise UsageError(
-          'give --batch_size_per_replica or --global_batch_size, not both')
-    if self.label_smoothing is not None and self.label_smoothing >= 1:
-      raise UsageError(
-          f'--label_smoothing must be < 1, got {self.label_smoothing}')
-    if self.linear_learning_rate and not self.linear_optimizer:
-      raise UsageError('--linear_learning_rate needs --linear_optimizer')
-    if self.ema_decay is not None and self.ema_decay >= 1:
-      raise UsageError(f'--ema_decay must be < 1, got {self.ema_decay}')
-    if self.train_steps is not None and self.train_epochs is not None:
-      raise UsageError('give --train_steps or --train_epochs, not both')
-    cluster_lib.check_strategy(self.cluster, self.strategy, self.eval_strategy)
-    self._check_tf2_limits()
-    if self.engine == 'estimator' and self.cluster and self.mode == 'train':
-      # Estimator trains multi-worker only inside train_and_evaluate
-      # (its distribute coordinator; tensorflow#46556).
-      raise UsageError('in a TF_CONFIG cluster, train with '
-                       '--mode=train_and_evaluate')
-    if (self.engine == 'estimator' and self.precision != 'float32' and
-        self.strategy == 'parameter_server'):
-      # Keras refuses mixed_float16 under ParameterServerStrategyV1, and
-      # its graph's fused bfloat16 convolutions have no CPU kernel.
-      raise UsageError(f'--precision={self.precision}: --engine=estimator '
-                       'trains in float32 under --strategy=parameter_server;'
-                       ' use --engine=ctl or keras')
-    if self.warm_start_from and not os.path.exists(self.warm_start_from) and (
-        '://' not in self.warm_start_from):
-      raise UsageError(f'--warm_start_from {self.warm_start_from!r} does not '
-                       'exist')
-
-  def _check_tf2_limits(self):
-    """What the TF2 engines cannot match of the estimator engine's."""
-    if self.engine not in engines.TF2_ENGINES:
-      return
-    if self.eval_strategy != 'default':
-      raise UsageError(f'--eval_strategy: --engine={self.engine} evaluates '
-                       'under the training --strategy')
-    if self.early_stopping_evals and self.cluster and (
-        self.cluster.has_evaluator):
-      raise UsageError(
-          f'--early_stopping_evals: --engine={self.engine} stops on its own '
-          'evaluations, which an evaluator task takes over (drop the '
-          'evaluator, or use --engine=estimator)')
-
-  def resolve_global_batch_size(self, num_replicas: int) -> int:
-    """The global batch for `num_replicas` replicas in sync."""
-    if self.global_batch_size is None:
-      per_replica = (self.batch_size_per_replica or
-                     DEFAULT_BATCH_SIZE_PER_REPLICA)
-      return per_replica * num_replicas
-    if self.global_batch_size % num_replicas:
-      raise UsageError(
-          f'--global_batch_size {self.global_batch_size} does not divide by '
-          f'the {num_replicas} replicas in sync')
-    return self.global_batch_size
-
-  def resolve_train_steps(self, num_train_examples: int,
-                          global_batch_size: int) -> int:
-    """`train_steps`, or the optimizer steps of `train_epochs` (10 by
-    default; structured data: at least MIN_STRUCTURED_STEPS): each reads
-    `accumulate_steps` global batches."""
-    if self.train_steps is not None:
-      return self.train_steps
-    epochs = self.train_epochs or DEFAULT_TRAIN_EPOCHS
-    steps = max(1, math.ceil(epochs * num_train_examples /
-                             (global_batch_size * self.accumulate_steps)))
-    if self.structured and not self.train_epochs:
-      return max(steps, MIN_STRUCTURED_STEPS)
-    return steps
-
-  @property
-  def resolved_predictions_file(self) -> str:
-    return self.predictions_file or layout.predictions_file(self.model_dir)
-
-  def model_params(self, global_batch_size: int, train_steps: Optional[int],
-                   spec=None) -> dict:
-    """Deprecated (0.2.0): `estimator_trainer.model_params(config, ...)`."""
-    deprecation.warn(
-        'TrainConfig.model_params',
-        'estimator_trainer.model_params(config, global_batch_size, '
-        'train_steps, spec=None)', removed_in='0.3.0')
-    # The estimator engine loads only when asked: config.py runs without it.
-    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
-    return params.model_params(self, global_batch_size, train_steps, spec)
-
-  def describe(self, model_name: str, data: str, num_replicas: int,
-               global_batch_size: int, train_steps: Optional[int] = None,
-               num_train_examples: Optional[int] = None) -> str:
-    """What this run does, resolved: `data` names the source, the rest are
-    the engine's figures (training only: the steps and the train split's
-    size). Then the other settings that are not at their defaults."""
-    model = model_name + (f' {json.dumps(self.model_kwargs)}'
-                          if self.model_kwargs else '')
-    per_replica = global_batch_size // num_replicas
-    parts = [
-        f'{self.mode} with engine {self.engine}, strategy {self.strategy} '
-        f'({num_replicas} replica{"s" if num_replicas > 1 else ""} in sync)',
-        f'model {model}', f'data {data}',
-        f'batch {per_replica} per replica, {global_batch_size} global']
-    if train_steps is not None:
-      epochs = self.train_epochs or (
-          train_steps * global_batch_size * self.accumulate_steps /
-          num_train_examples)
-      parts.append(f'{train_steps} steps ({epochs:.4g} '
-                   f'epoch{"" if epochs == 1 else "s"} of '
-                   f'{num_train_examples} training examples)')
-    described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
-                 'dataset', 'train_files', 'eval_files', 'eval_fraction',
-                 'skip_rows_without_label', 'feature_spec', 'data_source', 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
-                 'train_steps', 'train_epochs', 'cluster'}
-    others = [f'{field.name}={getattr(self, field.name)!r}'
-              for field in dataclasses.fields(self)
-              if field.name not in described and
-              getattr(self, field.name) != field.default]
-    if others:
-      parts.append(', '.join(others))
-    if self.lr_decay == 'cosine' and set(CONSTANT_RATE_OPTIMIZERS) & {
-        self.optimizer, self.linear_optimizer}:
-      parts.append(f'{", ".join(CONSTANT_RATE_OPTIMIZERS)} keeps a constant '
-                   'rate, as canned Estimators do')
-    return '; '.join(parts)
-
-
-def default_model(structured):
-  """--model's default: STRUCTURED_MODEL on structured data, else cnn."""
-  return STRUCTURED_MODEL if structured else 'cnn'
-
-
-def check_head_flags(settings, head):
-  """Fails unless each of HEAD_FLAGS that `settings` (a TrainConfig, or
-  model_fn's params) gives is read by `head` (one of HEADS)."""
-  for name, reader in HEAD_FLAGS.items():
-    if getattr(settings, name) is not None and head != reader:
-      raise UsageError(f'--{name} is for --head={reader}; this run\'s head '
-                       f'is {head}')
-
-
-def label_smoothing_of(label_smoothing, images):
-  """The label smoothing a multiclass head applies: `label_smoothing` if
-  given, else IMAGE_LABEL_SMOOTHING for `images`, 0 for structured data."""
-  if label_smoothing is None:
-    return IMAGE_LABEL_SMOOTHING if images else 0.0
-  return label_smoothing
-
-
-def weight_decay_of(config, spec):
-  """The L2 factor of `config`'s run on data of `spec`: --weight_decay if
-  given, else for STRUCTURED_MODEL the spec's `prior_weight_decay` (the
-  linear model then fits what LogisticRegression or Ridge fits), else 0."""
-  if config.weight_decay is not None:
-    return config.weight_decay
-  prior = getattr(spec, 'prior_weight_decay', None)
-  return prior if prior and config.model == STRUCTURED_MODEL else 0.0
-
-
-def _check_field(field, value):
-  """A field's declared choices and bounds."""
-  meta = field.metadata
-  if value is None or not meta:
-    return
-  if meta.get('choices'):
-    _check_choice(field.name, value, meta['choices'])
-  if meta.get('above') is not None and not value > meta['above']:
-    raise UsageError(f'--{field.name} must be > {meta["above"]}, got {value}')
-  if meta.get('at_least') is not None and not value >= meta['at_least']:
-    raise UsageError(
-        f'--{field.name} must be >= {meta["at_least"]}, got {value}')
-
-
-def _check_choice(name, value, choices):
-  if value not in choices:
-    raise UsageError(f'--{name} must be one of {", ".join(choices)}; got '
-                     f'{value!r}')
+  # The checks and what the config resolves to, each in its own module.
+  __post_init__ = config_checks.check
+  structured = property(config_resolved.structured)
+  resolved_predictions_file = property(
+      config_resolved.resolved_predictions_file)
+  resolve_global_batch_size = config_resolved.resolve_global_batch_size
+  resolve_train_steps = config_resolved.resolve_train_steps
+  model_params = config_resolved.model_params
+  describe = config_resolved.describe
 
 
 def __getattr__(name):
@@ -589,6 +294,6 @@ def __getattr__(name):
     deprecation.warn('estimator_trainer.config.ModelParams',
                      'estimator_trainer.estimator.params.ModelParams',
                      removed_in='0.3.0')
-    from estimator_trainer.estimator import params  # pylint: disable=g-import-not-at-top
-    return params.ModelParams
+    return deprecation.moved_to(
+        'estimator_trainer.estimator.params.ModelParams')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

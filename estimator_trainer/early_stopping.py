@@ -2,7 +2,7 @@
 engine applies (the estimator engine's hook: estimator/early_stopping_hook.py;
 the TF2 engines: tf2/controller.py).
 
-The score of an evaluation, higher better, follows its head (heads.py):
+The score of an evaluation, higher better, follows its head (heads/):
 accuracy where the head has classes, else the mean AUC (multilabel), else
 minus the average loss (regression). `--export=best` ranks by it too.
 """

@@ -1,6 +1,6 @@
 """The engines, in one table.
 
-Validation (`config.py`) and the CLI's dispatch (`run.py`) both read it:
+Validation (`config_checks.py`) and the CLI's dispatch (`run.py`) both read it:
 adding an engine is writing its module, with a function per mode (every
 engine offers every mode, strategy and cluster task), and one entry here.
 Imports no TensorFlow: the CLI checks flags first.

@@ -1,7 +1,7 @@
 """A model_dir's layout: every path the package writes or reads there, the
 step in a checkpoint's name, and the scalars of its event files.
 
-Imports no TensorFlow: config.py runs before it loads, and
+Imports no TensorFlow: the config runs before it loads, and
 scripts/benchmark.py reads event files in a process that must stay small.
 """
 

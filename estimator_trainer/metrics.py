@@ -58,7 +58,7 @@ class EvalMetrics:
 
 
 class HeadMetrics:
-  """What canned Estimator heads report for `head` (heads.py), weighted
+  """What canned Estimator heads report for `head` (heads/), weighted
   (padding weighs 0): average_loss, num_examples (every example, of any
   weight), and per kind multiclass: accuracy (and the confusion matrix
   image); binary: accuracy, auc, auc_precision_recall, precision, recall,

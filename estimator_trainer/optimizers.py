@@ -7,7 +7,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from estimator_trainer import config
+from estimator_trainer import config_checks
 
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
@@ -26,11 +26,11 @@ SLOTS = {'adam': (('Adam', '_momentums'), ('Adam_1', '_velocities')),
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` (config.OPTIMIZERS: Adam, plain SGD, and the canned Estimators' defaults:
+  """`name` (config_checks.OPTIMIZERS: Adam, plain SGD, and the canned Estimators' defaults:
   Adagrad for DNNs, FTRL for linear models, whose sparse updates touch only
   the embedding rows a batch looks up) with `learning_rate`, decayed by a
   cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
-  'none' and for config.CONSTANT_RATE_OPTIMIZERS (FTRL)."""
+  'none' and for config_checks.CONSTANT_RATE_OPTIMIZERS (FTRL)."""
 
   name: str
   learning_rate: float
@@ -48,11 +48,11 @@ class OptimizerSpec:
     a closed form of its accumulators over the current rate (a rate of 0
     makes them 0)."""
     return (self.lr_decay == 'cosine' and
-            self.name not in config.CONSTANT_RATE_OPTIMIZERS)
+            self.name not in config_checks.CONSTANT_RATE_OPTIMIZERS)
 
   @classmethod
   def from_params(cls, params):
-    """The spec in model_fn's `params` (a config.ModelParams)."""
+    """The spec in model_fn's `params` (an estimator.params.ModelParams)."""
     return cls(params.optimizer, params.learning_rate, params.lr_decay,
                params.decay_steps)
 

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_checks
 from estimator_trainer import engines
 from estimator_trainer import flag_data
 from estimator_trainer import layout
@@ -47,7 +47,7 @@ def read(values, given):
   its kwargs, the image shape and classes) is a usage error.
   """
   model_dir = values['model_dir']
-  if values['mode'] in config_lib.TRAINING_MODES and not layout.has_checkpoint(
+  if values['mode'] in config_checks.TRAINING_MODES and not layout.has_checkpoint(
       model_dir):
     return values, {}
   record = layout.read_model_file(model_dir)
@@ -74,7 +74,7 @@ def read(values, given):
   head = record.get('head') or 'multiclass'
   taken = {name: value for name, value in run.items()
            if name in values and name not in kept and value != values[name]
-           and config_lib.HEAD_FLAGS.get(name, head) == head}
+           and config_checks.HEAD_FLAGS.get(name, head) == head}
   stored_spec = layout.stored_feature_spec(model_dir)
   if stored_spec and 'feature_spec' not in given:
     # The spec stored with the statistics, not what the recorded path (or
@@ -82,7 +82,7 @@ def read(values, given):
     taken['feature_spec'] = stored_spec
     # That spec names the label: a run on CSV files without a spec recorded
     # --label_key, an image flag beside a spec.
-    for name in config_lib.IMAGE_FLAGS:
+    for name in config_checks.IMAGE_FLAGS:
       taken.pop(name, None)
   engine = engines.ENGINES.get(taken.get('engine'))
   if engine and engine.needs_estimator and not stack.has_estimator():
@@ -99,8 +99,8 @@ def read(values, given):
 # as the record names them; each parsed as the field is.
 _CHECKPOINT_DEFINED = {
     'model': str,
-    'model_kwargs': lambda value: config_lib._json_object(value or {}),
-    'image_shape': config_lib._ints('image_shape', 3),
+    'model_kwargs': lambda value: config_checks.json_object(value or {}),
+    'image_shape': config_checks.ints('image_shape', 3),
     'num_classes': int,
 }
 # The optimizers whose slots the checkpoints hold, as the run recorded them.

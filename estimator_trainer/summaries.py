@@ -8,7 +8,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import layout
 from estimator_trainer import models
 
@@ -243,8 +243,8 @@ def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
       'linear_learning_rate': (config.linear_learning_rate or
                                config.learning_rate),
       'lr_decay': config.lr_decay,
-      'weight_decay': config_lib.weight_decay_of(config, spec),
-      'label_smoothing': config_lib.label_smoothing_of(
+      'weight_decay': config_resolved.weight_decay_of(config, spec),
+      'label_smoothing': config_resolved.label_smoothing_of(
           config.label_smoothing, images=not spec.head),
       'clip_global_norm': config.clip_global_norm or 0.0,
       'accumulate_steps': config.accumulate_steps,

@@ -36,7 +36,7 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   fit_tabular           plain Keras: preprocessing layers in tf.data,
                         Model.fit, timed by a batch callback;
   fit_package_dnn       the same with the package's --model=dnn
-                        (tabular.models.dnn) for the plain model;
+                        (models.tabular.dnn) for the plain model;
   estimator_default,    the package's engines: --model=dnn --feature_spec=
   ctl_default, ...      <the set's> --mode=train_and_evaluate;
   tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
@@ -276,7 +276,7 @@ def main(argv):
       shutil.rmtree(work_dir, ignore_errors=True)
   if census:
     # Imports TensorFlow: only after the last run (see wait_with_rusage).
-    from estimator_trainer.tabular import models as tabular_models
+    from estimator_trainer.models import tabular as tabular_models
     flop_per_example = None
     rows = report.summarize(runs)
     print(f'census-like set ({schema["rows"]:,} train, '

@@ -6,8 +6,8 @@ from absl import flags
 import pytest
 
 from estimator_trainer import cluster as cluster_lib
-from estimator_trainer import config as config_lib
 from estimator_trainer import config_flags
+from estimator_trainer import config_resolved
 from estimator_trainer import engines
 from estimator_trainer import flag_data
 from estimator_trainer.config import TrainConfig
@@ -61,15 +61,15 @@ def test_the_structured_linear_models_rate_and_l2_are_logistic_regressions():
                          prior_weight_decay=1e-3)
   linear = TrainConfig(model_dir='/tmp/x', train_files='a.csv')
   assert (linear.model, linear.learning_rate) == ('linear', 0.01)
-  assert config_lib.weight_decay_of(linear, spec) == 1e-3
+  assert config_resolved.weight_decay_of(linear, spec) == 1e-3
   for other in (TrainConfig(model_dir='/tmp/x', train_files='a.csv',
                             model='dnn'), TrainConfig(model_dir='/tmp/x')):
     assert other.learning_rate == 2e-3
-    assert config_lib.weight_decay_of(other, spec) == 0.0
+    assert config_resolved.weight_decay_of(other, spec) == 0.0
   given = TrainConfig(model_dir='/tmp/x', train_files='a.csv',
                       learning_rate=0.5, weight_decay=0.0)
   assert given.learning_rate == 0.5
-  assert config_lib.weight_decay_of(given, spec) == 0.0
+  assert config_resolved.weight_decay_of(given, spec) == 0.0
 
 
 def test_global_batch_must_divide_by_replicas():

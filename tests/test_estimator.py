@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import export_policy
 from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
@@ -411,7 +411,7 @@ def test_model_params_take_their_defaults_from_train_config():
   params = ModelParams.from_dict({'global_batch_size': 64, 'decay_steps': 9})
   config = TrainConfig(model_dir='/tmp/x')
   # As the run resolves them (weight_decay from the data: 0 for images).
-  resolved = {'weight_decay': config_lib.weight_decay_of(config, None)}
+  resolved = {'weight_decay': config_resolved.weight_decay_of(config, None)}
   for field in dataclasses.fields(ModelParams):
     if field.default is not dataclasses.MISSING and (
         field.name in TrainConfig.__dataclass_fields__):

@@ -186,7 +186,7 @@ def test_a_source_is_checked():
 
 
 def test_indicator_column_enters_the_deep_part_one_hot(columns):
-  from estimator_trainer.tabular import models  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.models import tabular as models  # pylint: disable=g-import-not-at-top
   spec = feature_columns.feature_spec_from_columns(
       [columns['one_hot'], columns['age']], 'y', head='binary')
   stats = statistics_lib.compute(spec, {**RAW, 'y': np.zeros(6, np.int64)})

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer.errors import UsageError
-from estimator_trainer.tabular import models
+from estimator_trainer.models import tabular as models
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The tabular peers of issue 34 on the census-like set (`census`), as
 their users write them: the canned `tf.estimator.DNNClassifier` on feature
 columns (TensorFlow 2.15) and plain Keras (preprocessing layers in
-tf.data, `Model.fit`); and the package's `tabular.models.dnn` in that
+tf.data, `Model.fit`); and the package's `models.tabular.dnn` in that
 plain Keras pipeline (`fit_package_dnn`: the model's share of what the
 engines measure).
 
@@ -24,7 +24,7 @@ import tempfile
 
 from estimator_trainer.benchmark import census
 from estimator_trainer.benchmark.measure import IntervalTimer
-from estimator_trainer.tabular import models
+from estimator_trainer.models import tabular as models
 
 HIDDEN_UNITS = models.HIDDEN_UNITS
 # Adam: the package's default. Adagrad: the canned DNNClassifier's (at
@@ -184,7 +184,7 @@ def _plain_model(schema, cardinality):
 
 
 def _package_model(schema, cardinality):
-  """The package's `tabular.models.dnn` on the same encoded inputs (given
+  """The package's `models.tabular.dnn` on the same encoded inputs (given
   as the Encoder's EncodedInput fields)."""
   inputs = {name: {'kind': 'ids', 'cardinality': count}
             for name, count in cardinality.items()}

@@ -42,7 +42,7 @@ def run_step(setup, steps, batch_size, every_steps):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from estimator_trainer import heads  # pylint: disable=g-import-not-at-top
   from estimator_trainer import optimizers  # pylint: disable=g-import-not-at-top
-  from estimator_trainer.tabular import models  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.models import tabular as models  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as model_dir:
     train, tabular, config = _input(setup, batch_size, model_dir)
     features, labels = next(iter(train))

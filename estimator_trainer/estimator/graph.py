@@ -5,7 +5,7 @@ import contextlib
 
 import tensorflow as tf
 
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import ema_recipe
 from estimator_trainer import gradients as gradients_lib
 from estimator_trainer import heads
@@ -18,7 +18,7 @@ from estimator_trainer.estimator import moving_average
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
-from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular.encoder import EncodedInput
 
 ModeKeys = tf.estimator.ModeKeys
@@ -129,7 +129,7 @@ def train_steps(step, features, labels, num_steps):
 def make_model_fn(build_model=models.cnn, **model_kwargs):
   """An Estimator model_fn (TRAIN, EVAL, PREDICT) of any builder:
   `build_model(input_shape, num_classes, **model_kwargs)` -> Keras model
-  (models.py), or a --model name.
+  (models/), or a --model name.
 
   The model_fn expects `features = {'image': float32 [batch, H, W, C]}`,
   or on structured data the encoded columns (tabular/), and `params`, a
@@ -142,7 +142,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
     inputs = models.model_inputs(features)
-    label_smoothing = config_lib.label_smoothing_of(
+    label_smoothing = config_resolved.label_smoothing_of(
         params.label_smoothing, images=params.head is None)
     if params.head is None:  # An image classifier.
       model_input = inputs.shape[1:]

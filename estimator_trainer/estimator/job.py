@@ -11,7 +11,6 @@ import tensorflow as tf
 from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
-from estimator_trainer import config as config_lib
 from estimator_trainer import data
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
@@ -20,7 +19,7 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
-from estimator_trainer import sources
+from estimator_trainer import run_log
 from estimator_trainer import summaries
 from estimator_trainer import weights
 from estimator_trainer.estimator import batch_norm_hooks
@@ -29,7 +28,7 @@ from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.graph import make_model_fn
 from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
-from estimator_trainer.tabular import models as tabular_models
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular import warm_start as tabular_warm_start
 
 _logger = logging.getLogger(__name__)
@@ -106,11 +105,8 @@ class Job:
     self.source, self.max_steps, self.input_fn = data.prepare(
         config, self.global_batch_size, training)
     spec = self.source.spec
-    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
-      _logger.info('Config: %s', config.describe(
-          models.name_of(config.model), str(self.source), self.num_replicas,
-          self.global_batch_size, self.max_steps,
-          self.source.num_examples(sources.TRAIN) if training else None))
+    run_log.log_config(config, self.source, self.num_replicas,
+                       self.global_batch_size, self.max_steps, training)
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta)
     names = models.check(

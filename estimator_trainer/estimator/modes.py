@@ -89,7 +89,7 @@ def _train_in_cluster(config):
 
 def train(config):
   """Trains to the configured step count; returns the latest checkpoint's
-  global step. (Clusters train through train_and_evaluate: config.py.)"""
+  global step. (Clusters train through train_and_evaluate: config_checks.py.)"""
   job = job_lib.Job(config)
   if training_progress.training_ended(config, job.max_steps):  # A rerun.
     training_progress.finish_ended(config)

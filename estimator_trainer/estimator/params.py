@@ -5,8 +5,10 @@ import dataclasses
 from typing import Any, Dict, Optional, Tuple
 
 from estimator_trainer import deprecation
-from estimator_trainer.config import (DEFAULT_LEARNING_RATE, TrainConfig,
-                                      check_head_flags, weight_decay_of)
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.config_checks import (DEFAULT_LEARNING_RATE,
+                                             check_head_flags)
+from estimator_trainer.config_resolved import weight_decay_of
 from estimator_trainer.sources import KNOWN_CLASS_NAMES
 
 
@@ -25,7 +27,7 @@ class ModelParams:
   (heads.KINDS; None: an image classifier), `model_input` (the encoded
   columns: name -> EncodedInput's fields), `huber_delta` and
   `label_scale` (regression: heads.RegressionHead's), `label_smoothing`
-  (multiclass; None: config.label_smoothing_of's default),
+  (multiclass; None: config_resolved.label_smoothing_of's default),
   `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part);
   `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with

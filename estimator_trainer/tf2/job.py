@@ -9,24 +9,21 @@ import tensorflow as tf
 
 from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
-from estimator_trainer import config as config_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import heads
-from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import loss_scale
-from estimator_trainer import weights
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer import outputs
-from estimator_trainer import sources
+from estimator_trainer import run_log
 from estimator_trainer import summaries
 from estimator_trainer import training_progress
-from estimator_trainer.tabular import models as tabular_models
-from estimator_trainer.tabular import warm_start as tabular_warm_start
+from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tf2 import ema
-from estimator_trainer.errors import TrainerError, first_line
+from estimator_trainer.tf2 import restore as restore_lib
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
 from estimator_trainer.watchdog import cluster_watchdog
@@ -37,21 +34,6 @@ _logger = logging.getLogger(__name__)
 def current_learning_rate(optimizer):
   # A variable, which Keras updates from the schedule at every step.
   return float(tf.convert_to_tensor(optimizer.learning_rate))
-
-
-# Where checkpoints of earlier versions hold the rate Keras made of a float
-# --learning_rate (optimizers.py now gives it a schedule).
-_OLD_LEARNING_RATE = '_learning_rate'
-
-
-def _adopt_old_learning_rate(optimizer, path):
-  """Lets checkpoint `path` of an earlier version restore without a warning:
-  its rate variable is restored into the optimizer's, which Keras recomputes
-  from the schedule at every step (the flags decide, not the checkpoint)."""
-  key = f'optimizer/{_OLD_LEARNING_RATE}/.ATTRIBUTES/VARIABLE_VALUE'
-  if key in dict(tf.train.list_variables(path)):
-    optimizer._track_trackable(  # pylint: disable=protected-access
-        optimizer.learning_rate, name=_OLD_LEARNING_RATE)
 
 
 class Job:
@@ -93,11 +75,8 @@ class Job:
         config, self.global_batch_size, training,
         seeded=self.coordinator is None)
     spec = self.source.spec
-    if training == (config.mode in config_lib.TRAINING_MODES):  # The run's.
-      _logger.info('Config: %s', config.describe(
-          models.name_of(config.model), str(self.source), self.num_replicas,
-          self.global_batch_size, self.max_steps,
-          self.source.num_examples(sources.TRAIN) if training else None))
+    run_log.log_config(config, self.source, self.num_replicas,
+                       self.global_batch_size, self.max_steps, training)
     self.example_format = data.example_format(config, self.source)
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta, image_summaries=True)
@@ -112,7 +91,7 @@ class Job:
           config.model, spec.model_input, self.head.logits_dimension,
           config.model_kwargs, seed=config.seed, precision=config.precision,
           sync_batch_norm=config.sync_batch_norm,
-          weight_decay=config_lib.weight_decay_of(config, spec))
+          weight_decay=config_resolved.weight_decay_of(config, spec))
       self.optimizer = self.linear_optimizer = None
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
@@ -147,7 +126,7 @@ class Job:
       objects['ema'] = self.ema
     if self.linear_optimizer:
       objects['linear_optimizer'] = self.linear_optimizer
-    self._checkpointed = objects
+    self.checkpointed = objects  # What a checkpoint holds, by name.
     self.checkpoint = tf.train.Checkpoint(**objects)
     # Every worker of a collective strategy saves; only the chief's counts.
     self.checkpoint_dir = config.model_dir if self.is_chief else (
@@ -209,11 +188,11 @@ class Job:
     """Restores the latest checkpoint of model_dir and returns its step;
     training without one warm-starts if asked to. A training chief then
     notes the model in model_dir."""
-    step = self._restore()
+    step = restore_lib.latest_checkpoint(self)
     if self.optimizer is not None:
       if self.config.warm_start_from and not tf.train.latest_checkpoint(
           self.config.model_dir):
-        self._warm_start()
+        restore_lib.warm_start(self)
       if self.is_chief:
         checkpoints.record_model(self.config.model_dir, self.config,
                                  self.source.spec)
@@ -222,60 +201,12 @@ class Job:
                                           self.global_batch_size)
     return step
 
-  def _warm_start(self):
-    config, spec = self.config, self.source.spec
-    remapping = tabular_warm_start.remapping(
-        config.warm_start_from, getattr(self.source, 'statistics', None))
-    # A TF2 checkpoint is read into a model of the source's inputs.
-    model_input = remapping.model_input if remapping else spec.model_input
-    weights.warm_start(
-        self.model, config.warm_start_from, config.warm_start_vars,
-        self.weight_names, lambda: models.build(
-            config.model, model_input, self.head.logits_dimension,
-            config.model_kwargs, precision=config.precision,
-            sync_batch_norm=config.sync_batch_norm),
-        remapping and remapping.tables(self.model))
-
   def check_checkpoint(self):
     """Fails unless model_dir's latest checkpoint holds this job's model;
     for a training job that will run no step, so restores the model alone
     (its optimizer would build no slots to restore the checkpoint's into)."""
-    self._restore(tf.train.Checkpoint(model=self.model))
-
-  def _restore(self, checkpoint=None):
-    path = tf.train.latest_checkpoint(self.config.model_dir)
-    if not path:
-      return 0
-    checkpoints.require_object_based(path, self.config)
-    if self.coordinator and self.optimizer is not None:
-      checkpoints.require_same_parameter_servers(self.config)
-    _logger.info('Restoring %s', path)
-    if self.optimizer is not None and not checkpoint:
-      _adopt_old_learning_rate(self.optimizer, path)
-    restored, legacy = checkpoint or self.checkpoint, None
-    if self.ema and not checkpoint:
-      legacy = ema.stored_layout(path, self.model)
-      if legacy:
-        restored = tf.train.Checkpoint(**{**self._checkpointed, 'ema': legacy})
-    try:
-      status = restored.restore(path)
-      status.assert_existing_objects_matched()
-      if self.optimizer is None or checkpoint:
-        status.expect_partial()  # Evaluation needs no optimizer slots.
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-      other = checkpoints.other_model(self.config.model_dir,
-                                      self.config.model)
-      raise TrainerError(
-          f'{self.config.model_dir} holds a checkpoint of {other} (or of '
-          f'another engine): {first_line(e)}') from None
-    if legacy:
-      _logger.info('%s also holds averages of batch norm\'s statistics '
-                   '(--ema_decay before it averaged trainable weights only): '
-                   'left out', path)
-      self.ema.adopt(legacy)
-    if self.ema and self.optimizer is None and not checkpoint:
-      self.ema.copy_to_model()  # Evaluates, predicts or exports: averages.
-    return layout.checkpoint_step(path)
+    restore_lib.latest_checkpoint(self,
+                                  tf.train.Checkpoint(model=self.model))
 
   def averaged(self):
     """A context in which a training job's model holds the averages of
