@@ -31,7 +31,7 @@ class TabularDataSpec:
   the encoded columns the model takes (`model_input`: name ->
   EncodedInput), a regression's `label_scale` (heads.RegressionHead's;
   None in model_dirs whose statistics predate it) and the
-  `prior_weight_decay` of the linear model (config.weight_decay_of)."""
+  `prior_weight_decay` of the linear model (config_resolved.weight_decay_of)."""
 
   name: str
   head: str
