@@ -28,7 +28,10 @@ pytestmark = [
     pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
                        "stack's python) unset"),
     # In one pytest-xdist worker: the model_dirs they share are made once.
-    pytest.mark.xdist_group('stacks')]
+    pytest.mark.xdist_group('stacks'),
+    # Each trains on both stacks, in processes of each: over the fast set's
+    # budget (conftest.FAST_CPU_SECONDS; 9.5-31.7 CPU-seconds in CI).
+    pytest.mark.slow]
 
 
 def _train(python, model_dir, idx_dir, steps, *extra):
