@@ -79,6 +79,7 @@ def test_reloaded_savedmodel_matches_predict_mode(exported, test_images):
   assert outputs['logits'].shape == (NUM_IMAGES, 10)
 
 
+@pytest.mark.slow
 def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
   path, rows = exported
   signature = tf.saved_model.load(path).signatures[EXAMPLES_SIGNATURE]
@@ -92,6 +93,7 @@ def test_tf_example_signature_gives_the_same_outputs(exported, test_images):
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_export_carries_no_cluster_device_placements(exported):
   path, _ = exported
   saved_model = saved_model_pb2.SavedModel()
@@ -153,12 +155,14 @@ def carried_over(tmp_path_factory, exported, mnist_small_dir):
   return path, [json.loads(line) for line in open(predictions)]
 
 
+@pytest.mark.slow
 def test_tf2_export_has_the_estimator_exports_signatures(exported,
                                                          carried_over):
   assert re.search(r'/export/manual/\d+$', carried_over[0])
   assert _signature_specs(carried_over[0]) == _signature_specs(exported[0])
 
 
+@pytest.mark.slow
 def test_tf2_export_serves_the_estimator_exports_outputs(exported,
                                                          carried_over,
                                                          test_images):
@@ -183,6 +187,7 @@ def test_tf2_export_serves_the_estimator_exports_outputs(exported,
   print(f'max |logit difference| on {NUM_IMAGES} images: {logits:.1e}')
 
 
+@pytest.mark.slow
 def test_tf2_predict_mode_writes_the_estimator_predictions(exported,
                                                            carried_over):
   _, estimator_rows = exported

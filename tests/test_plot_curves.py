@@ -71,6 +71,7 @@ def test_read_curves_of_a_real_run(model_dir):
       final['average_loss'])
 
 
+@pytest.mark.slow
 def test_plot_draws_train_and_eval_curves_per_model_dir(model_dir, tmp_path):
   # A second model_dir: the same events under another name.
   other = tmp_path / 'other'
@@ -102,6 +103,7 @@ def test_plot_draws_train_and_eval_curves_per_model_dir(model_dir, tmp_path):
     assert colors[0] == colors[1] != colors[2] == colors[3]
 
 
+@pytest.mark.slow
 def test_script_writes_a_png(model_dir, tmp_path):
   output = tmp_path / 'curves.png'
   result = _run_script(f'--model_dirs={model_dir}', f'--output={output}',
@@ -136,6 +138,7 @@ def test_missing_flags_exit_2_with_one_line(tmp_path):
       'error: --model_dirs and --output are required']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, is_directory', [
     ('missing/curves.png', False), ('curves.png', True)])
 def test_unwritable_output_raises_and_leaves_no_file(model_dir, tmp_path, name,

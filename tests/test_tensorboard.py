@@ -125,6 +125,7 @@ def test_eval_images_are_served(tensorboard, tag, size):
   assert tf.image.decode_png(png).shape[:2] == size
 
 
+@pytest.mark.slow
 def test_hparams_table_compares_the_runs(tensorboard):
   experiment = _post(f'{tensorboard}/data/plugin/hparams/experiment',
                      {'experimentName': ''})
@@ -164,6 +165,7 @@ def test_hparams_table_compares_the_runs(tensorboard):
     assert rate['value'] == pytest.approx(value) and value > 0
 
 
+@pytest.mark.slow
 def test_server_is_stopped_when_an_assertion_fails(logdir):
   with pytest.raises(AssertionError):
     with _tensorboard(logdir) as url:
