@@ -28,6 +28,7 @@ from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import statistics
+from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.source import TabularSource
 
 
@@ -116,7 +117,7 @@ def run(argv=None, pipeline_options=None):
       'eval_fraction': args.eval_fraction,
       'skip_unlabeled': args.skip_rows_without_label})
   head = split_summary.head_of(source.feature_spec, args.head)
-  files = statistics.training_files(source)
+  files = training_files.of(source)
   options = pipeline_options or beam.options.pipeline_options.PipelineOptions(
       [arg for arg in beam_args if arg != '--'])
   with beam.Pipeline(options=options) as pipeline:

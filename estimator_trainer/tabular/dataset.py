@@ -18,6 +18,7 @@ from estimator_trainer.tabular import input as input_lib
 from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
+from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.encoder import Encoder
 from estimator_trainer.tabular.source import TabularSource
 
@@ -131,7 +132,7 @@ class TabularData:
     and before the model's variables (whose creation under
     multi_worker_mirrored waits for the tasks that wait for this file)."""
     statistics_lib.store(model_dir, self._feature_spec, self.statistics,
-                         statistics_lib.training_files(self._source))
+                         training_files.of(self._source))
 
   def make_input_fn(self, config, global_batch_size, seeded=True):
     return input_lib.make_input_fn(config, global_batch_size, self._source,

@@ -29,6 +29,7 @@ from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.split_summary import (INTEGER_MISSING,
                                                      STRING_MISSING)
 
@@ -120,13 +121,13 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
         'the most frequent, their counts approximate (a string_hashed or '
         'integer_hashed kind fits such a column)', column.name,
         summaries.MAX_TRACKED)
+  min_frequency = column.min_frequency or min_frequency
   vocabulary = counts.vocabulary(column.max_vocabulary or max_vocabulary,
-                                 column.min_frequency or min_frequency,
-                                 leave_out)
+                                 min_frequency, leave_out)
   if not vocabulary and counts.vocabulary(leave_out=leave_out):
     raise DataError(f"column '{column.name}': no value is counted "
-                    f'min_frequency ({column.min_frequency}) times or more '
-                    'in the training split')
+                    f'min_frequency ({min_frequency}) times or more in the '
+                    'training split')
   return ColumnStatistics(vocabulary=vocabulary)
 
 
@@ -218,38 +219,13 @@ def differences(stored, fresh):
   return found
 
 
-def _write_files(model_dir, files):
-  outputs.write_atomic(layout.training_files_file(model_dir),
-                       json.dumps(files, indent=1) + '\n')
-
-
 def _write(model_dir, feature_spec, statistics, files):
   # The statistics last: the file other tasks wait for.
   if files:
-    _write_files(model_dir, files)
+    training_files.write(model_dir, files)
   outputs.write_atomic(layout.feature_spec_file(model_dir),
                        spec_lib.to_json(feature_spec))
   outputs.write_atomic(layout.statistics_file(model_dir), statistics.to_json())
-
-
-def training_files(source):
-  """What the statistics of `source`'s training split come from, read
-  without reading the data: the split (its files' patterns, a held-out
-  fraction, whether unlabeled records are skipped) and each file's path,
-  size and modification time."""
-  files = [[path, stat.length, stat.mtime_nsec] for path, stat in
-           ((path, tf.io.gfile.stat(path)) for path in source.files(TRAIN))]
-  return {'split': str(source), 'skip_unlabeled': source.skip_unlabeled,
-          'files': files}
-
-
-def _same_files(model_dir, source):
-  path = layout.training_files_file(model_dir)
-  if not tf.io.gfile.exists(path):
-    return False  # Statistics stored before the record.
-  with tf.io.gfile.GFile(path) as f:
-    return json.loads(f.read()) == json.loads(json.dumps(
-        training_files(source)))
 
 
 def _check_data(model_dir, feature_spec, source, head, stored, path):
@@ -258,7 +234,8 @@ def _check_data(model_dir, feature_spec, source, head, stored, path):
   pass warns, in one line, when the statistics differ (the run keeps the
   stored ones: the checkpoints' model was trained on them), and else
   records the files."""
-  if _same_files(model_dir, source):
+  files = training_files.of(source)
+  if training_files.stored(model_dir) == files:
     return
   changed = differences(stored, _computed(feature_spec, source, head,
                                           model_dir, None))
@@ -268,7 +245,7 @@ def _check_data(model_dir, feature_spec, source, head, stored, path):
         'this run keeps the stored ones, which its model was trained on',
         path, '; '.join(changed[:3] + (['...'] if len(changed) > 3 else [])))
   else:
-    _write_files(model_dir, training_files(source))
+    training_files.write(model_dir, files)
 
 
 def _wait_for(path, timeout_secs):
@@ -284,7 +261,7 @@ def _wait_for(path, timeout_secs):
 
 def store(model_dir, feature_spec, statistics, files=None):
   """Stores `statistics` in model_dir unless it holds some already, with
-  the training_files they are of (a resumed chief compares them)."""
+  the record of the training `files` they are of (training_files.of)."""
   path = layout.statistics_file(model_dir)
   if not tf.io.gfile.exists(path):
     _write(model_dir, feature_spec, statistics, files)
@@ -311,17 +288,16 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
     if is_chief:
       statistics = _computed(feature_spec, source, head, model_dir, share)
       if write:
-        store(model_dir, feature_spec, statistics, training_files(source))
+        store(model_dir, feature_spec, statistics, training_files.of(source))
       return statistics
-    if share and share[1] > 1:
-      head = split_summary.head_of(feature_spec, head)
+    shared = share and share[1] > 1
+    head = split_summary.head_of(feature_spec, head)
+    if shared:
       shared_pass.store_share(model_dir, source, head, *share)
-      _logger.info('Waiting for the chief to write %s', path)
-      _wait_for(path, timeout_secs)
+    _logger.info('Waiting for the chief to write %s', path)
+    _wait_for(path, timeout_secs)
+    if shared:  # Merged by now, or not needed.
       shared_pass.remove_share(model_dir, source, head, *share)
-    else:
-      _logger.info('Waiting for the chief to write %s', path)
-      _wait_for(path, timeout_secs)
   stored = read(path)
   _check_covers(stored, feature_spec, path)
   if stored_before and is_chief:
