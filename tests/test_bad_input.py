@@ -148,7 +148,24 @@ def _tabular(train=(), test=(), spec=None):
   return setup
 
 
+# Cases whose error is this package's own check, with TensorFlow loaded but
+# not asked: the default stack runs them (conftest.py); the other stack runs
+# the errors TensorFlow, Keras or TFDS raise and the package words (a parse,
+# a decode, a lookup, a checkpoint, a Keras model's outputs or layers).
+PACKAGE_CHECKS = {
+    'linear-optimizer-without-a-wide-part', 'builder-module-not-found',
+    'builder-raises', 'builder-unknown-name', 'builder-not-callable',
+    'builder-no-such-function', 'idx-wrong-magic', 'idx-truncated-gz',
+    'idx-image-and-label-counts-differ', 'idx-label-out-of-range',
+    'tabular-column-the-data-lacks', 'tabular-bad-feature-spec',
+    'model-dir-under-a-file', 'label-smoothing-with-binary-head',
+    'huber-delta-with-binary-head', 'global-batch-not-divisible-by-replicas',
+    'tfrecords-without-spec'}
+
+
 def _case(case_id, flags, code, message, setup=None, env=None, marks=()):
+  if case_id in PACKAGE_CHECKS:
+    marks = [*marks, pytest.mark.default_stack_only]
   return pytest.param(flags, env or {}, setup, code, message, id=case_id,
                       marks=marks)
 

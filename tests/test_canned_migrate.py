@@ -5,7 +5,6 @@ model's served predictions are canned's own on the whole eval set."""
 import json
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.tools import saved_model_utils  # saved_model_cli's reader
 
 from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
@@ -22,7 +22,8 @@ from estimator_trainer.tf2 import canned as canned_lib
 from estimator_trainer.tf2 import migration
 import tabular_sets
 
-pytestmark = pytest.mark.estimator
+# One worker trains the canned models and carries them once.
+pytestmark = [pytest.mark.estimator, pytest.mark.xdist_group('canned_migrate')]
 fc = tf.feature_column
 ROWS, EVAL_ROWS, STEPS = 320, 64, 30
 TOLERANCE = 1e-5
@@ -177,26 +178,36 @@ def _config(model_dir, data_dir, spec_file, head, **flags):
       head=head, lr_decay='none', shuffle_buffer=0, **flags)
 
 
+@pytest.fixture(scope='module')
+def carried(data, canned_runs, tmp_path_factory):
+  """carried(canned, engine) -> the export of canned's model_dir carried
+  over (migrate's convert) and exported by `engine`, made on first use."""
+  directory = data[0]
+  done = {}
+
+  def carry(canned, engine):
+    if (canned, engine) not in done:
+      model_dir, spec_file, head, _, _ = canned_runs(canned)
+      to = tmp_path_factory.mktemp(f'{canned}-{engine}') / 'carried'
+      migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
+                        str(model_dir / 'canned'),
+                        estimator_engine=engine == 'estimator')
+      engines.ENGINES[engine].run(_carried_config(
+          model_dir, to, directory, spec_file, head, engine, mode='export'))
+      done[canned, engine] = _export(to)
+    return done[canned, engine]
+
+  return carry
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl', 'keras'])
 def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
-                                                 tmp_path, canned, engine):
+                                                 carried, canned, engine):
   del estimator  # The fixture: skips without tf.estimator.
-  directory, _, test = data
-  model_dir, spec_file, head, output, predicted = canned_runs(canned)
-  to = tmp_path / 'carried'
-  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
-                    str(model_dir / 'canned'),
-                    estimator_engine=engine == 'estimator')
-  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
-      str(model_dir / 'canned')).get_variable_to_shape_map())
-  config = _config(to, directory, spec_file, head, engine=engine,
-                   mode='export', model=model, model_kwargs=kwargs,
-                   optimizer=deep or wide,
-                   linear_optimizer=wide if model == 'wide_deep' else None)
-  engines.ENGINES[engine].run(config)
-  served = _served(_export(to), test, output)
+  _, output, predicted = canned_runs(canned)[2:]
+  served = _served(carried(canned, engine), data[2], output)
   worst = float(np.abs(served - predicted).max())
   print(f'{canned} carried, {engine}, TF {tf.__version__}: max |served - '
         f'canned| {worst:.2e}')
@@ -362,25 +373,19 @@ def test_migrate_command_then_the_other_stack_serves_canned_predictions(
   assert f'Restoring {to}/ckpt-{STEPS}' in log.stderr
 
 
-def _saved_model_cli_show(directory):
-  """signature name -> (method, {input key: dtype}, {output key: dtype})
-  as `saved_model_cli show --all` prints them."""
-  result = subprocess.run(
-      [str(pathlib.Path(sys.executable).parent / 'saved_model_cli'), 'show',
-       '--dir', str(directory), '--all'],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
+def _signatures(directory):
+  """signature name -> (method, {input key: dtype}, {output key: dtype}),
+  read where `saved_model_cli show --all` reads them: the SavedModel's
+  serving MetaGraphDef."""
+  meta_graph = saved_model_utils.get_meta_graph_def(str(directory), 'serve')
   shown = {}
-  for block in re.split(r"\nsignature_def\['", result.stdout)[1:]:
-    name = block.split("'", 1)[0]
+  for name, signature in meta_graph.signature_def.items():
     if name == '__saved_model_init_op':
       continue
-    found = {}
-    for side in ('inputs', 'outputs'):
-      found[side] = dict(re.findall(
-          side + r"\['([^']+)'\] tensor_info:\s+dtype: (\w+)", block))
-    method = re.search(r'Method name is: (\S+)', block).group(1)
-    shown[name] = (method, found['inputs'], found['outputs'])
+    shown[name] = (signature.method_name, *(
+        {key: tf.dtypes.as_dtype(info.dtype).name
+         for key, info in side.items()}
+        for side in (signature.inputs, signature.outputs)))
   return shown
 
 
@@ -393,22 +398,15 @@ TF2_ALIKE = {'predict'}
 @pytest.mark.slow
 @pytest.mark.parametrize('canned', sorted(CANNED))
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
-def test_the_same_serving_contract(estimator, data, canned_runs, tmp_path,
-                                   canned, engine):
+def test_the_same_serving_contract(estimator, canned_runs, carried, canned,
+                                   engine):
   """A canned export and the package's export of the carried model:
   the same signature names, input and output keys and dtypes, as
-  saved_model_cli shows them (the TF2 engines': TF2_ALIKE)."""
+  saved_model_cli shows them (read from the same MetaGraphDef) (the TF2 engines': TF2_ALIKE)."""
   del estimator
-  directory = data[0]
-  model_dir, spec_file, head, _, _ = canned_runs(canned)
-  to = tmp_path / 'carried'
-  migration.convert(_config(to, directory, spec_file, head, engine='ctl'),
-                    str(model_dir / 'canned'),
-                    estimator_engine=engine == 'estimator')
-  engines.ENGINES[engine].run(_carried_config(
-      model_dir, to, directory, spec_file, head, engine, mode='export'))
-  theirs = _saved_model_cli_show(next((model_dir / 'canned_export').iterdir()))
-  ours = _saved_model_cli_show(_export(to))
+  model_dir = canned_runs(canned)[0]
+  theirs = _signatures(next((model_dir / 'canned_export').iterdir()))
+  ours = _signatures(carried(canned, engine))
   expected = TF2_ALIKE if engine == 'ctl' else set(theirs)
   assert {'predict', 'serving_default'} <= set(theirs)
   for name in expected:
