@@ -70,6 +70,9 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert metrics['accuracy'] > 0.5
   assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
+  # The evaluator TF_CONFIG lists leaves no announcement behind
+  # (test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it).
+  assert not (model_dir / layout.EVALUATOR_FILE).exists()
 
 
 @pytest.mark.estimator
@@ -425,17 +428,16 @@ def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
 
 
 @pytest.mark.estimator
-@pytest.mark.parametrize('evaluator_flag', ['--evaluator',
-                                            '--unlisted_evaluator'])
-def test_one_task_evaluates_and_exports_the_end_whichever_tf_config_form(
-    tmp_path, mnist_small_dir, evaluator_flag):
+def test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it(
+    tmp_path, mnist_small_dir):
   """Issue 47, item 9: with TF_CONFIG as TensorFlow's train_and_evaluate
   documentation writes it (no task's cluster lists the evaluator), the
   chief evaluated and exported the final checkpoint as the evaluator did,
   and the evaluator failed 2 runs in 3 (AlreadyExistsError). The evaluator
-  announces itself in the model_dir; the chief leaves the end to it."""
+  announces itself in the model_dir; the chief leaves the end to it. (The
+  evaluator TF_CONFIG lists: test_two_workers_and_an_evaluator.)"""
   model_dir = tmp_path / 'model'
-  result = launch(['--workers=2', evaluator_flag], _flags(
+  result = launch(['--workers=2', '--unlisted_evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
       '--train_steps=60', '--save_checkpoints_steps=30'))
   assert result.returncode == 0, result.stdout[-5000:]
