@@ -1,25 +1,15 @@
-"""The Estimator `input_fn` over any source (sources/): each pipeline
-reads its own shard, each replica its share of the global batch."""
-
-import logging
-import math
+"""The data layer the engines ask, whichever data they hold: the source of
+a config, its input_fn, what serving and model_dir need of it. Images
+(sources/) are read here, structured data in tabular/dataset.py; both over
+the shared pipeline (pipeline.py)."""
 
 import tensorflow as tf
 
 from estimator_trainer import deprecation
-from estimator_trainer import models
+from estimator_trainer import pipeline
 from estimator_trainer import sources
+from estimator_trainer.pipeline import ModeKeys
 from estimator_trainer.sources import TEST, TRAIN, make_source
-
-_logger = logging.getLogger(__name__)
-
-
-class ModeKeys:
-  """tf.estimator.ModeKeys' values, which Estimator passes to input_fn; the
-  TF2 engines pass the same (tf.estimator is gone from TensorFlow 2.16)."""
-  TRAIN = 'train'
-  EVAL = 'eval'
-  PREDICT = 'infer'
 
 
 def model_images(images):
@@ -28,20 +18,16 @@ def model_images(images):
   return tf.cast(images, tf.float32) / 255.0
 
 
-def eval_weights(features, mask, weights=None):
-  """Adds to EVAL `features` their weights (`weights`, or 1, times `mask`:
-  with_eval_padding's 0 for padding) and which rows are padding."""
-  features[models.WEIGHT] = mask if weights is None else mask * weights
-  features[models.PADDING] = tf.equal(mask, 0.0)
-  return features
-
-
 def _features(images, labels, mask=None):
   """Batch preprocessing shared by every mode (EVAL: with `mask`)."""
   features = {'image': model_images(images)}
   if mask is not None:
-    eval_weights(features, mask)
+    pipeline.eval_weights(features, mask)
   return features, labels
+
+
+def _predict_features(images, labels):
+  return _features(images, labels)[0]
 
 
 def crop_flip(seed):
@@ -57,67 +43,6 @@ def crop_flip(seed):
         image, seed=[seed, 2 * index + 1])
     return image, label
   return augment
-
-
-def eval_padded_size(num_examples, num_pipelines, local_replicas, batch_size):
-  """Examples each eval pipeline yields once padded.
-
-  Every pipeline must run the same number of steps, and each step needs one
-  batch per local replica, or the last examples would be dropped. Padding
-  examples carry weight 0, so metrics count every real example exactly once.
-  """
-  per_pipeline = math.ceil(num_examples / num_pipelines)
-  steps = math.ceil(per_pipeline / (batch_size * local_replicas))
-  return steps * local_replicas * batch_size
-
-
-def _pipeline_options():
-  options = tf.data.Options()
-  # tf.data's autotuning thread sleeps on a doubling period (10 ms, 20 ms,
-  # ...) and destroying the iterator waits for it: training and evaluation
-  # ended with an idle 10-40 s. Seen here with TF 2.15; the pipeline is
-  # light enough not to need it.
-  options.autotune.enabled = False
-  return options
-
-
-PIPELINE_OPTIONS = _pipeline_options()
-
-
-def pipeline_layout(mode, input_context, global_batch_size):
-  """(pipelines, this pipeline's index, batch per replica, replicas this
-  pipeline feeds) of an input_fn call in `mode` with `input_context`
-  (None: one pipeline, one replica)."""
-  if input_context is None:
-    return 1, 0, global_batch_size, 1
-  num_pipelines = input_context.num_input_pipelines
-  # Evaluation may run on another strategy than training: any split of the
-  # batch will do there, as long as it does not fail.
-  batch_size = (
-      input_context.get_per_replica_batch_size(global_batch_size)
-      if mode == ModeKeys.TRAIN else
-      max(1, global_batch_size // input_context.num_replicas_in_sync))
-  return (num_pipelines, input_context.input_pipeline_id, batch_size,
-          input_context.num_replicas_in_sync // num_pipelines)
-
-
-def shuffled_repeat(ds, config, seeded):
-  """A TRAIN pipeline's examples: cached, shuffled (seeded unless not
-  `seeded`: see make_input_fn), repeated."""
-  ds = ds.cache()
-  if config.shuffle_buffer:
-    ds = ds.shuffle(config.shuffle_buffer,
-                    seed=config.seed if seeded else None)
-  return ds.repeat()
-
-
-def with_eval_padding(ds, padding, padded_size):
-  """`ds`'s elements (tuples, or single tensors) each with weight 1.0, then
-  `padding` (an element's tensors) with weight 0.0, to `padded_size`
-  (eval_padded_size) elements."""
-  padding = tf.data.Dataset.from_tensors((*padding, 0.0)).repeat()
-  return ds.map(lambda *element: (*element, 1.0)).concatenate(
-      padding).take(padded_size)
 
 
 def make_input_fn(config, global_batch_size, source=None, seeded=True,
@@ -146,44 +71,21 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
     return source.make_input_fn(config, global_batch_size, seeded)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
-  def input_fn(mode, input_context=None):
-    num_pipelines, pipeline_id, batch_size, local_replicas = pipeline_layout(
-        mode, input_context, global_batch_size)
+  def augment(ds, pipeline_id):
+    # After the cache: new crops every epoch. Seeded per pipeline.
+    return ds.enumerate().map(crop_flip(
+        config.seed * 1000 + pipeline_id if seeded else
+        tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int64)),
+                              num_parallel_calls=tf.data.AUTOTUNE)
 
-    if mode == ModeKeys.PREDICT:
-      ds = source.dataset(TEST).take(config.num_predictions)
-      return ds.batch(batch_size).map(
-          lambda x, y: _features(x, y)[0]).prefetch(tf.data.AUTOTUNE)
-
-    split = TRAIN if mode == ModeKeys.TRAIN else TEST
-    if num_pipelines > 1:
-      _logger.info('Input pipeline %d of %d reads its shard of %s',
-                   pipeline_id, num_pipelines, split)
-    ds = source.dataset(split, num_pipelines, pipeline_id)
-
-    if mode == ModeKeys.TRAIN:
-      ds = shuffled_repeat(ds, config, seeded)
-      if config.augment == 'crop_flip':
-        # After the cache: new crops every epoch. Seeded per pipeline.
-        ds = ds.enumerate().map(crop_flip(
-            config.seed * 1000 + pipeline_id if seeded else
-            tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int64)),
-                                num_parallel_calls=tf.data.AUTOTUNE)
-      ds = ds.batch(batch_size, drop_remainder=True).map(
-          _features, num_parallel_calls=tf.data.AUTOTUNE)
-      if train_window > 1:
-        ds = ds.batch(train_window, drop_remainder=True)
-    else:
-      ds = with_eval_padding(
-          ds, (tf.zeros(source.spec.image_shape, tf.uint8),
+  return pipeline.make_input_fn(
+      config, global_batch_size, source.dataset, num_test,
+      lambda: (tf.zeros(source.spec.image_shape, tf.uint8),
                tf.constant(0, tf.int64)),
-          eval_padded_size(num_test, num_pipelines, local_replicas,
-                           batch_size))
-      ds = ds.batch(batch_size).map(
-          _features, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(PIPELINE_OPTIONS)
-
-  return input_fn
+      lambda mode: (_predict_features if mode == ModeKeys.PREDICT
+                    else _features),
+      seeded, augment if config.augment == 'crop_flip' else None,
+      train_window)
 
 
 def example_format(config, source):
@@ -206,6 +108,7 @@ def prepare(config, global_batch_size, training, seeded=True):
   training needs the train split's size (reading it is not free): None
   otherwise."""
   if config.structured:
+    # Imported here: image runs need not load structured data's modules.
     from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
     return dataset.prepare(config, global_batch_size, training, seeded)
   source = make_source(config)

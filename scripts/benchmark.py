@@ -206,12 +206,7 @@ def _run_in_subprocess(function, *args):
 
 
 def _print_run(run):
-  rate = run.get('examples_per_second')
-  print(f'round {run["round"] + 1}/{FLAGS.rounds} {report.label(run)}: '
-        + (f'failed: {run["error"]}' if 'error' in run else
-           f'{rate:,.0f} examples/s')
-        + f', {run["peak_rss_mb"]:.0f} MB, {run["seconds"]:.0f} s',
-        file=sys.stderr, flush=True)
+  print(report.progress_line(run, FLAGS.rounds), file=sys.stderr, flush=True)
 
 
 def main(argv):
@@ -279,25 +274,16 @@ def main(argv):
     from estimator_trainer.models import tabular as tabular_models
     flop_per_example = None
     rows = report.summarize(runs)
-    print(f'census-like set ({schema["rows"]:,} train, '
-          f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
-          f'{schema["test_bayes_accuracy"]:.4f}), MLP '
-          f'{"-".join(map(str, tabular_models.HIDDEN_UNITS))}, '
-          f'{FLAGS.optimizer} {FLAGS.learning_rate:g}: {FLAGS.steps} steps '
-          f'x {FLAGS.rounds} round(s), batch {FLAGS.batch_size} per replica, '
-          f'intervals of {FLAGS.summary_steps} steps; {measure.machine()}')
+    print(report.census_title(schema, tabular_models.HIDDEN_UNITS,
+                              FLAGS.optimizer, FLAGS.learning_rate, settings,
+                              FLAGS.rounds))
   else:
     # Imports TensorFlow: only after the last run (see wait_with_rusage).
     flop_per_example = measure.train_flop_per_example(
         FLAGS.model, shape or (28, 28, 1))
     rows = report.summarize(runs, flop_per_example)
-    print(f'{FLAGS.model} ({FLAGS.precision}) on '
-          f'{"synthetic " + "x".join(map(str, shape)) if shape else "the default data"}'
-          f': {FLAGS.steps} steps x {FLAGS.rounds} round(s), batch '
-          f'{FLAGS.batch_size} per replica, intervals of {FLAGS.summary_steps} '
-          f'steps; training {flop_per_example / 1e6:.2f} MFLOP/example '
-          f'({flop_per_example // measure.TRAIN_FLOP_PER_MAC:,} MACs forward); '
-          f'{measure.machine()}')
+    print(report.image_title(FLAGS.model, FLAGS.precision, shape,
+                             flop_per_example, settings, FLAGS.rounds))
   print(report.format_table(rows))
   for line in report.target_lines(rows):
     print(line)

@@ -19,6 +19,8 @@ from estimator_trainer import sources
 from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.tabular import dataset as dataset_lib
 from estimator_trainer.tabular import infer as infer_lib
+from estimator_trainer.tabular import numpy_columns
+from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import source as source_lib
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular.spec import Column, Cross, FeatureSpec
@@ -133,7 +135,7 @@ def _source(pattern, spec, test_pattern=None):
 def _expected(rows, column):
   """The values `columns()` and `parse` give `column`: missing ones its
   default."""
-  default = source_lib.feature_default(column)
+  default = parsing.feature_default(column)
   return [default if row[column.name] is None else row[column.name]
           for row in rows]
 
@@ -421,7 +423,8 @@ def test_census_missing_values_get_their_defaults(
     census, file_format, fast, monkeypatch):
   source = _source(census[file_format], CENSUS_SPEC)
   if not fast:  # As when a value is bad: tf.Examples read in Python.
-    monkeypatch.setattr(source, '_parsed_columns', lambda files: None)
+    monkeypatch.setattr(numpy_columns, '_parsed_columns',
+                        lambda source, files: None)
   rows = census[2]
   assert source.num_examples(TRAIN) == CENSUS_ROWS
   assert str(source) == (
@@ -460,11 +463,11 @@ def test_padding_record_parses_to_the_defaults_and_weight_zero(
             for v in values]
 
   assert {k: comparable(v.numpy().tolist()) for k, v in raw.items()} == {
-      c.name: comparable([source_lib.feature_default(c)] * 2)
+      c.name: comparable([parsing.feature_default(c)] * 2)
       for c in CENSUS_SPEC.columns
   } | {'education': [b'unknown'] * 2, 'occupation': [b''] * 2,
        'user_id': [b''] * 2}
-  assert comparable([source_lib.feature_default(c) for c in CENSUS_SPEC.columns
+  assert comparable([parsing.feature_default(c) for c in CENSUS_SPEC.columns
                      if c.name == 'hours']) == ['nan']
   assert label.numpy().tolist() == [b'<=50K'] * 2
   assert weight.numpy().tolist() == [0.0, 0.0]

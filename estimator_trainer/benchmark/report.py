@@ -12,6 +12,7 @@ not.
 
 import statistics
 
+from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark.runs import CONFIGS, ENGINES, TABULAR_CONFIGS
 
 
@@ -98,6 +99,15 @@ def label(row):
   return ' '.join(filter(None, (row['config'], variant, row.get('stack'))))
 
 
+def progress_line(run, rounds):
+  """The line a finished run of `rounds` prints: its rate, or its error."""
+  rate = run.get('examples_per_second')
+  return (f'round {run["round"] + 1}/{rounds} {label(run)}: '
+          + (f'failed: {run["error"]}' if 'error' in run else
+             f'{rate:,.0f} examples/s')
+          + f', {run["peak_rss_mb"]:.0f} MB, {run["seconds"]:.0f} s')
+
+
 def _is_tabular(rows):
   return any(row['config'] in TABULAR_CONFIGS or 'metrics' in row
              for row in rows)
@@ -169,3 +179,32 @@ def target_lines(rows):
         lines.append(f'target {label(row)}: {ratio:.2f}x {against} '
                      f'(>= {target}x) {verdict}')
   return lines
+
+
+def _run_shape(settings, rounds):
+  return (f'{settings.steps} steps x {rounds} round(s), batch '
+          f'{settings.batch_size} per replica, intervals of '
+          f'{settings.summary_steps} steps')
+
+
+def census_title(schema, hidden_units, optimizer, learning_rate, settings,
+                 rounds):
+  """The line above the census workload's table: the data, the model, the
+  runs (runs.Settings, `rounds`), the machine."""
+  return (f'census-like set ({schema["rows"]:,} train, '
+          f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
+          f'{schema["test_bayes_accuracy"]:.4f}), MLP '
+          f'{"-".join(map(str, hidden_units))}, {optimizer} '
+          f'{learning_rate:g}: {_run_shape(settings, rounds)}; '
+          f'{measure.machine()}')
+
+
+def image_title(model, precision, shape, flop_per_example, settings, rounds):
+  """The line above the image workload's table (`shape`: synthetic data's,
+  None for the default data)."""
+  data = 'synthetic ' + 'x'.join(map(str, shape)) if shape else (
+      'the default data')
+  return (f'{model} ({precision}) on {data}: {_run_shape(settings, rounds)};'
+          f' training {flop_per_example / 1e6:.2f} MFLOP/example '
+          f'({flop_per_example // measure.TRAIN_FLOP_PER_MAC:,} MACs '
+          f'forward); {measure.machine()}')

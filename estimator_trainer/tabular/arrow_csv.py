@@ -11,7 +11,7 @@ import numpy as np
 
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table_files
-from estimator_trainer.tabular.source import feature_default
+from estimator_trainer.tabular.parsing import feature_default
 
 # Bytes per batch: about 40,000 census-like rows.
 _BLOCK = 4 << 20

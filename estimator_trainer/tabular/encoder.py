@@ -133,7 +133,7 @@ class Encoder(tf.Module):
         vocabulary.index(column.oov_value) + OOV_INDICES, tf.int64), ids)
 
   def _filled(self, column, value, missing):
-    """float32 numbers, a `missing` one (source.feature_default's marker)
+    """float32 numbers, a `missing` one (parsing.feature_default's marker)
     the stored fill: the training mean (0.0 in statistics stored before
     it)."""
     stats = self.statistics.columns.get(column.name)

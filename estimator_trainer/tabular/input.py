@@ -1,19 +1,14 @@
-"""The Estimator `input_fn` over a TabularSource: data.make_input_fn's twin
-(the same sharding, batch split, shuffling and evaluation padding), reading
-records, batching them, then parsing and encoding each batch at once."""
-
-import logging
+"""The `input_fn` over a TabularSource, on the shared pipeline
+(pipeline.py): records, batched, then parsed and encoded a batch at once."""
 
 import tensorflow as tf
 
-from estimator_trainer import data
 from estimator_trainer import models
-from estimator_trainer.data import ModeKeys
+from estimator_trainer import pipeline
 from estimator_trainer.errors import UsageError
-from estimator_trainer.sources import TEST, TRAIN
+from estimator_trainer.pipeline import ModeKeys
+from estimator_trainer.sources import TEST
 from estimator_trainer.tabular.encoder import Encoder
-
-_logger = logging.getLogger(__name__)
 
 # The features' key of each example's weight (the weight column's value;
 # in evaluation 0 for padding).
@@ -56,9 +51,7 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   head_name = head(config, feature_spec)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
-  def input_fn(mode, input_context=None):
-    num_pipelines, pipeline_id, batch_size, local_replicas = (
-        data.pipeline_layout(mode, input_context, global_batch_size))
+  def batch_features(mode):
     # Here, not in a map function: the tables live in the caller's graph,
     # where Estimator's scaffold initialises them.
     encoding = encoder or Encoder(feature_spec, statistics)
@@ -69,31 +62,12 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
       if mask is not None:
-        data.eval_weights(encoded, mask, weight)
+        pipeline.eval_weights(encoded, mask, weight)
       elif weight is not None:
         encoded[WEIGHT] = weight
       return encoded, encoding.encode_label(label, head_name)
+    return features
 
-    if mode == ModeKeys.PREDICT:
-      ds = source.records(TEST).take(config.num_predictions)
-      return ds.batch(batch_size).map(features).prefetch(tf.data.AUTOTUNE)
-
-    split = TRAIN if mode == ModeKeys.TRAIN else TEST
-    if num_pipelines > 1:
-      _logger.info('Input pipeline %d of %d reads its shard of %s',
-                   pipeline_id, num_pipelines, split)
-    ds = source.records(split, num_pipelines, pipeline_id)
-    if mode == ModeKeys.TRAIN:
-      ds = data.shuffled_repeat(ds, config, seeded).batch(
-          batch_size, drop_remainder=True).map(
-          features, num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-      ds = data.with_eval_padding(
-          ds, (tf.constant(source.padding_record),),
-          data.eval_padded_size(num_test, num_pipelines, local_replicas,
-                                batch_size))
-      ds = ds.batch(batch_size).map(features,
-                                    num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(data.PIPELINE_OPTIONS)
-
-  return input_fn
+  return pipeline.make_input_fn(
+      config, global_batch_size, source.records, num_test,
+      lambda: (tf.constant(source.padding_record),), batch_features, seeded)

@@ -19,13 +19,12 @@ from estimator_trainer.tabular import arrow_csv
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import table
-from estimator_trainer.tabular.source import feature_default
+from estimator_trainer.tabular.parsing import DTYPES, feature_default
 
 _BATCH = 16384
 PROGRESS_ROWS = 100_000
 _MISSING_BITS = 0x7FC0DEAD
 _MISSING_FLOAT = np.array(_MISSING_BITS, np.uint32).view(np.float32)
-_DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
 
 
 class _Recheck(Exception):
@@ -119,7 +118,7 @@ def _cells(source, records):
       text = fields[source.header.index(name)]
       present = tf.strings.length(text) > 0
       value = text if dtype == 'string' else tf.strings.to_number(
-          tf.where(present, text, '0'), _DTYPES[dtype])
+          tf.where(present, text, '0'), DTYPES[dtype])
       cells[name] = value, present, tf.zeros_like(present)
     return cells
   # Dense: 3 times faster than VarLenFeature's. A missing number reads as
@@ -128,7 +127,7 @@ def _cells(source, records):
   defaults = {c.name: _MISSING_FLOAT if c.dtype == 'float32' else
               feature_default(c) for c in spec.data_columns}
   parsed = tf.io.parse_example(records, {
-      name: tf.io.FixedLenFeature([], _DTYPES[dtype], defaults.get(name))
+      name: tf.io.FixedLenFeature([], DTYPES[dtype], defaults.get(name))
       for name, dtype in dtypes.items()})
   cells = {}
   for name, value in parsed.items():
@@ -151,7 +150,7 @@ def _parse(source, records):
   for column in spec.data_columns:
     value, present, several = cells[column.name]
     bad |= tf.reduce_any(several)
-    default = tf.constant(feature_default(column), _DTYPES[column.dtype])
+    default = tf.constant(feature_default(column), DTYPES[column.dtype])
     if column.dtype == 'float32':  # A missing value's default may be NaN.
       bad |= tf.reduce_any(present & ~tf.math.is_finite(value))
     value = tf.where(present, value, default)

@@ -1,8 +1,9 @@
 """TabularSource: CSV files (a header row) or TFRecords of tf.Example, read
-as the feature spec says: counted and checked, sharded into records, parsed
-in the graph, and read whole into numpy (for statistics) with every value
-checked, so that bad data fails as one line naming the file, the line or
-record, the column and the value.
+as the feature spec says: counted and checked, split (held out, unlabeled
+records skipped), sharded into records, parsed in the graph (parsing.py),
+and read whole into numpy (numpy_columns.py) with every value checked, so
+that bad data fails as one line naming the file, the line or record, the
+column and the value.
 
 Labels and weights are required (a missing one is an error); a feature's
 missing value (an empty CSV cell, an absent feature) is its Column default
@@ -19,29 +20,17 @@ import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError
+from estimator_trainer.tabular import numpy_columns
+from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
 from estimator_trainer.tabular import table_files
 
-_DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
-_KIND_DEFAULTS = {'int64': -1, 'string': ''}
 _BATCH = 1024
 # A held-out evaluation split takes the records whose hash falls in the
 # first buckets of these: a record's split is its content's, whatever the
 # files' order, sharding or task (as TFX's ExampleGen splits by hash).
 HOLDOUT_BUCKETS = 1000
-
-
-def feature_default(column):
-  """A feature's value where it is missing."""
-  if column.default is not None:
-    default = column.default
-  elif column.kind in spec_lib.FLOAT_KINDS:
-    default = (float('nan') if column.dtype == 'float32' else
-               spec_lib.MISSING_INT64)
-  else:
-    default = _KIND_DEFAULTS[column.dtype]
-  return float(default) if column.dtype == 'float32' else default
 
 
 class TabularSource:
@@ -112,7 +101,7 @@ class TabularSource:
                                select_cols=where)
       return tf.reduce_all(tf.stack(
           [tf.strings.length(cell) > 0 for cell in cells]), axis=0)
-    dtype = _DTYPES[self.feature_spec.label_dtype]
+    dtype = parsing.DTYPES[self.feature_spec.label_dtype]
     parsed = tf.io.parse_example(
         records, {name: tf.io.VarLenFeature(dtype) for name in names})
     counts = [tf.math.bincount(tf.cast(parsed[name].indices[:, 0], tf.int32),
@@ -137,7 +126,7 @@ class TabularSource:
       return np.concatenate(buckets), np.concatenate(labeled)
     return sources.eagerly(flags, path)
 
-  def _mask(self, path, split):
+  def mask(self, path, split):
     """Whether each record of the file at `path` is in `split` (numpy
     bool): _kept's choice, from _record_flags."""
     buckets, labeled = self._record_flags(path)
@@ -194,7 +183,7 @@ class TabularSource:
     else:  # Eager even when an input_fn asks inside Estimator's graph.
       sizes = sources.eagerly(self._check_tfrecords, files)
     if self.filtered:
-      return tuple(int(self._mask(path, split).sum()) for path in files)
+      return tuple(int(self.mask(path, split).sum()) for path in files)
     return sizes
 
   def _check_csv(self, path):
@@ -269,126 +258,15 @@ class TabularSource:
     return table.example(values)
 
   def parse(self, records):
-    """tf.string records [batch] -> (raw, label, weight): raw maps each
-    feature column to its values [batch] (float32, int64 or string); the
-    label [batch] (string, int64 or float32; multilabel float32 [batch,
-    k]); the weight float32 [batch] or None. Graph-safe."""
-    spec = self.feature_spec
-    if self.is_csv:
-      where = {name: self.header.index(name) for name in spec.names}
-      names = sorted(spec.names, key=where.get)
-      defaults = [self._csv_default(name) for name in names]
-      values = dict(zip(names, tf.io.decode_csv(
-          records, defaults, select_cols=[where[n] for n in names])))
-    else:
-      values = tf.io.parse_example(records, self._example_features())
-    return self._split(values)
-
-  def _split(self, values):
-    """(raw, label, weight) of parsed columns."""
-    spec = self.feature_spec
-    raw = {column.name: values[column.name] for column in spec.data_columns}
-    if isinstance(spec.label, str):
-      label = values[spec.label]
-    else:
-      label = tf.cast(tf.stack([values[n] for n in spec.label], axis=-1),
-                      tf.float32)
-    weight = values[spec.weight] if spec.weight else None
-    return raw, label, weight
-
-  def _csv_default(self, name):
-    """decode_csv's record default: a feature's default, else required."""
-    spec = self.feature_spec
-    for column in spec.data_columns:
-      if column.name == name:
-        return tf.constant([feature_default(column)], _DTYPES[column.dtype])
-    dtype = 'float32' if name == spec.weight else spec.label_dtype
-    return tf.constant([], _DTYPES[dtype])
-
-  def _example_features(self, labels=True):
-    spec = self.feature_spec
-    features = {c.name: tf.io.FixedLenFeature([], _DTYPES[c.dtype],
-                                              default_value=feature_default(c))
-                for c in spec.data_columns}
-    if labels:
-      for name in spec.label_columns:
-        features[name] = tf.io.FixedLenFeature([], _DTYPES[spec.label_dtype])
-      if spec.weight:
-        features[spec.weight] = tf.io.FixedLenFeature([], tf.float32)
-    return features
+    """tf.string records [batch] -> (raw, label, weight) (parsing.parse).
+    Graph-safe."""
+    return parsing.parse(self.feature_spec, records,
+                         self.header if self.is_csv else None)
 
   def parse_examples(self, serialized, labels=False):
-    """Serialized tf.Examples [batch] -> raw dict of the feature columns
-    (serving: no label); with `labels` (TFMA's evaluation), (raw, label,
-    weight) as `parse` gives them."""
-    values = tf.io.parse_example(serialized,
-                                 self._example_features(labels=labels))
-    if not labels:
-      return values
-    return self._split(values)
+    return parsing.parse_examples(self.feature_spec, serialized, labels)
 
   def columns(self, split, files=None):
-    """The whole split as numpy (of `files` only, some of its files):
-    each feature column's values (float32, int64, or str objects), the
-    label under spec.label (multilabel: float32 [n, k] under the tuple),
-    the weight under spec.weight; every value checked first (DataError
-    naming file, line or record, column, value)."""
-    self.file_sizes(split)  # Checks the files have the columns.
-    spec, files = self.feature_spec, files or self.files(split)
-    mask = np.concatenate([self._mask(path, split) for path in files]
-                          ) if self.filtered else None
-    if self.is_csv:
-      cells = table.read_csv(files, spec.names)
-    else:
-      parsed = sources.eagerly(self._parsed_columns, files)
-      if parsed:
-        return parsed if mask is None else {
-            name: values[mask] for name, values in parsed.items()}
-      kinds = {c.name: c.dtype for c in spec.data_columns}
-      kinds.update({name: spec.label_dtype for name in spec.label_columns})
-      if spec.weight:
-        kinds[spec.weight] = 'float32'
-      cells = sources.eagerly(table.read_examples, files, kinds)
-    if mask is not None:
-      cells.select(mask)
-    result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
-              for c in spec.data_columns}
-    labels = [cells.label(name, spec) for name in spec.label_columns]
-    result[spec.label] = (labels[0] if isinstance(spec.label, str) else
-                          np.stack(labels, axis=-1).astype(np.float32))
-    if spec.weight:
-      result[spec.weight] = cells.weight(spec.weight)
-    return result
-
-  def _parsed_columns(self, files):
-    """columns() of TFRecords by TensorFlow's parser (8 times faster than
-    reading them in Python); None if a value is bad: the Python read then
-    names it. Eager."""
-    spec = self.feature_spec
-    try:
-      batches = list(tf.data.TFRecordDataset(
-          files, compression_type=sources.compression(files)).batch(
-              _BATCH).map(lambda records: tuple(
-                  part for part in self.parse(records) if part is not None))
-          .as_numpy_iterator())
-    except tf.errors.OpError:
-      return None
-    if not batches:
-      return None
-    result = {name: np.concatenate([batch[0][name] for batch in batches])
-              for name in batches[0][0]}
-    result[spec.label] = np.concatenate([batch[1] for batch in batches])
-    if spec.weight:
-      result[spec.weight] = np.concatenate([batch[2] for batch in batches])
-    for name, values in result.items():
-      if values.dtype == object:  # Bytes: str, as the Python read gives.
-        try:
-          result[name] = np.array([v.decode() for v in values], object)
-        except UnicodeDecodeError:
-          return None
-      elif values.dtype == np.float32 and not np.isfinite(values).all():
-        return None
-    if table.bad_labels(result[spec.label], spec)[0].any() or (
-        spec.weight and (result[spec.weight] < 0).any()):
-      return None
-    return result
+    """The whole split as numpy, every value checked
+    (numpy_columns.read)."""
+    return numpy_columns.read(self, split, files)

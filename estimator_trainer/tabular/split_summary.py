@@ -14,7 +14,7 @@ STRING_MISSING, INTEGER_MISSING = '', -1
 
 
 def missing_numbers(values):
-  """The mask of a float column's missing values (source.feature_default's:
+  """The mask of a float column's missing values (parsing.feature_default's:
   NaN, or MISSING_INT64 parsed as an int64)."""
   values = np.asarray(values, np.float64)
   return np.isnan(values) | (values == float(spec_lib.MISSING_INT64))
@@ -59,7 +59,7 @@ class SplitSummary:
 
   def add(self, batch, rows):
     """Adds `rows` rows: `batch` maps a float column to its values (missing
-    ones as source.feature_default gives them), a categorical column to
+    ones as parsing.feature_default gives them), a categorical column to
     its values or to (distinct values, their counts), the label column to
     its values."""
     self.rows += int(rows)

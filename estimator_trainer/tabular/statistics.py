@@ -7,17 +7,14 @@ label.
 Computed once per model_dir from the training split and stored in it: every
 task, every resume, evaluation and export reads the stored ones, so a model
 always sees its inputs encoded as in its training. In a cluster the chief
-computes them; the other tasks wait for its file.
+computes them; the other tasks wait for its file. Their types, and what
+differs between two: statistics_types.py.
 """
 
-import dataclasses
-import json
 import logging
 import math
 import time
-from typing import Dict, Optional, Tuple, Union
 
-import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import layout
@@ -32,58 +29,14 @@ from estimator_trainer.tabular import summaries
 from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.split_summary import (INTEGER_MISSING,
                                                      STRING_MISSING)
+# The types, from their module: callers read the statistics as a whole here.
+from estimator_trainer.tabular.statistics_types import (
+    ColumnStatistics, Statistics, differences)
 
 _logger = logging.getLogger(__name__)
 
 # How often a task waiting for the chief's statistics looks for them.
 _POLL_SECS = 0.2
-
-
-@dataclasses.dataclass(frozen=True)
-class ColumnStatistics:
-  """What one column's preprocessing layer is built from. `fill`: a missing
-  number's value (None in statistics stored before it: 0.0)."""
-
-  mean: Optional[float] = None
-  variance: Optional[float] = None
-  boundaries: Optional[Tuple[float, ...]] = None
-  vocabulary: Optional[Tuple[Union[str, int], ...]] = None
-  fill: Optional[float] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Statistics:
-  """Per column name its ColumnStatistics (the kinds that need some), the
-  training examples they were computed from, `num_classes` of an integer
-  label of a classification head (None otherwise) and a regression's
-  `label_scale`: its labels' (mean, standard deviation), None in
-  statistics stored before it."""
-
-  columns: Dict[str, ColumnStatistics]
-  num_examples: int
-  num_classes: Optional[int] = None
-  label_scale: Optional[Tuple[float, float]] = None
-
-  def to_json(self):
-    columns = {name: {key: value for key, value in
-                      dataclasses.asdict(stats).items() if value is not None}
-               for name, stats in self.columns.items()}
-    scale = {'label_scale': list(self.label_scale)} if self.label_scale else {}
-    return json.dumps({'num_examples': self.num_examples,
-                       'num_classes': self.num_classes, **scale,
-                       'columns': columns}, indent=1) + '\n'
-
-  @classmethod
-  def from_json(cls, text):
-    values = json.loads(text)
-    columns = {}
-    for name, stats in values['columns'].items():
-      columns[name] = ColumnStatistics(**{
-          key: tuple(value) if isinstance(value, list) else value
-          for key, value in stats.items()})
-    scale = values.get('label_scale')
-    return cls(columns, values['num_examples'], values.get('num_classes'),
-               tuple(scale) if scale else None)
 
 
 def _column_statistics(column, summary, max_vocabulary, min_frequency):
@@ -191,32 +144,6 @@ def _check_covers(statistics, feature_spec, path):
           f"{path}: no {key} of column '{column.name}' ({column.kind} in the "
           f'feature spec): this model_dir was trained on another feature '
           'spec; use a new --model_dir')
-
-
-def differences(stored, fresh):
-  """What differs between two Statistics, a phrase per column (the first
-  few columns)."""
-  found = []
-  for name, old in stored.columns.items():
-    new = fresh.columns.get(name)
-    if new is None:
-      continue
-    if old.vocabulary is not None and old.vocabulary != new.vocabulary:
-      added = len(set(new.vocabulary) - set(old.vocabulary))
-      gone = len(set(old.vocabulary) - set(new.vocabulary))
-      found.append(f"'{name}' vocabulary ({added} new values, {gone} gone)"
-                   if added or gone else f"'{name}' vocabulary order")
-    for key in ('mean', 'variance'):
-      a, b = getattr(old, key), getattr(new, key)
-      if a is not None and not math.isclose(a, b, rel_tol=1e-6,
-                                            abs_tol=1e-9):
-        found.append(f"'{name}' {key} {a:.6g} now {b:.6g}")
-    if old.boundaries is not None and not np.allclose(
-        old.boundaries, new.boundaries, rtol=1e-6, atol=1e-9):
-      found.append(f"'{name}' bin boundaries")
-  if stored.num_classes != fresh.num_classes:
-    found.append(f'{stored.num_classes} classes now {fresh.num_classes}')
-  return found
 
 
 def _write(model_dir, feature_spec, statistics, files):

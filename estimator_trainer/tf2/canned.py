@@ -25,7 +25,7 @@ from estimator_trainer import optimizers
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.tabular import feature_columns
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular.models import scope_name
+from estimator_trainer.models.tabular import scope_name
 
 _LINEAR = 'linear/linear_model'
 _DNN_INPUT = 'dnn/input_from_feature_columns/input_layer'
