@@ -1,7 +1,8 @@
-"""The data layer the engines ask, whichever data they hold: the source of
-a config, its input_fn, what serving and model_dir need of it. Images
-(sources/) are read here, structured data in tabular/dataset.py; both over
-the shared pipeline (pipeline.py)."""
+"""The data layer the engines ask, whichever data they hold: a config's
+data as one interface (pipeline.RunData: its spec, serving, statistics,
+size, input_fn and what model_dir keeps of it). Images (sources/) are read
+here (ImageData), structured data in tabular/dataset.py (TabularData);
+both over the shared pipeline (pipeline.py)."""
 
 import tensorflow as tf
 
@@ -45,6 +46,59 @@ def crop_flip(seed):
   return augment
 
 
+class ImageData(pipeline.RunData):
+  """An image source (sources/) as the engines read it: its spec, the
+  serving of its tf.Examples and its input_fn."""
+
+  def __init__(self, config, source):
+    self.source = source
+    self._config = config
+
+  def __str__(self):
+    return str(self.source)
+
+  @property
+  def spec(self):
+    return self.source.spec
+
+  @property
+  def serving(self):
+    return sources.example_format(self._config, self.source.spec)
+
+  def num_examples(self, split):
+    return self.source.num_examples(split)
+
+  def make_input_fn(self, config, global_batch_size, seeded=True,
+                    train_window=1):
+    source = self.source
+    # Validates the data before any graph.
+    num_test = source.num_examples(TEST)
+
+    def augment(ds, pipeline_id):
+      # After the cache: new crops every epoch. Seeded per pipeline.
+      return ds.enumerate().map(crop_flip(
+          config.seed * 1000 + pipeline_id if seeded else
+          tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int64)),
+                                num_parallel_calls=tf.data.AUTOTUNE)
+
+    return pipeline.make_input_fn(
+        config, global_batch_size, source.dataset, num_test,
+        lambda: (tf.zeros(source.spec.image_shape, tf.uint8),
+                 tf.constant(0, tf.int64)),
+        lambda mode: (_predict_features if mode == ModeKeys.PREDICT
+                      else _features),
+        seeded, augment if config.augment == 'crop_flip' else None,
+        train_window)
+
+
+def of(config, source=None):
+  """The RunData of `source` (default: `config`'s image source): an image
+  source wrapped in ImageData, a RunData as it is."""
+  source = source or make_source(config)
+  return (source if isinstance(source, pipeline.RunData)
+          else ImageData(config, source))
+
+
 def make_input_fn(config, global_batch_size, source=None, seeded=True,
                   train_window=1):
   """Returns `input_fn(mode, input_context=None)` for Estimator.
@@ -63,56 +117,25 @@ def make_input_fn(config, global_batch_size, source=None, seeded=True,
   same input context (the whole split), and would otherwise all read the
   same batches in the same order.
   """
+  run_data = of(config, source)
   if train_window != 1:
     deprecation.warn('make_input_fn(train_window=...)',
                      'make_input_fn without it (single batches)', '0.4.0')
-  source = source or make_source(config)
-  if hasattr(source, 'make_input_fn'):  # Structured data (tabular/).
-    return source.make_input_fn(config, global_batch_size, seeded)
-  num_test = source.num_examples(TEST)  # Validates the data before any graph.
-
-  def augment(ds, pipeline_id):
-    # After the cache: new crops every epoch. Seeded per pipeline.
-    return ds.enumerate().map(crop_flip(
-        config.seed * 1000 + pipeline_id if seeded else
-        tf.random.uniform((), maxval=2**31 - 1, dtype=tf.int64)),
-                              num_parallel_calls=tf.data.AUTOTUNE)
-
-  return pipeline.make_input_fn(
-      config, global_batch_size, source.dataset, num_test,
-      lambda: (tf.zeros(source.spec.image_shape, tf.uint8),
-               tf.constant(0, tf.int64)),
-      lambda mode: (_predict_features if mode == ModeKeys.PREDICT
-                    else _features),
-      seeded, augment if config.augment == 'crop_flip' else None,
-      train_window)
-
-
-def example_format(config, source):
-  """How serving reads tf.Examples of `source`'s data: an
-  examples.ExampleFormat of images, or structured data's serving object
-  (tabular/dataset.py)."""
-  return getattr(source, 'serving', None) or sources.example_format(
-      config, source.spec)
-
-
-def persist(model_dir, source):
-  """Stores in model_dir what a training chief's data needs kept there
-  (structured data's statistics; images: nothing)."""
-  if hasattr(source, 'persist'):
-    source.persist(model_dir)
+    return run_data.make_input_fn(config, global_batch_size, seeded,
+                                  train_window=train_window)
+  return run_data.make_input_fn(config, global_batch_size, seeded)
 
 
 def prepare(config, global_batch_size, training, seeded=True):
-  """What every engine's job reads: (source, training steps, input_fn). Only
-  training needs the train split's size (reading it is not free): None
-  otherwise."""
+  """What every engine's job reads: (its data, a pipeline.RunData; the
+  training steps; the input_fn). Only training needs the train split's size
+  (reading it is not free): None otherwise."""
   if config.structured:
     # Imported here: image runs need not load structured data's modules.
     from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
     return dataset.prepare(config, global_batch_size, training, seeded)
-  source = make_source(config)
+  run_data = ImageData(config, make_source(config))
   max_steps = config.resolve_train_steps(
-      source.num_examples(TRAIN), global_batch_size) if training else None
-  return source, max_steps, make_input_fn(config, global_batch_size, source,
-                                          seeded)
+      run_data.num_examples(TRAIN), global_batch_size) if training else None
+  return run_data, max_steps, run_data.make_input_fn(
+      config, global_batch_size, seeded)

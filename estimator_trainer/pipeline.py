@@ -23,6 +23,20 @@ class ModeKeys:
   PREDICT = 'infer'
 
 
+class RunData:
+  """What an engine's job reads of its data, images (data.ImageData) or
+  structured data (tabular/dataset.py's TabularData) alike: `spec` (name,
+  head, classes, model input), `serving` (how serving reads tf.Examples),
+  `statistics` (structured data's; None for images), `num_examples(split)`,
+  `make_input_fn(config, global_batch_size, seeded)` and `persist`."""
+
+  statistics = None
+
+  def persist(self, model_dir):
+    """Stores in `model_dir` what a training chief's data needs kept there:
+    nothing, unless the data says otherwise."""
+
+
 def eval_weights(features, mask, weights=None):
   """Adds to EVAL `features` their weights (`weights`, or 1, times `mask`:
   with_eval_padding's 0 for padding) and which rows are padding."""

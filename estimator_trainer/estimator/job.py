@@ -113,7 +113,7 @@ class Job:
         config.model, spec.model_input, self.head.logits_dimension,
         config.model_kwargs, config.precision, config.sync_batch_norm,
         inspect=config.linear_optimizer and tabular_models.linear_part)
-    self.example_format = data.example_format(config, self.source)
+    self.example_format = self.source.serving
     params = dict(model_params(config, self.global_batch_size,
                                self.max_steps, spec), eval_images=eval_images,
                   steps_per_run=self.steps_per_run)
@@ -121,7 +121,7 @@ class Job:
     checkpoints.check_compatible(config.model_dir, model_fn, params, training,
                                  spec.model_input, config.model)
     if training and self.is_chief:
-      data.persist(config.model_dir, self.source)
+      self.source.persist(config.model_dir)
       checkpoints.record_model(config.model_dir, config, spec)
     warm_start = None
     if training and config.warm_start_from:
@@ -204,7 +204,7 @@ def _warm_start(config, source, names, logits_dimension):
   VocabInfo, its ids as the tokens of its files in model_dir (a new value's
   row from its layer's initializer)."""
   remapping = tabular_warm_start.remapping(
-      config.warm_start_from, getattr(source, 'statistics', None))
+      config.warm_start_from, source.statistics)
   tables = {}
   if remapping:
     with tf.Graph().as_default():  # As models.check named the weights.

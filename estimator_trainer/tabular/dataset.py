@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional, Tuple
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import pipeline
 from estimator_trainer.config import check_head_flags
 from estimator_trainer.errors import UsageError
 from estimator_trainer.sources import TEST, TRAIN
@@ -105,9 +106,9 @@ class Serving:
     return features, encoder.encode_label(label, self._head)
 
 
-class TabularData:
-  """A source of structured data with its spec (`spec`), serving
-  (`serving`) and input_fn, as the image sources are read."""
+class TabularData(pipeline.RunData):
+  """A source of structured data with its spec, statistics, serving and
+  input_fn: the RunData an engine's job reads."""
 
   def __init__(self, source, spec, feature_spec, statistics, serving):
     self._source = source

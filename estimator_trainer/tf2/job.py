@@ -77,7 +77,7 @@ class Job:
     spec = self.source.spec
     run_log.log_config(config, self.source, self.num_replicas,
                        self.global_batch_size, self.max_steps, training)
-    self.example_format = data.example_format(config, self.source)
+    self.example_format = self.source.serving
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta, image_summaries=True)
     self.weight_names = models.check(
@@ -85,7 +85,7 @@ class Job:
         config.model_kwargs, config.precision, config.sync_batch_norm,
         inspect=config.linear_optimizer and tabular_models.linear_part)
     if training and self.is_chief:
-      data.persist(config.model_dir, self.source)
+      self.source.persist(config.model_dir)
     with self.strategy.scope():
       self.model = models.build(
           config.model, spec.model_input, self.head.logits_dimension,

@@ -75,7 +75,7 @@ def warm_start(job):
   rows remapped by vocabulary)."""
   config, spec = job.config, job.source.spec
   remapping = tabular_warm_start.remapping(
-      config.warm_start_from, getattr(job.source, 'statistics', None))
+      config.warm_start_from, job.source.statistics)
   # A TF2 checkpoint is read into a model of the source's inputs.
   model_input = remapping.model_input if remapping else spec.model_input
   weights.warm_start(
