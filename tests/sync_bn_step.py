@@ -4,6 +4,9 @@ gradient of one ResNet-20 step on 1 and on 2 replicas (same global batch of
 32, the package's loss scaling), and prints the largest relative difference
 of a variable's gradient. `reordered` instead compares 1 replica with 1
 replica fed the same batch in another order: what rounding alone moves.
+`sync,per_replica` prints both, a line each, from one process (one
+1-replica gradient: on one device the statistics are the batch's either
+way; two MirroredStrategies of one dtype do not conflict).
 
     python sync_bn_step.py float64|float32 sync|per_replica|reordered
 """
@@ -44,15 +47,16 @@ def main(precision, mode):
   one_device = tf.distribute.OneDeviceStrategy('/cpu:0')
   one = gradients(one_device, precision, mode != 'per_replica', images,
                   labels)
-  if mode == 'reordered':
-    order = rng.permutation(len(images))
-    two = gradients(one_device, precision, True, images[order],
-                    labels[order])
-  else:
-    two = gradients(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
-                    precision, mode == 'sync', images, labels)
-  print(max(float(np.linalg.norm(a - b) / np.linalg.norm(a))
-            for a, b in zip(one, two)))
+  for each in mode.split(','):
+    if each == 'reordered':
+      order = rng.permutation(len(images))
+      two = gradients(one_device, precision, True, images[order],
+                      labels[order])
+    else:
+      two = gradients(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
+                      precision, each == 'sync', images, labels)
+    print(max(float(np.linalg.norm(a - b) / np.linalg.norm(a))
+              for a, b in zip(one, two)))
 
 
 if __name__ == '__main__':

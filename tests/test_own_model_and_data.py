@@ -47,7 +47,8 @@ def test_resnet20_on_cifar10_through_every_engine(tmp_path, engine):
                          dataset='cifar10', data_source='tfds',
                          model='resnet20', augment='crop_flip',
                          batch_size_per_replica=8, train_steps=6,
-                         save_checkpoints_steps=6, throttle_secs=0)
+                         save_checkpoints_steps=6, throttle_secs=0,
+                         export='none')  # No test reads it.
     engines.ENGINES[engine].run(config)
   metrics = _metrics(tmp_path)
   assert metrics['num_examples'] == 48 and metrics['global_step'] == 6
@@ -107,7 +108,8 @@ def test_every_engine_takes_the_builder_itself(tmp_path, mnist_small_dir,
   config = TrainConfig(model_dir=str(tmp_path), engine=engine,
                        dataset='mnist', idx_dir=str(mnist_small_dir),
                        model=builders.mlp, model_kwargs={'hidden': 16},
-                       train_steps=150, throttle_secs=0)
+                       train_steps=150, throttle_secs=0,
+                       export='none')  # No test reads it.
   engines.ENGINES[engine].run(config)
   assert _metrics(tmp_path)['accuracy'] > 0.5  # Chance: 0.1.
   recorded = json.loads((tmp_path / 'model.json').read_text())
@@ -180,7 +182,7 @@ def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
                 f'--train_files={png_tfrecords}/train-*',
                 f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
                 '--train_steps=60', '--batch_size_per_replica=16',
-                '--learning_rate=0.003')
+                '--learning_rate=0.003', '--export=none')
   assert result.returncode == 0, result.stderr[-3000:]
   metrics = _metrics(model_dir)
   assert metrics['num_examples'] == 256
@@ -382,12 +384,15 @@ def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
   assert synced < 1e-5
 
 
-def _sync_bn_step(precision, mode):
+def _sync_bn_step(precision, *modes):
+  """sync_bn_step.py's score of each mode, from one process."""
   result = subprocess.run(
-      [sys.executable, str(TESTS / 'sync_bn_step.py'), precision, mode],
+      [sys.executable, str(TESTS / 'sync_bn_step.py'), precision,
+       ','.join(modes)],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  return float(result.stdout.strip().splitlines()[-1])
+  return [float(line)
+          for line in result.stdout.strip().splitlines()[-len(modes):]]
 
 
 @pytest.mark.slow
@@ -395,8 +400,7 @@ def test_sync_batch_norm_gradients_are_the_1_replica_gradients():
   """The TF2 engines' path (`strategy.run` in a tf.function): with
   synchronized statistics the 2-replica gradient is the 1-replica one (in
   float64, as above); with per-replica statistics it is not."""
-  synced = _sync_bn_step('float64', 'sync')
-  per_replica = _sync_bn_step('float64', 'per_replica')
+  synced, per_replica = _sync_bn_step('float64', 'sync', 'per_replica')
   print(f'resnet20 gradient, 1 vs 2 replicas (float64): {synced:.1e} '
         f'synchronized, {per_replica:.1e} per replica')
   assert synced < 1e-5

@@ -9,7 +9,6 @@ import dataclasses
 import json
 import logging
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.tools import saved_model_utils  # saved_model_cli's reader
 import yaml
 
 from estimator_trainer import engines
@@ -31,7 +31,8 @@ import engine_params
 import tabular_sets
 from tabular_sets import examples
 
-pytestmark = pytest.mark.slow
+# One xdist worker trains the module's shared runs (`trained`) once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('tabular_runs')]
 
 
 @pytest.fixture(scope='module')
@@ -66,19 +67,26 @@ def metrics(model_dir):
   return json.loads((pathlib.Path(model_dir) / 'metrics.json').read_text())
 
 
+# The runs whose export a test reads (the served tests'): every
+# Estimator's and ctl's; keras's export is ctl's code (tf2/export.py).
+KERAS_SERVED = ('binary', 'regression', 'users_names')
+
+
 @pytest.fixture(scope='module')
 def trained(sets, tmp_path_factory):
   """trained(run, engine) -> the model_dir of RUNS[run] trained by `engine`
-  (train_and_evaluate, exported), trained on first use."""
+  (train_and_evaluate; exported if a test serves it), trained on first
+  use."""
   done = {}
 
   def train(name, engine):
     if (name, engine) not in done:
       data, flags = RUNS[name]
       model_dir = tmp_path_factory.mktemp(f'{name}_{engine}')
+      served = engine != 'keras' or name in KERAS_SERVED
       engines.ENGINES[engine].run(config(
           model_dir, sets[data], engine=engine,
-          export='final', **FLAGS, **flags))
+          export='final' if served else 'none', **FLAGS, **flags))
       done[name, engine] = model_dir
     return done[name, engine]
 
@@ -246,8 +254,8 @@ def assert_same_outputs(actual, expected):
 @pytest.mark.parametrize('engine, name', [
     *(pytest.param('estimator', name, marks=pytest.mark.estimator)
       for name in RUNS), *(('ctl', name) for name in RUNS),
-    # Keras's export is ctl's (tf2/export.py): two heads for it.
-    ('keras', 'binary'), ('keras', 'regression'), ('keras', 'users_names')])
+    # Keras's export is ctl's (tf2/export.py): three runs for it.
+    *(('keras', name) for name in KERAS_SERVED)])
 def test_served_predictions_score_as_the_evaluation(trained, sets, name,
                                                     engine):
   """The SavedModel on the eval split's serialized tf.Examples (and on its
@@ -315,9 +323,11 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
   data = sets[RUNS[name][0]]
   directory = export_dir(trained(name, engine))
   if engine == 'estimator':
-    shown = _saved_model_cli('show', '--dir', directory, '--tag_set', 'serve')
-    assert set(re.findall(r'SignatureDef key: "([^"]+)"', shown)) >= {
-        signature, 'predict', 'serving_default'}
+    # The keys `saved_model_cli show --tag_set serve` lists, read where it
+    # reads them (no process of its own).
+    shown = saved_model_utils.get_meta_graph_def(str(directory), 'serve')
+    assert set(shown.signature_def) >= {signature, 'predict',
+                                        'serving_default'}
   rows = {k: v[:5] for k, v in data.eval_rows.items()}
   features = [{n: [rows[n][i].item()] for n in data.spec['columns']}
               for i in range(5)]
@@ -641,18 +651,34 @@ def _vocabulary(model_dir, column):
       model_dir, 'preprocessing', 'statistics.json'))).columns[column].vocabulary
 
 
+@pytest.fixture(scope='module')
+def wide_deep_sources(sets, tmp_path_factory):
+  """source(engine) -> the model_dir of WIDE_DEEP on binary trained by
+  `engine`, trained on first use: both warm starts of an engine read it
+  (and write only their own model_dir)."""
+  done = {}
+
+  def source(engine):
+    if engine not in done:
+      done[engine] = tmp_path_factory.mktemp(f'wide_deep_{engine}')
+      engines.ENGINES[engine].run(config(done[engine], sets['binary'],
+                                         engine=engine, **WIDE_DEEP))
+    return done[engine]
+
+  return source
+
+
 @pytest.mark.parametrize('new_value', [None, 'huge'])
 @pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
     pytest.mark.estimator)), 'ctl', 'keras'])
 def test_a_warm_start_on_a_reordered_vocabulary_evaluates_as_its_source(
-    sets, tmp_path, engine, new_value, caplog):
+    sets, wide_deep_sources, tmp_path, engine, new_value, caplog):
   """The warm-started model's size tables (the embedding and the linear
   weights of wide_deep) follow each size to its new id, a new size keeping
   its initial rows: after a step at rate 1e-12 it evaluates as its
   source."""
-  data, source, warm = sets['binary'], tmp_path / 'source', tmp_path / 'warm'
-  engines.ENGINES[engine].run(config(source, data, engine=engine,
-                                     **WIDE_DEEP))
+  data, source, warm = (sets['binary'], wide_deep_sources(engine),
+                        tmp_path / 'warm')
   vocabulary = _vocabulary(source, 'size')
   with caplog.at_level(logging.INFO):
     engines.ENGINES[engine].run(config(
