@@ -41,6 +41,9 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   ctl_default, ...      <the set's> --mode=train_and_evaluate;
   tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
                         parse, encode), iterated eagerly, no model;
+  tabular_read,         the same input_fn cut after batching the records,
+  tabular_parse         or after parsing them: with tabular_input, its time
+                        split into reading, parsing and preprocessing;
   tabular_step          the engines' model and optimizer on ONE encoded
                         batch in memory, --summary_steps steps per
                         tf.function call: the ceiling of any engine.
@@ -141,6 +144,9 @@ flags.DEFINE_string('census_dir', None,
                     '--workload=census: a directory written by '
                     'scripts/make_census_like.py (default: generate one '
                     'of --census_rows rows in the work dir).')
+flags.DEFINE_enum('census_format', 'tfrecord', ['tfrecord', 'csv'],
+                  '--workload=census: the files the package\'s '
+                  'configurations read (the peers read TFRecords only).')
 flags.DEFINE_integer('census_rows', 200_000,
                      '--workload=census: training rows to generate.')
 flags.DEFINE_enum('optimizer', 'adam', ['adam', 'adagrad'],
@@ -233,6 +239,11 @@ def main(argv):
                  FLAGS.precision != 'float32'):
     errors.fail(2, f'--workload={FLAGS.workload} trains its own model on its own data '
                 'in float32: no --model, --synthetic_shape or --precision')
+  peers = [name for name in configs if name in runs_lib.TABULAR_CONFIGS
+           and not name.startswith('tabular_')]
+  if FLAGS.census_format != 'tfrecord' and peers:
+    errors.fail(2, f'--census_format={FLAGS.census_format}: --configs '
+                f'{", ".join(peers)} read TFRecords only')
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
       errors.fail(2, f'--{name} must be >= 1')
@@ -261,7 +272,8 @@ def main(argv):
       census_dir, schema = _run_in_subprocess(_census_data, work_dir)
       setup = runs_lib.census_setup(
           census_dir, FLAGS.optimizer, FLAGS.learning_rate,
-          wide_deep=FLAGS.workload == 'census_wide_deep')
+          wide_deep=FLAGS.workload == 'census_wide_deep',
+          file_format=FLAGS.census_format)
     settings = runs_lib.Settings(
         steps=FLAGS.steps, batch_size=FLAGS.batch_size,
         summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
@@ -280,7 +292,8 @@ def main(argv):
     flop_per_example = None
     rows = report.summarize(runs)
     print(f'census-like set ({schema["rows"]:,} train, '
-          f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
+          f'{schema["rows"] // 10:,} test rows, {FLAGS.census_format}; '
+          f'test Bayes accuracy '
           f'{schema["test_bayes_accuracy"]:.4f}), MLP '
           f'{"-".join(map(str, tabular_models.HIDDEN_UNITS))}, '
           f'{FLAGS.optimizer} {FLAGS.learning_rate:g}: {FLAGS.steps} steps '

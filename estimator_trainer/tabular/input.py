@@ -18,6 +18,9 @@ _logger = logging.getLogger(__name__)
 # The features' key of each example's weight (the weight column's value;
 # in evaluation 0 for padding).
 WEIGHT = models.WEIGHT
+# Where a TRAIN input_fn may stop (make_input_fn's `stage`): its batches of
+# records, their parsed columns, or the encoded features (the engines').
+STAGES = ('read', 'parse', 'encode')
 
 
 def head(config, feature_spec):
@@ -26,7 +29,7 @@ def head(config, feature_spec):
 
 
 def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
-                  encoder=None):
+                  encoder=None, stage='encode'):
   """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
   engines, yielding `(features, labels)`: features the Encoder's dict plus
   WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
@@ -44,7 +47,13 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   preprocessing layers under the strategy's scope, outside the dataset
   function, so that each worker gets a copy of their tables (not tried
   here yet).
+
+  `stage` (STAGES) cuts the pipeline short, for the benchmark's split of
+  its time (`benchmark.tabular_parts`): 'read' yields the batches of
+  records, 'parse' (raw, label[, weight]) as `source.parse` gives them.
   """
+  if stage not in STAGES:
+    raise ValueError(f'stage {stage!r} is not one of {STAGES}')
   feature_spec = source.feature_spec
   names = [c.name for c in feature_spec.columns] + [
       c.name for c in feature_spec.crosses]
@@ -64,7 +73,11 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
     encoding = encoder or Encoder(feature_spec, statistics)
 
     def features(records, mask=None):
+      if stage == 'read':
+        return records
       raw, label, weight = source.parse(records)
+      if stage == 'parse':
+        return (raw, label) if weight is None else (raw, label, weight)
       encoded = encoding(raw)
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
