@@ -101,10 +101,12 @@ def pipeline_layout(mode, input_context, global_batch_size):
           input_context.num_replicas_in_sync // num_pipelines)
 
 
-def shuffled_repeat(ds, config, seeded):
-  """A TRAIN pipeline's examples: cached, shuffled (seeded unless not
-  `seeded`: see make_input_fn), repeated."""
-  ds = ds.cache()
+def shuffled_repeat(ds, config, seeded, cache=True):
+  """A TRAIN pipeline's examples: cached in memory (unless not `cache`),
+  shuffled (seeded unless not `seeded`: see make_input_fn), repeated. The
+  order is the same either way."""
+  if cache:
+    ds = ds.cache()
   if config.shuffle_buffer:
     ds = ds.shuffle(config.shuffle_buffer,
                     seed=config.seed if seeded else None)

@@ -21,11 +21,24 @@ WEIGHT = models.WEIGHT
 # Where a TRAIN input_fn may stop (make_input_fn's `stage`): its batches of
 # records, their parsed columns, or the encoded features (the engines').
 STAGES = ('read', 'parse', 'encode')
+# A TRAIN pipeline caches its records in memory while its share of the
+# training files is at most this many bytes (a gzipped file counted
+# GZIP_RATIO times); past it, it reads the files again every epoch, so
+# that memory stays flat in the data's size (issue 50: a cached census-like
+# record took 620 bytes, 430 of them the record's, so the 20M-row set's
+# first epoch would have held 12 GB).
+CACHE_BYTES = 1 << 30
+GZIP_RATIO = 4
 
 
 def head(config, feature_spec):
   """The run's head: --head, else the feature spec's, else multiclass."""
   return getattr(config, 'head', None) or feature_spec.head or 'multiclass'
+
+
+def _files_bytes(files):
+  return sum(tf.io.gfile.stat(path).length *
+             (GZIP_RATIO if path.endswith('.gz') else 1) for path in files)
 
 
 def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
@@ -37,10 +50,11 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   labels the head's (Encoder.encode_label). PREDICT: the first
   `config.num_predictions` test examples' features.
 
-  TRAIN reads the pipeline's shard of the train split (cache, shuffle,
-  repeat, batch); EVAL each test example exactly once, padded with weight-0
-  examples to whole steps on every pipeline. Unless `seeded`, each run
-  shuffles in an order of its own (data.make_input_fn says why).
+  TRAIN reads the pipeline's shard of the train split (cached while its
+  files are at most CACHE_BYTES, shuffled, repeated, batched); EVAL each
+  test example exactly once, padded with weight-0 examples to whole steps
+  on every pipeline. Unless `seeded`, each run shuffles in an order of its
+  own (data.make_input_fn says why).
 
   Each call builds its Encoder in the caller's graph (Estimator's), unless
   given `encoder`: for TF2 parameter-server training, whose guide builds
@@ -97,7 +111,14 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
                    pipeline_id, num_pipelines, split)
     ds = source.records(split, num_pipelines, pipeline_id)
     if mode == ModeKeys.TRAIN:
-      ds = data.shuffled_repeat(ds, config, seeded).batch(
+      share = _files_bytes(source.files(split)) / num_pipelines
+      cache = share <= CACHE_BYTES
+      if not cache:
+        _logger.info('Input pipeline %d reads the training files every '
+                     'epoch: its share, %.1f GB, is past the %.1f GB it '
+                     'caches in memory', pipeline_id, share / 1e9,
+                     CACHE_BYTES / 1e9)
+      ds = data.shuffled_repeat(ds, config, seeded, cache).batch(
           batch_size, drop_remainder=True).map(
           features, num_parallel_calls=tf.data.AUTOTUNE)
     else:
