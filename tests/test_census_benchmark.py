@@ -108,7 +108,8 @@ def test_tabular_input_cut_at_each_stage(tmp_path):
   assert setup['train_files'].endswith('.csv')
   batches = {}
   for stage in ('read', 'parse', 'encode'):
-    train, _, _ = tabular_parts._input(setup, 8, str(tmp_path / stage), stage)  # pylint: disable=protected-access
+    train, _, _ = tabular_parts._input(  # pylint: disable=protected-access
+        setup, 8, str(tmp_path / stage), stage)
     batches[stage] = next(iter(train))
   assert batches['read'].dtype.name == 'string'
   assert batches['read'].shape == [8]
