@@ -87,10 +87,12 @@ def pipeline_layout(mode, input_context, global_batch_size):
           input_context.num_replicas_in_sync // num_pipelines)
 
 
-def shuffled_repeat(ds, config, seeded):
-  """A TRAIN pipeline's examples: cached, shuffled (seeded unless not
-  `seeded`: see data.make_input_fn), repeated."""
-  ds = ds.cache()
+def shuffled_repeat(ds, config, seeded, cache=True):
+  """A TRAIN pipeline's examples: cached in memory (unless not `cache`),
+  shuffled (seeded unless not `seeded`: see data.make_input_fn), repeated.
+  The order is the same either way."""
+  if cache:
+    ds = ds.cache()
   if config.shuffle_buffer:
     ds = ds.shuffle(config.shuffle_buffer,
                     seed=config.seed if seeded else None)
@@ -107,7 +109,8 @@ def with_eval_padding(ds, padding, padded_size):
 
 
 def make_input_fn(config, global_batch_size, examples, num_test, padding,
-                  batch_features, seeded=True, augment=None, train_window=1):
+                  batch_features, seeded=True, augment=None, train_window=1,
+                  cache=None):
   """Returns `input_fn(mode, input_context=None)` over one source.
 
   The source's part: `examples(split, num_pipelines=1, pipeline_id=0)`, its
@@ -117,7 +120,9 @@ def make_input_fn(config, global_batch_size, examples, num_test, padding,
   `batch_features(mode)`, called in the caller's graph, a function of a
   batch of elements (and in EVAL its padding mask) to `(features, labels)`
   (PREDICT: the features). Optional: `augment(ds, pipeline_id)` of TRAIN's
-  examples after the cache, and TRAIN windows of `train_window` batches.
+  examples after the cache, TRAIN windows of `train_window` batches, and
+  `cache(num_pipelines)`, whether TRAIN's examples are cached in memory
+  (default: they are).
 
   TRAIN reads the pipeline's shard of the train split (cache, shuffle,
   repeat, batch); EVAL each test example exactly once, padded with weight-0
@@ -140,7 +145,8 @@ def make_input_fn(config, global_batch_size, examples, num_test, padding,
                    pipeline_id, num_pipelines, split)
     ds = examples(split, num_pipelines, pipeline_id)
     if mode == ModeKeys.TRAIN:
-      ds = shuffled_repeat(ds, config, seeded)
+      ds = shuffled_repeat(ds, config, seeded,
+                           cache is None or cache(num_pipelines))
       if augment:
         ds = augment(ds, pipeline_id)
       ds = ds.batch(batch_size, drop_remainder=True).map(

@@ -41,6 +41,9 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   ctl_default, ...      <the set's> --mode=train_and_evaluate;
   tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
                         parse, encode), iterated eagerly, no model;
+  tabular_read,         the same input_fn cut after batching the records,
+  tabular_parse         or after parsing them: with tabular_input, its time
+                        split into reading, parsing and preprocessing;
   tabular_step          the engines' model and optimizer on ONE encoded
                         batch in memory, --summary_steps steps per
                         tf.function call: the ceiling of any engine.
@@ -141,6 +144,8 @@ flags.DEFINE_string('census_dir', None,
                     '--workload=census: a directory written by '
                     'scripts/make_census_like.py (default: generate one '
                     'of --census_rows rows in the work dir).')
+flags.DEFINE_enum('census_format', 'tfrecord', ['tfrecord', 'csv'],
+                  '--workload=census: the package\'s files (peers: TFRecords).')
 flags.DEFINE_integer('census_rows', 200_000,
                      '--workload=census: training rows to generate.')
 flags.DEFINE_enum('optimizer', 'adam', ['adam', 'adagrad'],
@@ -213,21 +218,15 @@ def main(argv):
   if len(argv) > 1:
     errors.fail(2, f'unexpected arguments: {" ".join(argv[1:])}')
   configs = FLAGS.configs or list(runs_lib.WORKLOADS[FLAGS.workload])
-  unknown = [name for name in configs if name not in runs_lib.CONFIGS]
-  if unknown:
-    errors.fail(2, f'unknown --configs {", ".join(unknown)}; choose from '
-                f'{", ".join(runs_lib.CONFIGS)}')
   census = FLAGS.workload in runs_lib.TABULAR_WORKLOADS
-  misplaced = [name for name in configs
-               if (name in runs_lib.TABULAR_CONFIGS) != census and
-               runs_lib.CONFIGS[name][0] not in runs_lib.ENGINES]
-  if misplaced:
-    errors.fail(2, f'--configs {", ".join(misplaced)}: not of --workload='
-                f'{FLAGS.workload}')
+  error = runs_lib.configs_error(configs, FLAGS.workload, FLAGS.census_format)
+  if error:
+    errors.fail(2, error)
   if census and (FLAGS.synthetic_shape or FLAGS['model'].present or
                  FLAGS.precision != 'float32'):
-    errors.fail(2, f'--workload={FLAGS.workload} trains its own model on its own data '
-                'in float32: no --model, --synthetic_shape or --precision')
+    errors.fail(2, f'--workload={FLAGS.workload} trains its own model on its '
+                'own data in float32: no --model, --synthetic_shape or '
+                '--precision')
   for name in ('steps', 'rounds', 'batch_size', 'summary_steps'):
     if FLAGS[name].value < 1:
       errors.fail(2, f'--{name} must be >= 1')
@@ -256,7 +255,8 @@ def main(argv):
       census_dir, schema = _run_in_subprocess(_census_data, work_dir)
       setup = runs_lib.census_setup(
           census_dir, FLAGS.optimizer, FLAGS.learning_rate,
-          wide_deep=FLAGS.workload == 'census_wide_deep')
+          wide_deep=FLAGS.workload == 'census_wide_deep',
+          file_format=FLAGS.census_format)
     settings = runs_lib.Settings(
         steps=FLAGS.steps, batch_size=FLAGS.batch_size,
         summary_steps=FLAGS.summary_steps, cpu_replicas=FLAGS.cpu_replicas,
@@ -274,9 +274,9 @@ def main(argv):
     from estimator_trainer.models import tabular as tabular_models
     flop_per_example = None
     rows = report.summarize(runs)
-    print(report.census_title(schema, tabular_models.HIDDEN_UNITS,
-                              FLAGS.optimizer, FLAGS.learning_rate, settings,
-                              FLAGS.rounds))
+    print(report.census_title(schema, FLAGS.census_format,
+                              tabular_models.HIDDEN_UNITS, FLAGS.optimizer,
+                              FLAGS.learning_rate, settings, FLAGS.rounds))
   else:
     # Imports TensorFlow: only after the last run (see wait_with_rusage).
     flop_per_example = measure.train_flop_per_example(

@@ -97,6 +97,33 @@ def test_census_setup_is_the_engines_flags():
                                              mode='train_and_evaluate')))
 
 
+def test_tabular_input_cut_at_each_stage(tmp_path):
+  """tabular_read, tabular_parse and tabular_input iterate the engines'
+  TRAIN input_fn cut after its records, their parsing, their encoding (on
+  CSV: the TFRecords' parsing is the smoke run's)."""
+  from estimator_trainer.benchmark import tabular_parts  # pylint: disable=g-import-not-at-top
+  census.write(str(tmp_path / 'data'), rows=200, num_shards=2, seed=1)
+  setup = runs.census_setup(str(tmp_path / 'data'), 'adam', 0.002,
+                            file_format='csv')
+  assert setup['train_files'].endswith('.csv')
+  batches = {}
+  for stage in ('read', 'parse', 'encode'):
+    train, _, _ = tabular_parts._input(  # pylint: disable=protected-access
+        setup, 8, str(tmp_path / stage), stage)
+    batches[stage] = next(iter(train))
+  assert batches['read'].dtype.name == 'string'
+  assert batches['read'].shape == [8]
+  raw, label = batches['parse']
+  assert set(raw) == {*census.NUMBERS, *census.STRINGS, census.HASHED}
+  assert label.shape == [8]
+  name = next(iter(census.STRINGS))
+  assert raw[name].dtype.name == 'string'
+  features, labels = batches['encode']
+  assert labels.shape[0] == 8 and features[name].dtype.name != 'string'
+  result = tabular_parts.WORKLOADS['tabular_parse'](setup, 4, 8, 2)
+  assert result['rates'] and min(result['rates']) > 0
+
+
 def test_tabular_table_ratios_metrics_and_targets():
   runs = [
       {'config': 'canned_dnn', 'round': 0, 'examples_per_second': 100.0,

@@ -630,6 +630,25 @@ def test_training_batches_are_seeded_and_split_per_replica(data):
   assert not seen[0] & seen[1]
 
 
+def test_training_files_past_the_cache_size_train_in_the_same_order(
+    data, monkeypatch, caplog):
+  """Past CACHE_BYTES a pipeline reads its files again every epoch instead
+  of caching them in memory: the same batches, epoch after epoch."""
+  from estimator_trainer.tabular import input as input_lib  # pylint: disable=g-import-not-at-top
+  source, stats = data['breast_cancer']
+  config = _config(shuffle_buffer=1000, seed=7)
+
+  def ids():  # 400 training rows: 30 batches of 32 are 2.4 epochs.
+    return np.concatenate([f[ID].numpy()[:, 0] for f, _ in make_input_fn(
+        config, 32, source, stats)(ModeKeys.TRAIN).take(30)])
+
+  cached = ids()
+  monkeypatch.setattr(input_lib, 'CACHE_BYTES', 0)
+  with caplog.at_level(logging.INFO, logger=input_lib.__name__):
+    np.testing.assert_array_equal(ids(), cached)
+  assert 'reads the training files every epoch' in caplog.text
+
+
 def test_prediction_reads_num_predictions_test_examples(data):
   source, stats = data['breast_cancer']  # It has a weight column.
   input_fn = make_input_fn(_config(num_predictions=5), 4, source, stats)

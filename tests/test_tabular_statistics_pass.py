@@ -161,6 +161,11 @@ def test_a_run_counts_the_records_once(data_dir, tmp_path, monkeypatch):
   truncated = tmp_path / 'truncated.tfrecord'
   truncated.write_bytes(open(source.files(TRAIN)[0], 'rb').read()[:-1])
   assert framed(str(truncated)) is None
+  # Counted in windows (of 64 MB), frames across their ends.
+  monkeypatch.setattr(table_files, '_COUNT_WINDOW', 100)
+  assert [framed(path) for path in source.files(TRAIN)] == list(
+      source.file_sizes(TRAIN))
+  assert framed(str(truncated)) is None
   (tmp_path / 'empty.tfrecord').write_bytes(b'')
   assert framed(str(tmp_path / 'empty.tfrecord')) == 0
 

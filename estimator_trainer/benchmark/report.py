@@ -187,13 +187,14 @@ def _run_shape(settings, rounds):
           f'{settings.summary_steps} steps')
 
 
-def census_title(schema, hidden_units, optimizer, learning_rate, settings,
-                 rounds):
-  """The line above the census workload's table: the data, the model, the
-  runs (runs.Settings, `rounds`), the machine."""
+def census_title(schema, file_format, hidden_units, optimizer, learning_rate,
+                 settings, rounds):
+  """The line above the census workload's table: the data (its files'
+  `file_format`), the model, the runs (runs.Settings, `rounds`), the
+  machine."""
   return (f'census-like set ({schema["rows"]:,} train, '
-          f'{schema["rows"] // 10:,} test rows; test Bayes accuracy '
-          f'{schema["test_bayes_accuracy"]:.4f}), MLP '
+          f'{schema["rows"] // 10:,} test rows, {file_format}; test Bayes '
+          f'accuracy {schema["test_bayes_accuracy"]:.4f}), MLP '
           f'{"-".join(map(str, hidden_units))}, {optimizer} '
           f'{learning_rate:g}: {_run_shape(settings, rounds)}; '
           f'{measure.machine()}')

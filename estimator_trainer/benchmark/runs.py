@@ -21,8 +21,9 @@ from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 # 2.15 only), input and step run a workload; canned_dnn and
 # canned_wide_deep (2.15 only),
 # fit_tabular and fit_package_dnn the tabular peers (`tabular`), and
-# tabular_input and tabular_step the engines' parts alone (`tabular_parts`),
-# on the census-like set.
+# tabular_input (tabular_read and tabular_parse: it cut short) and
+# tabular_step the engines' parts alone (`tabular_parts`), on the
+# census-like set.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -40,11 +41,14 @@ CONFIGS = {
     'fit_tabular': ('fit_tabular', 'default'),
     'fit_package_dnn': ('fit_package_dnn', 'default'),
     'tabular_input': ('tabular_input', None),
+    'tabular_read': ('tabular_read', None),
+    'tabular_parse': ('tabular_parse', None),
     'tabular_step': ('tabular_step', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
 TABULAR_CONFIGS = ('canned_dnn', 'canned_wide_deep', 'fit_tabular',
-                   'fit_package_dnn', 'tabular_input', 'tabular_step')
+                   'fit_package_dnn', 'tabular_read', 'tabular_parse',
+                   'tabular_input', 'tabular_step')
 # The configurations of each workload (scripts/benchmark.py --workload).
 # Census: the package's engines train --model=dnn on it through the CLI
 # (`census_setup`: --feature_spec and the files), evaluated on its test
@@ -79,6 +83,28 @@ class Settings:
   setup: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   python: str = sys.executable  # The interpreter, and so the stack.
   mode: str = 'train'  # The engines' --mode.
+
+
+def configs_error(configs, workload, census_format):
+  """Why `configs` cannot run in `workload` on the census files of
+  `census_format` (None: they can)."""
+  unknown = [name for name in configs if name not in CONFIGS]
+  if unknown:
+    return (f'unknown --configs {", ".join(unknown)}; choose from '
+            f'{", ".join(CONFIGS)}')
+  census = workload in TABULAR_WORKLOADS
+  misplaced = [name for name in configs
+               if (name in TABULAR_CONFIGS) != census and
+               CONFIGS[name][0] not in ENGINES]
+  if misplaced:
+    return (f'--configs {", ".join(misplaced)}: not of --workload='
+            f'{workload}')
+  peers = [name for name in configs if name in TABULAR_CONFIGS
+           and not name.startswith('tabular_')]
+  if census_format != 'tfrecord' and peers:
+    return (f'--census_format={census_format}: --configs '
+            f'{", ".join(peers)} read TFRecords only')
+  return None
 
 
 def wait_with_rusage(proc, timeout):
@@ -130,21 +156,23 @@ def command(name, model_dir, settings):
                           cpu_replicas=settings.cpu_replicas))]
 
 
-def census_setup(census_dir, optimizer, learning_rate, wide_deep=False):
+def census_setup(census_dir, optimizer, learning_rate, wide_deep=False,
+                 file_format='tfrecord'):
   """The setup of the census workloads: the engines' CLI flags, train
   --model=dnn (or `wide_deep`, its wide part with FTRL at
-  WIDE_LEARNING_RATE) on the set's TFRecords by its feature spec, one
-  optimizer and constant rate, the plain loss (as the peers: no decay, no
-  label smoothing, the CLI's defaults), the peers' shuffle buffer and seed;
-  the tabular workloads read the same (`tabular`)."""
+  WIDE_LEARNING_RATE) on the set's TFRecords (or `file_format`'s files)
+  by its feature spec, one optimizer and constant rate, the plain loss (as
+  the peers: no decay, no label smoothing, the CLI's defaults), the peers'
+  shuffle buffer and seed; the tabular workloads read the same
+  (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
   return {'model': 'wide_deep' if wide_deep else 'dnn',
           **({'linear_optimizer': 'ftrl',
               'linear_learning_rate': WIDE_LEARNING_RATE} if wide_deep
              else {}),
           'feature_spec': os.path.join(census_dir, census.FEATURE_SPEC_FILE),
-          'train_files': census.files(census_dir, 'train'),
-          'eval_files': census.files(census_dir, 'test'),
+          'train_files': census.files(census_dir, 'train', file_format),
+          'eval_files': census.files(census_dir, 'test', file_format),
           'optimizer': optimizer, 'learning_rate': learning_rate,
           'lr_decay': 'none',
           'shuffle_buffer': census.SHUFFLE_BUFFER, 'seed': census.SEED}

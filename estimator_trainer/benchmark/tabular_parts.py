@@ -4,6 +4,9 @@ of where the engines' time goes), on the census workload's `setup`
 
   tabular_input   the engines' TRAIN input_fn (read, shuffle, batch, parse
                   and encode) iterated eagerly, no model;
+  tabular_read,   the same input_fn cut after its batches of records, or
+  tabular_parse   after parsing them (`input.STAGES`): with tabular_input,
+                  where its time goes (reading, parsing, preprocessing);
   tabular_step    the engines' model (--model) and optimizer on ONE encoded
                   batch already in memory, `every_steps` steps per
                   tf.function call: the ceiling of any engine.
@@ -11,26 +14,29 @@ of where the engines' time goes), on the census workload's `setup`
 Each returns {'rates': interval rates}, as `workloads` does for images.
 """
 
+import functools
 import tempfile
 import time
 
 from estimator_trainer.benchmark.measure import IntervalTimer
 
 
-def _input(setup, batch_size, model_dir):
-  """(the package's TRAIN dataset at `batch_size`, its TabularData)."""
+def _input(setup, batch_size, model_dir, stage='encode'):
+  """(the package's TRAIN dataset at `batch_size` cut at `stage`, its
+  TabularData, its TrainConfig)."""
   from estimator_trainer import config as config_lib  # pylint: disable=g-import-not-at-top
   from estimator_trainer import data  # pylint: disable=g-import-not-at-top
   from estimator_trainer.tabular import dataset  # pylint: disable=g-import-not-at-top
   # The statistics go to model_dir, as an engine's do.
   config = config_lib.TrainConfig(model_dir=model_dir, **setup)
-  tabular, _, input_fn = dataset.prepare(config, batch_size, training=True)
+  tabular = dataset.load(config, training=True)
+  input_fn = tabular.make_input_fn(config, batch_size, stage=stage)
   return input_fn(data.ModeKeys.TRAIN), tabular, config
 
 
-def run_input(setup, steps, batch_size, every_steps):
+def run_input(setup, steps, batch_size, every_steps, stage='encode'):
   with tempfile.TemporaryDirectory() as model_dir:
-    train, _, _ = _input(setup, batch_size, model_dir)
+    train, _, _ = _input(setup, batch_size, model_dir, stage)
     timer = IntervalTimer(batch_size, every_steps)
     for _ in train.take(steps):
       timer.step()
@@ -74,4 +80,7 @@ def run_step(setup, steps, batch_size, every_steps):
   return {'rates': rates}
 
 
-WORKLOADS = {'tabular_input': run_input, 'tabular_step': run_step}
+WORKLOADS = {'tabular_input': run_input,
+             'tabular_read': functools.partial(run_input, stage='read'),
+             'tabular_parse': functools.partial(run_input, stage='parse'),
+             'tabular_step': run_step}

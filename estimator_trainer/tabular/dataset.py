@@ -135,9 +135,10 @@ class TabularData(pipeline.RunData):
     statistics_lib.store(model_dir, self._feature_spec, self.statistics,
                          training_files.of(self._source))
 
-  def make_input_fn(self, config, global_batch_size, seeded=True):
+  def make_input_fn(self, config, global_batch_size, seeded=True,
+                    stage='encode'):
     return input_lib.make_input_fn(config, global_batch_size, self._source,
-                                   self.statistics, seeded)
+                                   self.statistics, seeded, stage=stage)
 
 
 def _head(config, feature_spec):

@@ -1,18 +1,33 @@
 """The `input_fn` over a TabularSource, on the shared pipeline
 (pipeline.py): records, batched, then parsed and encoded a batch at once."""
 
+import logging
+
 import tensorflow as tf
 
 from estimator_trainer import models
 from estimator_trainer import pipeline
 from estimator_trainer.errors import UsageError
 from estimator_trainer.pipeline import ModeKeys
-from estimator_trainer.sources import TEST
+from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular.encoder import Encoder
+
+_logger = logging.getLogger(__name__)
 
 # The features' key of each example's weight (the weight column's value;
 # in evaluation 0 for padding).
 WEIGHT = models.WEIGHT
+# Where a TRAIN input_fn may stop (make_input_fn's `stage`): its batches of
+# records, their parsed columns, or the encoded features (the engines').
+STAGES = ('read', 'parse', 'encode')
+# A TRAIN pipeline caches its records in memory while its share of the
+# training files is at most this many bytes (a gzipped file counted
+# GZIP_RATIO times); past it, it reads the files again every epoch, so
+# that memory stays flat in the data's size (issue 50: a cached census-like
+# record took 620 bytes, 430 of them the record's, so the 20M-row set's
+# first epoch would have held 12 GB).
+CACHE_BYTES = 1 << 30
+GZIP_RATIO = 4
 
 
 def head(config, feature_spec):
@@ -20,8 +35,13 @@ def head(config, feature_spec):
   return getattr(config, 'head', None) or feature_spec.head or 'multiclass'
 
 
+def _files_bytes(files):
+  return sum(tf.io.gfile.stat(path).length *
+             (GZIP_RATIO if path.endswith('.gz') else 1) for path in files)
+
+
 def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
-                  encoder=None):
+                  encoder=None, stage='encode'):
   """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
   engines, yielding `(features, labels)`: features the Encoder's dict plus
   WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
@@ -29,17 +49,24 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   labels the head's (Encoder.encode_label). PREDICT: the first
   `config.num_predictions` test examples' features.
 
-  TRAIN reads the pipeline's shard of the train split (cache, shuffle,
-  repeat, batch); EVAL each test example exactly once, padded with weight-0
-  examples to whole steps on every pipeline. Unless `seeded`, each run
-  shuffles in an order of its own (data.make_input_fn says why).
+  TRAIN reads the pipeline's shard of the train split (cached while its
+  files are at most CACHE_BYTES, shuffled, repeated, batched); EVAL each
+  test example exactly once, padded with weight-0 examples to whole steps
+  on every pipeline. Unless `seeded`, each run shuffles in an order of its
+  own (data.make_input_fn says why).
 
   Each call builds its Encoder in the caller's graph (Estimator's), unless
   given `encoder`: for TF2 parameter-server training, whose guide builds
   preprocessing layers under the strategy's scope, outside the dataset
   function, so that each worker gets a copy of their tables (not tried
   here yet).
+
+  `stage` (STAGES) cuts the pipeline short, for the benchmark's split of
+  its time (`benchmark.tabular_parts`): 'read' yields the batches of
+  records, 'parse' (raw, label[, weight]) as `source.parse` gives them.
   """
+  if stage not in STAGES:
+    raise ValueError(f'stage {stage!r} is not one of {STAGES}')
   feature_spec = source.feature_spec
   names = [c.name for c in feature_spec.columns] + [
       c.name for c in feature_spec.crosses]
@@ -57,7 +84,11 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
     encoding = encoder or Encoder(feature_spec, statistics)
 
     def features(records, mask=None):
+      if stage == 'read':
+        return records
       raw, label, weight = source.parse(records)
+      if stage == 'parse':
+        return (raw, label) if weight is None else (raw, label, weight)
       encoded = encoding(raw)
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
@@ -68,6 +99,16 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
       return encoded, encoding.encode_label(label, head_name)
     return features
 
+  def cache(num_pipelines):
+    share = _files_bytes(source.files(TRAIN)) / num_pipelines
+    if share <= CACHE_BYTES:
+      return True
+    _logger.info('Each input pipeline reads the training files every '
+                 'epoch: its share, %.1f GB, is past the %.1f GB it caches in '
+                 'memory', share / 1e9, CACHE_BYTES / 1e9)
+    return False
+
   return pipeline.make_input_fn(
       config, global_batch_size, source.records, num_test,
-      lambda: (tf.constant(source.padding_record),), batch_features, seeded)
+      lambda: (tf.constant(source.padding_record),), batch_features, seeded,
+      cache=cache)

@@ -22,6 +22,9 @@ from estimator_trainer.errors import DataError, first_line
 SCANNED_RECORDS = 100
 _BATCH = 4096
 _CHUNK = 1 << 20
+# Bytes of a TFRecord file whose frames are counted before their pages leave
+# the resident set (_framed_records).
+_COUNT_WINDOW = 64 << 20
 
 
 def open_bytes(path):
@@ -112,9 +115,16 @@ def _framed_records(path):
   # Mapped: twice as fast as a seek and a read per frame.
   with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0,
                                         access=mmap.ACCESS_READ) as data:
-    while position + 12 <= size:  # A frame: length, its CRC, data, its CRC.
-      position += 16 + length(data, position)[0]
-      count += 1
+    while position + 12 <= size:
+      end = min(size, position + _COUNT_WINDOW)
+      while position + 12 <= end:  # A frame: length, its CRC, data, CRC.
+        position += 16 + length(data, position)[0]
+        count += 1
+      # The pages counted, out of the resident set (the page cache keeps
+      # them): else a 1 GB file's count peaked at 1 GB more RSS.
+      done = min(position, size) // mmap.PAGESIZE * mmap.PAGESIZE
+      if done:
+        data.madvise(mmap.MADV_DONTNEED, 0, done)
   return count if position == size else None
 
 
