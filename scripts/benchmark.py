@@ -40,7 +40,7 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   estimator_default,    the package's engines: --model=dnn --feature_spec=
   ctl_default, ...      <the set's> --mode=train_and_evaluate;
   tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
-                        parse, encode), iterated eagerly, no model;
+                        parse, encode), reduced in the graph, no model;
   tabular_read,         the same input_fn cut after batching the records,
   tabular_parse         or after parsing them: with tabular_input, its time
                         split into reading, parsing and preprocessing;

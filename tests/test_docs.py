@@ -102,16 +102,22 @@ for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
                 'make_census_like', 'tabular_baselines'):
   _ABSL_COMMANDS[f'scripts/{_script}.py'] = [str(REPO / 'scripts' /
                                                   f'{_script}.py')]
+# Commands of argparse, whose --help lists their flags.
+_ARGPARSE_COMMANDS = {
+    'scripts/local_cluster.py': [str(REPO / 'scripts' / 'local_cluster.py')],
+    'estimator_trainer.benchmark.statistics_pass': [
+        '-m', 'estimator_trainer.benchmark.statistics_pass'],
+}
 _COMMAND = re.compile('|'.join(re.escape(name) for name in
-                               [*_ABSL_COMMANDS, 'scripts/local_cluster.py']))
+                               [*_ABSL_COMMANDS, *_ARGPARSE_COMMANDS]))
 _FLAG = re.compile(r'(?<![\w-])--([a-z][a-z0-9_]*)')
 
 
 @functools.lru_cache(maxsize=None)
 def _defined_flags(command):
   """The flag names `command` defines (absl's --helpxml, argparse's --help)."""
-  if command == 'scripts/local_cluster.py':
-    argv, pattern = [str(REPO / 'scripts' / 'local_cluster.py'), '--help'], (
+  if command in _ARGPARSE_COMMANDS:
+    argv, pattern = [*_ARGPARSE_COMMANDS[command], '--help'], (
         r'(?<![\w-])--([a-z][a-z0-9_]*)')
   else:
     argv, pattern = [*_ABSL_COMMANDS[command], '--helpxml'], (
@@ -172,7 +178,7 @@ def test_flags_named_in_the_text_exist():
   """Every `--flag` the text names (outside code blocks) is a flag of one
   of the package's commands or scripts."""
   known = frozenset().union(*(_defined_flags(command) for command in
-                              [*_ABSL_COMMANDS, 'scripts/local_cluster.py']))
+                              [*_ABSL_COMMANDS, *_ARGPARSE_COMMANDS]))
   unknown = []
   for path in [README, *PAGES]:
     text = re.sub(r'```.*?```', '', path.read_text(), flags=re.S)
