@@ -42,8 +42,8 @@ from --census_dir), an MLP 128-64, --optimizer at --learning_rate, and:
   tabular_input         the engines' TRAIN input_fn alone (read, shuffle,
                         parse, encode), reduced in the graph, no model;
   tabular_read,         the same input_fn cut after batching the records,
-  tabular_parse         or after parsing them: with tabular_input, its time
-                        split into reading, parsing and preprocessing;
+  tabular_parse         or after parsing them; tabular_encode the Encoder
+                        alone on one parsed batch (the time by stage);
   tabular_step          the engines' model and optimizer on ONE encoded
                         batch in memory, --summary_steps steps per
                         tf.function call: the ceiling of any engine.

@@ -120,8 +120,9 @@ def test_tabular_input_cut_at_each_stage(tmp_path):
   assert raw[name].dtype.name == 'string'
   features, labels = batches['encode']
   assert labels.shape[0] == 8 and features[name].dtype.name != 'string'
-  result = tabular_parts.WORKLOADS['tabular_parse'](setup, 4, 8, 2)
-  assert result['rates'] and min(result['rates']) > 0
+  for config in ('tabular_parse', 'tabular_encode'):
+    result = tabular_parts.WORKLOADS[config](setup, 4, 8, 2)
+    assert result['rates'] and min(result['rates']) > 0, config
 
 
 def test_tabular_table_ratios_metrics_and_targets():

@@ -21,9 +21,9 @@ from estimator_trainer.benchmark.workloads import RESULT_PREFIX
 # 2.15 only), input and step run a workload; canned_dnn and
 # canned_wide_deep (2.15 only),
 # fit_tabular and fit_package_dnn the tabular peers (`tabular`), and
-# tabular_input (tabular_read and tabular_parse: it cut short) and
-# tabular_step the engines' parts alone (`tabular_parts`), on the
-# census-like set.
+# tabular_input (tabular_read and tabular_parse: it cut short),
+# tabular_encode and tabular_step the engines' parts alone
+# (`tabular_parts`), on the census-like set.
 CONFIGS = {
     'estimator_default': ('estimator', 'default'),
     'estimator_mirrored': ('estimator', 'mirrored'),
@@ -43,12 +43,13 @@ CONFIGS = {
     'tabular_input': ('tabular_input', None),
     'tabular_read': ('tabular_read', None),
     'tabular_parse': ('tabular_parse', None),
+    'tabular_encode': ('tabular_encode', None),
     'tabular_step': ('tabular_step', 'default'),
 }
 ENGINES = ('estimator', 'ctl', 'keras')
 TABULAR_CONFIGS = ('canned_dnn', 'canned_wide_deep', 'fit_tabular',
                    'fit_package_dnn', 'tabular_read', 'tabular_parse',
-                   'tabular_input', 'tabular_step')
+                   'tabular_input', 'tabular_encode', 'tabular_step')
 # The configurations of each workload (scripts/benchmark.py --workload).
 # Census: the package's engines train --model=dnn on it through the CLI
 # (`census_setup`: --feature_spec and the files), evaluated on its test

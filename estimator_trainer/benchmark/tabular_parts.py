@@ -8,6 +8,9 @@ of where the engines' time goes), on the census workload's `setup`
   tabular_read,   the same input_fn cut after its batches of records, or
   tabular_parse   after parsing them (`input.STAGES`): with tabular_input,
                   where its time goes (reading, parsing, preprocessing);
+  tabular_encode  the engines' preprocessing (the Encoder) alone on ONE
+                  parsed batch already in memory: with tabular_read and
+                  tabular_input, parsing's share is the rest;
   tabular_step    the engines' model (--model) and optimizer on ONE encoded
                   batch already in memory, `every_steps` steps per
                   tf.function call: the ceiling of any engine.
@@ -59,6 +62,39 @@ def run_input(setup, steps, batch_size, every_steps, stage='encode'):
   return {'rates': timer.rates}
 
 
+def _rates(steps_fn, steps, batch_size, every_steps):
+  """Examples/s of `steps_fn(num_steps)` (a tf.function) every
+  `every_steps` steps, once traced."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  steps_fn(tf.constant(1)).numpy()  # Traces.
+  rates = []
+  for _ in range(steps // every_steps):
+    start = time.perf_counter()
+    steps_fn(tf.constant(every_steps)).numpy()
+    rates.append(every_steps * batch_size / (time.perf_counter() - start))
+  return {'rates': rates}
+
+
+def run_encode(setup, steps, batch_size, every_steps):
+  """The Encoder on one parsed batch, reduced as `_consumed` reduces a
+  stage's batch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular.encoder import Encoder  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as model_dir:
+    parsed, tabular, _ = _input(setup, batch_size, model_dir, 'parse')
+    raw = next(iter(parsed))[0]
+    encoder = Encoder(tabular.feature_spec, tabular.statistics)
+
+  @tf.function
+  def encode_steps(num_steps):
+    total = tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      total += _consumed(encoder(raw))
+    return total
+
+  return _rates(encode_steps, steps, batch_size, every_steps)
+
+
 def run_step(setup, steps, batch_size, every_steps):
   """Forward, the head's loss, backward and the optimizer's update."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -87,16 +123,11 @@ def run_step(setup, steps, batch_size, every_steps):
       optimizer.apply_gradients(zip(gradients, model.trainable_variables))
     return loss
 
-  train_steps(tf.constant(1)).numpy()  # Traces.
-  rates = []
-  for _ in range(steps // every_steps):
-    start = time.perf_counter()
-    train_steps(tf.constant(every_steps)).numpy()
-    rates.append(every_steps * batch_size / (time.perf_counter() - start))
-  return {'rates': rates}
+  return _rates(train_steps, steps, batch_size, every_steps)
 
 
 WORKLOADS = {'tabular_input': run_input,
              'tabular_read': functools.partial(run_input, stage='read'),
              'tabular_parse': functools.partial(run_input, stage='parse'),
+             'tabular_encode': run_encode,
              'tabular_step': run_step}
