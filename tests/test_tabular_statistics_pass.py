@@ -95,6 +95,28 @@ def test_summaries_of_files_merge_to_the_whole_past_the_exact_size(
     assert abs(ranks[0] - ranks[1]) <= summaries.rank_error() + 1 / 100
 
 
+@pytest.mark.parametrize('at_batch', [0, 1, 2])
+def test_a_batch_python_must_look_at_is_read_again_alone(data_dir,
+                                                         monkeypatch,
+                                                         at_batch):
+  """TFRecord files go through one pipeline; from a batch Python must look
+  at on, the pass reads file by file: the files before it count once, its
+  file's batches before it are taken back."""
+  monkeypatch.setattr(scan, '_BATCH', 600)  # 1,000 rows a file.
+  source = _source(data_dir, 'tfrecord')
+  exact = statistics.compute(SPEC, source.columns(TRAIN))
+  values, calls = scan._values, []
+
+  def recheck_once(*args):
+    calls.append(None)
+    if len(calls) == at_batch * 2 + 2:  # Another file's second batch.
+      raise scan._Recheck()
+    return values(*args)
+
+  monkeypatch.setattr(scan, '_values', recheck_once)
+  assert statistics.of_summary(SPEC, scan.summarise(source, TRAIN)) == exact
+
+
 def test_a_vocabulary_has_a_size_cap_and_a_frequency_threshold():
   counts = summaries.Counts()
   counts.add(np.array(['b', 'a', 'c', 'a', 'b', 'a', 'd']))
