@@ -21,6 +21,7 @@ from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+from cluster_launch import restart_alone
 import scripts_dir
 import tabular_sets
 
@@ -468,49 +469,6 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
 # --- A task restarted after the end -----------------------------------------
 
 
-def _restart_alone(command, log, cluster, index):
-  """Restarts one worker of `cluster` after training ended, its peers gone:
-  it must exit 0 (not wait --cluster_timeout_secs for them); returns its
-  log."""
-  proc = _start_task(command, log, cluster, index)
-  assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-  return log.read_text()
-
-
-def _files(model_dir):
-  return {str(path.relative_to(model_dir)): path.stat().st_mtime_ns
-          for path in model_dir.rglob('*') if path.is_file()}
-
-
-@pytest.mark.default_stack_only
-@pytest.mark.slow
-def test_tf2_workers_restarted_after_the_end_exit_0_having_nothing_to_do(
-    tmp_path, mnist_small_dir):
-  model_dir = tmp_path / 'model'
-  command = _command(model_dir, mnist_small_dir, '--engine=ctl',
-                     '--strategy=multi_worker_mirrored', '--train_steps=20',
-                     '--save_checkpoints_steps=20', '--steps_per_loop=10',
-                     '--cluster_timeout_secs=30')
-  cluster = scripts_dir.load('local_cluster').make_cluster(
-      False, 2, 0, False)[0]
-  logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
-  for proc, log in zip(_start_cluster(command, logs, cluster), logs):
-    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
-  files = _files(model_dir)
-  assert 'metrics.json' in files
-
-  # Worker 1 restarted after the chief (worker 0) finished and left.
-  output = _restart_alone(command, tmp_path / 'worker1-restarted.log',
-                          cluster, 1)
-  assert ('Training already finished at step 20: nothing left to do for '
-          'worker:1') in output
-  # The chief too: its results are written.
-  output = _restart_alone(command, tmp_path / 'worker0-restarted.log',
-                          cluster, 0)
-  assert 'Training already finished at step 20 and ' in output
-  assert _files(model_dir) == files
-
-
 @pytest.mark.estimator
 @pytest.mark.slow
 def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
@@ -534,12 +492,10 @@ def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
 
   # Restarted, each alone: the worker has nothing left to do, the chief the
   # final evaluation, export and metrics.json.
-  output = _restart_alone(command, tmp_path / 'worker-restarted.log',
-                          cluster, 1)
+  output = restart_alone(command, cluster, 1)
   assert ('Training already finished at step 20: nothing left to do for '
           'worker:1') in output
-  output = _restart_alone(command, tmp_path / 'chief-restarted.log',
-                          cluster, 0)
+  output = restart_alone(command, cluster, 0)
   assert ('Training already finished at step 20: its final evaluation and '
           'export are left') in output
   metrics = json.loads((model_dir / 'metrics.json').read_text())
