@@ -77,28 +77,6 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
 
 
 @pytest.mark.estimator
-def test_parameter_server_cluster(tmp_path, mnist_small_dir):
-  model_dir = tmp_path / 'model'
-  result = launch(['--chief', '--workers=1', '--ps=1'], _flags(
-      model_dir, mnist_small_dir, '--strategy=parameter_server',
-      '--train_steps=200', '--save_checkpoints_steps=100'))
-  assert result.returncode == 0, result.stdout[-5000:]
-  assert 'exit codes: chief:0=0, worker:0=0, ps:0=0' in result.stdout
-  assert set(task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
-  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
-      'chief:0'}
-  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
-  # Asynchronous training may pass the last step: chief and worker both
-  # step until each sees 200.
-  finished = task_lines(result.stdout, 'Training finished at step ')
-  assert set(finished) == {'ps:0'}
-  assert int(finished['ps:0'][0].split('at step ')[1].split(':')[0]) >= 200
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] >= 200 and (
-      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
-
-
-@pytest.mark.estimator
 def test_best_export_of_an_evaluator_that_falls_behind(tmp_path,
                                                        fashion_mnist_dir):
   """Parameter-server training keeps 2 checkpoints, a new one every 40
