@@ -21,6 +21,7 @@ from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+from cluster_launch import restart_alone
 import scripts_dir
 import tabular_sets
 
@@ -184,16 +185,19 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 # --- Preemption -------------------------------------------------------------
 
 
+# SIGTERM and Ctrl-C share one handler (faults.py), the engines their own
+# loops: each engine and each signal runs once alone (here and in the TF2
+# section), each case a real run.
+
+
 @pytest.mark.slow
 @pytest.mark.estimator
-@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT],
-                         ids=['sigterm', 'ctrl_c'])
-def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir, signum):
+def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
-  # Checkpoints at step 0 and at the end only: whatever the signal leaves is
+  # Checkpoints at step 0 and at the end only: whatever the Ctrl-C leaves is
   # the step it came at. Estimator logs the step every 10 steps (shown with
-  # --verbosity=1): the signal comes once training is past step 0.
+  # --verbosity=1): the Ctrl-C comes once training is past step 0.
   steps = 1000
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=100000', '--export=final',
@@ -201,17 +205,16 @@ def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
   log = tmp_path / 'stopped.log'
   proc = _start(command, log)
   _wait_for_line(proc, log, r'loss = .*, step = [1-9]')
-  output, seconds = _preempt(proc, log, signum)
+  output, seconds = _preempt(proc, log, signal.SIGINT)
   assert 'Traceback' not in output
-  step = _stopped_step(output, signum)
+  step = _stopped_step(output, signal.SIGINT)
   assert 10 <= step < steps
   assert _check_checkpoints(model_dir) == [0, step]
   # Neither evaluated nor exported: training is not finished.
   assert not (model_dir / 'eval').exists()
   assert not (model_dir / 'export').exists()
   assert not (model_dir / 'metrics.json').exists()
-  print(f'{signal.Signals(signum).name} at step {step}: exit '
-        f'{_STOPPED[signum][0]} after {seconds:.1f} s')
+  print(f'Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
 
   rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
   assert _restored_step(rerun_log, model_dir) == step
@@ -220,14 +223,17 @@ def test_sigterm_or_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
 
 @pytest.mark.slow
 @pytest.mark.parametrize('engine', [
-    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+    pytest.param('estimator', marks=pytest.mark.estimator),
+    pytest.param('ctl', marks=pytest.mark.both_stacks)])
 def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
     tmp_path, engine):
-  """Preemption is the same on structured data: a wide & deep model with an
-  optimizer per part, stopped by SIGTERM, saves its step (both optimizers'
-  slots with it) and the same command resumes there to the end."""
+  """A wide & deep model with an optimizer per part, stopped by SIGTERM,
+  saves its step (both optimizers' slots with it), and the same command
+  resumes there to the end."""
   data = tabular_sets.write_census(tmp_path / "data")
   model_dir = tmp_path / 'model'
+  # As in test_ctrl_c_saves_the_current_step_and_the_rerun_resumes (the
+  # TF2 engines save no step 0).
   steps = 2000
   command = [sys.executable, '-m', 'estimator_trainer.run',
              f'--model_dir={model_dir}', f'--engine={engine}',
@@ -242,12 +248,19 @@ def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
   log = tmp_path / 'stopped.log'
   proc = _start(command, log)
   _wait_for_line(proc, log, r'loss = .*, step = [1-9]')
-  output, _ = _preempt(proc, log)
+  output, seconds = _preempt(proc, log)
   assert 'Traceback' not in output
   step = _stopped_step(output)
   assert 10 <= step < steps
-  assert max(_check_checkpoints(model_dir)) == step
+  assert _check_checkpoints(model_dir) == (
+      [0, step] if engine == 'estimator' else [step])
+  # Neither evaluated nor exported: training is not finished. (The TF2
+  # engines make model_dir/eval as they start.)
+  assert not layout.read_scalars(str(model_dir / 'eval'))
+  assert not (model_dir / 'export').exists()
   assert not (model_dir / 'metrics.json').exists()
+  print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
+
   rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
   if engine == 'estimator':
     assert _restored_step(rerun_log, model_dir) == step
@@ -431,11 +444,13 @@ def _start_cluster(command, logs, cluster=None):
 @pytest.mark.slow
 def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes(
     tmp_path, mnist_small_dir):
+  """The cluster restarted resumes; its chief, killed in its final
+  evaluation, is restarted alone and finishes it."""
   model_dir = tmp_path / 'model'
   command = _command(model_dir, mnist_small_dir,
                      '--strategy=multi_worker_mirrored', '--train_steps=200',
                      '--save_checkpoints_steps=50',
-                     '--cluster_timeout_secs=20', '--export=none')
+                     '--cluster_timeout_secs=20')
   logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
   chief, worker = _start_cluster(command, logs)
   _wait_for_line(chief, logs[0], r'Saving checkpoints for [1-9]')
@@ -455,130 +470,60 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   _check_checkpoints(model_dir)
   print(f'worker killed: the chief exited {returncode} after {seconds:.1f} s')
 
+  cluster = scripts_dir.load('local_cluster').make_cluster(
+      False, 2, 0, False)[0]
   restarted = [tmp_path / 'chief2.log', tmp_path / 'worker2.log']
-  procs = _start_cluster(command, restarted)
-  for proc, log in zip(procs, restarted):
-    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
-  assert _restored_step(restarted[0].read_text(), model_dir) == latest
-  assert checkpoints.latest_step(str(model_dir)) == 200
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200
-
-
-# --- A task restarted after the end -----------------------------------------
-
-
-def _restart_alone(command, log, cluster, index):
-  """Restarts one worker of `cluster` after training ended, its peers gone:
-  it must exit 0 (not wait --cluster_timeout_secs for them); returns its
-  log."""
-  proc = _start_task(command, log, cluster, index)
-  assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-  return log.read_text()
-
-
-def _files(model_dir):
-  return {str(path.relative_to(model_dir)): path.stat().st_mtime_ns
-          for path in model_dir.rglob('*') if path.is_file()}
-
-
-@pytest.mark.default_stack_only
-@pytest.mark.slow
-def test_tf2_workers_restarted_after_the_end_exit_0_having_nothing_to_do(
-    tmp_path, mnist_small_dir):
-  model_dir = tmp_path / 'model'
-  command = _command(model_dir, mnist_small_dir, '--engine=ctl',
-                     '--strategy=multi_worker_mirrored', '--train_steps=20',
-                     '--save_checkpoints_steps=20', '--steps_per_loop=10',
-                     '--cluster_timeout_secs=30')
-  cluster = scripts_dir.load('local_cluster').make_cluster(
-      False, 2, 0, False)[0]
-  logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
-  for proc, log in zip(_start_cluster(command, logs, cluster), logs):
-    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
-  files = _files(model_dir)
-  assert 'metrics.json' in files
-
-  # Worker 1 restarted after the chief (worker 0) finished and left.
-  output = _restart_alone(command, tmp_path / 'worker1-restarted.log',
-                          cluster, 1)
-  assert ('Training already finished at step 20: nothing left to do for '
-          'worker:1') in output
-  # The chief too: its results are written.
-  output = _restart_alone(command, tmp_path / 'worker0-restarted.log',
-                          cluster, 0)
-  assert 'Training already finished at step 20 and ' in output
-  assert _files(model_dir) == files
-
-
-@pytest.mark.estimator
-@pytest.mark.slow
-def test_a_chief_killed_in_its_final_evaluation_restarts_and_finishes(
-    tmp_path, mnist_small_dir):
-  model_dir = tmp_path / 'model'
-  command = _command(model_dir, mnist_small_dir,
-                     '--strategy=multi_worker_mirrored', '--train_steps=20',
-                     '--save_checkpoints_steps=20', '--cluster_timeout_secs=30')
-  cluster = scripts_dir.load('local_cluster').make_cluster(
-      False, 2, 0, False)[0]
-  logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
-  chief, worker = _start_cluster(command, logs, cluster)
+  chief, worker = _start_cluster(command, restarted, cluster)
   # The chief marks training finished, then evaluates: killed there.
-  _wait_until(chief, logs[0], (model_dir / 'finished' / 'worker-0.json'
-                               ).exists, "the chief's finished mark")
+  _wait_until(chief, restarted[0], (model_dir / 'finished' / 'worker-0.json'
+                                    ).exists, "the chief's finished mark")
   chief.kill()
   chief.wait()
-  assert worker.wait(timeout=300) == 0, logs[1].read_text()[-3000:]
+  assert worker.wait(timeout=300) == 0, restarted[1].read_text()[-3000:]
+  assert _restored_step(restarted[0].read_text(), model_dir) == latest
+  assert checkpoints.latest_step(str(model_dir)) == 200
   assert not (model_dir / 'metrics.json').exists()  # Killed in time.
   assert not (model_dir / 'export').exists()
 
   # Restarted, each alone: the worker has nothing left to do, the chief the
   # final evaluation, export and metrics.json.
-  output = _restart_alone(command, tmp_path / 'worker-restarted.log',
-                          cluster, 1)
-  assert ('Training already finished at step 20: nothing left to do for '
+  output = restart_alone(command, cluster, 1)
+  assert ('Training already finished at step 200: nothing left to do for '
           'worker:1') in output
-  output = _restart_alone(command, tmp_path / 'chief-restarted.log',
-                          cluster, 0)
-  assert ('Training already finished at step 20: its final evaluation and '
+  output = restart_alone(command, cluster, 0)
+  assert ('Training already finished at step 200: its final evaluation and '
           'export are left') in output
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 20
+  assert metrics['global_step'] == 200
   assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
-  assert checkpoints.latest_step(str(model_dir)) == 20
+  assert checkpoints.latest_step(str(model_dir)) == 200
 
 
 # --- The TF2 engines ---------------------------------------------------------
 
 
-# Each engine and each signal once (the signals share one handler,
-# faults.py; the engines their own loops): each case costs a real run.
 @pytest.mark.slow
-@pytest.mark.parametrize('engine, signum', [
-    pytest.param('ctl', signal.SIGTERM, marks=pytest.mark.both_stacks),
-    ('keras', signal.SIGINT)],
-                         ids=['ctl-sigterm', 'keras-ctrl_c'])
-def test_tf2_engine_sigterm_or_ctrl_c_saves_the_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir, engine, signum):
+@pytest.mark.default_stack_only
+def test_keras_ctrl_c_saves_the_step_and_the_rerun_resumes(
+    tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
-  # The signal once a first checkpoint (step 50) shows training is under
+  # The Ctrl-C once a first checkpoint (step 50) shows training is under
   # way (polled every 0.1 s; 350 more steps take ~4 s here); the checkpoint
   # of the step it came at must be the latest.
-  command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
+  command = _command(model_dir, mnist_small_dir, '--engine=keras',
                      '--train_steps=400', '--save_checkpoints_steps=50',
                      '--export=none')
   log = tmp_path / 'stopped.log'
   proc = _start(command, log)
   _wait_for_checkpoint(proc, log, model_dir, 50)
-  output, seconds = _preempt(proc, log, signum)
+  output, seconds = _preempt(proc, log, signal.SIGINT)
   assert 'Traceback' not in output
-  step = _stopped_step(output, signum)
+  step = _stopped_step(output, signal.SIGINT)
   assert 50 <= step < 400
   assert checkpoints.latest_step(str(model_dir)) == step
   assert not (model_dir / 'metrics.json').exists()
-  print(f'{engine}: {signal.Signals(signum).name} at step {step}: exit '
-        f'{_STOPPED[signum][0]} after {seconds:.1f} s')
+  print(f'keras: Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
 
   rerun_log, _ = _rerun_to_the_end(command, model_dir, 400)
   assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log

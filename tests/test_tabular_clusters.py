@@ -90,12 +90,24 @@ def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
                                                           engine):
   """Each ps holds half of the table; the checkpoint keeps it whole, which
   the evaluation's and the export's models (no strategy) restore; the
-  export serves what the evaluation measured."""
+  export serves what the evaluation measured. Without an evaluator task,
+  the chief alone evaluates and exports; the ps tasks (and the TF2 engines'
+  workers, which run the chief's steps) serve until training ends."""
   model_dir = tmp_path / 'model'
   result = _launch(['--chief', '--workers=1', '--ps=2'], model_dir, data_dir,
                    f'--engine={engine}', '--strategy=parameter_server')
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: chief:0=0, worker:0=0, ps:0=0, ps:1=0' in result.stdout
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'chief:0'}
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
+      'chief:0'}
+  finished = task_lines(result.stdout, 'Training finished at step ')
+  assert set(finished) == {'ps:0', 'ps:1'} | (
+      set() if engine == 'estimator' else {'worker:0'})
+  # Asynchronous training may pass the last step: the estimator's chief and
+  # worker both step until each sees 20.
+  assert all(int(re.search(r'at step (\d+)', line).group(1)) >= 20
+             for lines in finished.values() for line in lines)
   placed = task_lines(result.stdout, f'Partitioned {TABLE} ')
   assert set(placed) == {'chief:0'} and len(placed['chief:0']) == 1
   print(placed['chief:0'][0])
