@@ -5,8 +5,6 @@ import random
 
 import tensorflow as tf
 
-from estimator_trainer import models
-
 NOT_CALLABLE = 3
 
 
@@ -48,21 +46,6 @@ def _in_float64(layer):
   return type(layer).from_config(config)
 
 
-def resnet20_float64(input_shape, num_classes, seed=None,
-                     sync_batch_norm=False):
-  """The package's ResNet-20 computing in float64, logits included (the
-  replicas' gradients are all-reduced packed together: one dtype), cast to
-  float32 at the end: float32 rounding, amplified through 19 batch norms,
-  would hide whether two computations are the same one."""
-  with tf.Graph().as_default():  # Leaves no unused variables behind.
-    original = models.resnet20(input_shape, num_classes, seed=seed,
-                               sync_batch_norm=sync_batch_norm)
-  model = tf.keras.models.clone_model(original, clone_function=_in_float64)
-  logits = tf.keras.layers.Activation('linear', dtype='float32')(
-      model.output)
-  return tf.keras.Model(model.input, logits)
-
-
 def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False,
                 momentum=0.99):
   """Three convolutions with batch norm and not one layer named, as most
@@ -77,7 +60,8 @@ def unnamed_cnn(input_shape, num_classes, sync_batch_norm=False,
   return tf.keras.Model(images, layers.Dense(num_classes, dtype='float32')(x))
 
 
-def bn_cnn(input_shape, num_classes, seed=None, momentum=0.999):
+def bn_cnn(input_shape, num_classes, seed=None, momentum=0.999,
+           sync_batch_norm=False, conv_biases=True):
   """Two convolutions with batch norm, of momentum 0.999 as Keras
   Applications build it: after a few hundred steps its moving statistics
   are still mostly their initial values."""
@@ -88,17 +72,36 @@ def bn_cnn(input_shape, num_classes, seed=None, momentum=0.999):
   return tf.keras.Sequential([
       tf.keras.layers.Input(input_shape),
       tf.keras.layers.Conv2D(8, 3, strides=2, kernel_initializer=init(0),
-                             name='conv1'),
-      tf.keras.layers.BatchNormalization(momentum=momentum, name='bn1'),
+                             use_bias=conv_biases, name='conv1'),
+      tf.keras.layers.BatchNormalization(
+          momentum=momentum, synchronized=sync_batch_norm, name='bn1'),
       tf.keras.layers.ReLU(),
       tf.keras.layers.Conv2D(16, 3, strides=2, kernel_initializer=init(1),
-                             name='conv2'),
-      tf.keras.layers.BatchNormalization(momentum=momentum, name='bn2'),
+                             use_bias=conv_biases, name='conv2'),
+      tf.keras.layers.BatchNormalization(
+          momentum=momentum, synchronized=sync_batch_norm, name='bn2'),
       tf.keras.layers.ReLU(),
       tf.keras.layers.GlobalAveragePooling2D(),
       tf.keras.layers.Dense(num_classes, kernel_initializer=init(2),
                             name='logits', dtype='float32'),
   ])
+
+
+def bn_cnn_float64(input_shape, num_classes, seed=None,
+                   sync_batch_norm=False):
+  """bn_cnn computing in float64, logits included (the replicas' gradients
+  are all-reduced packed together: one dtype), cast to float32 at the end:
+  float32 rounding, amplified through batch norm's backward pass, would
+  hide whether two computations are the same one. Its convolutions have
+  no bias, as ResNet-20's: batch norm's mean cancels a bias, whose change
+  would be rounding alone."""
+  with tf.Graph().as_default():  # Leaves no unused variables behind.
+    original = bn_cnn(input_shape, num_classes, seed=seed,
+                      sync_batch_norm=sync_batch_norm, conv_biases=False)
+  model = tf.keras.models.clone_model(original, clone_function=_in_float64)
+  logits = tf.keras.layers.Activation('linear', dtype='float32')(
+      model.output)
+  return tf.keras.Model(model.input, logits)
 
 
 def mobilenet_v2(input_shape, num_classes, seed=None):

@@ -95,7 +95,9 @@ ENGINES_AND_REPLICAS = [
 
 
 def _train(config):
-  """Runs `config`; returns metrics.json."""
+  """Runs `config`; returns metrics.json. (A test that reads no evaluation
+  runs mode train instead: each costs a graph and a pass over the test
+  files.)"""
   engines.ENGINES[config.engine].run(config)
   with open(f'{config.model_dir}/metrics.json') as f:
     return json.load(f)
@@ -278,10 +280,10 @@ def test_the_statistics_are_the_global_batches_on_1_and_2_replicas(
   statistics = []
   for strategy, replicas in [('default', 0), ('mirrored', 2)]:
     config = _config(tmp_path / strategy, colors16, engine=engine,
-                     strategy=strategy, cpu_replicas=replicas,
+                     mode='train', strategy=strategy, cpu_replicas=replicas,
                      optimizer='sgd', learning_rate=1e-30, lr_decay='none',
                      train_steps=1, bn_recompute_batches=3)
-    _train(config)
+    engines.ENGINES[engine].run(config)
     statistics.append(_saved_statistics(_restored(config)))
   one, two = statistics
   for (mean1, variance1), (mean2, variance2) in zip(one, two):
@@ -344,12 +346,12 @@ def test_accumulated_micro_batches_update_the_statistics_in_a_row(
   each replica's in a row."""
   statistics = []
   for name, micro_batches, steps in [('plain', 1, 12), ('accumulated', 4, 3)]:
-    config = _config(tmp_path / name, colors16, engine=engine,
+    config = _config(tmp_path / name, colors16, engine=engine, mode='train',
                      optimizer='sgd', learning_rate=1e-30, lr_decay='none',
                      shuffle_buffer=0, model_kwargs={'momentum': 0.9},
                      accumulate_steps=micro_batches, train_steps=steps,
                      **_on(replicas))
-    _train(config)
+    engines.ENGINES[engine].run(config)
     statistics.append(_saved_statistics(_restored(config)))
   plain, accumulated = statistics
   for (mean1, variance1), (mean2, variance2) in zip(plain, accumulated):

@@ -16,7 +16,6 @@ import tensorflow_datasets as tfds
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import make_input_fn
-from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
@@ -304,28 +303,29 @@ def test_a_cluster_chief_that_fails_before_its_first_step_leaves_none(
   assert not list(model_dir.glob('*ckpt*'))
 
 
-def _resnet_mnist(model_dir, mnist_small_dir, **overrides):
-  return TrainConfig(**{'model_dir': str(model_dir), 'dataset': 'mnist',
-                        'idx_dir': str(mnist_small_dir), 'model': 'resnet20',
-                        **overrides})
+def _mnist(model_dir, mnist_small_dir, **overrides):
+  return TrainConfig(model_dir=str(model_dir), dataset='mnist',
+                     idx_dir=str(mnist_small_dir), **overrides)
 
 
 @pytest.mark.slow
 def test_batch_norm_moving_statistics_train_and_serve(estimator, tmp_path,
                                                       mnist_small_dir):
   """Under Estimator the Keras layers' updates must be in the train op; the
-  moving statistics are what evaluation and the SavedModel use."""
-  config = _resnet_mnist(tmp_path, mnist_small_dir, train_steps=20,
-                         batch_size_per_replica=32, export='final')
+  moving statistics are what evaluation and the SavedModel use. Of any
+  model with batch norm: two convolutions, Keras's momentum 0.99."""
+  config = _mnist(tmp_path, mnist_small_dir, model=builders.bn_cnn,
+                  model_kwargs={'momentum': 0.99}, train_steps=20,
+                  batch_size_per_replica=32, export='final')
   estimator.train_and_evaluate(config)
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
-  moving_mean = reader.get_tensor('bn0/moving_mean')
-  moving_variance = reader.get_tensor('bn0/moving_variance')
+  moving_mean = reader.get_tensor('bn1/moving_mean')
+  moving_variance = reader.get_tensor('bn1/moving_variance')
   assert np.abs(moving_mean).max() > 1e-3  # Initialized to 0.
   assert np.abs(moving_variance - 1).max() > 1e-3  # Initialized to 1.
   # The same weights in a Keras model, in inference mode (moving
   # statistics), give what the SavedModel serves.
-  model = models.build('resnet20', (28, 28, 1), 10)
+  model = builders.bn_cnn((28, 28, 1), 10, momentum=0.99)
   for variable in model.weights:
     variable.assign(reader.get_tensor(variable.name.split(':')[0]))
   images = next(iter(sources.IdxSource('mnist', str(mnist_small_dir)).dataset(
@@ -348,15 +348,17 @@ def _bn_weights(checkpoint):
 
 def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
   """The largest relative difference of a variable's change over `steps`
-  SGD steps between 1 and 2 replicas (same global batch), with ResNet-20
-  computing in float64."""
+  SGD steps between 1 and 2 replicas (same global batch), with two
+  convolutions and batch norms computing in float64 (what does not depend
+  on the depth: ResNet-20's synchronized gradients are
+  test_sync_batch_norm_gradients_are_the_1_replica_gradients)."""
   estimator = pytest.importorskip('estimator_trainer.estimator',
                                   exc_type=ImportError)
   changes = {}
   for name, replicas in [('default', 0), ('mirrored', 2)]:
     model_dir = tmp_path / f'{name}_{sync_batch_norm}'
-    estimator.train(_resnet_mnist(
-        model_dir, mnist_small_dir, model=builders.resnet20_float64,
+    estimator.train(_mnist(
+        model_dir, mnist_small_dir, model=builders.bn_cnn_float64,
         strategy=name, cpu_replicas=replicas, global_batch_size=32,
         optimizer='sgd', learning_rate=0.05, lr_decay='none',
         shuffle_buffer=0, train_steps=steps, sync_batch_norm=sync_batch_norm))
@@ -376,10 +378,10 @@ def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
   """Synchronized statistics make 2 replicas take the 1-replica step, moving
   statistics included, within the CNN's bound (per-replica statistics make
   the steps differ by design: see the next test). In float64: in float32 the
-  same batch in another order already moves this model's gradient by ~1 %
+  same batch in another order already moves ResNet-20's gradient by ~1 %
   (docs/guide/performance.md, synchronized batch norm)."""
   synced = invariance_score(tmp_path, mnist_small_dir, True, steps=1)
-  print(f'resnet20 invariance score (1 step, 1 vs 2 replicas, float64, sync '
+  print(f'bn_cnn invariance score (1 step, 1 vs 2 replicas, float64, sync '
         f'batch norm): {synced:.1e}')
   assert synced < 1e-5
 
