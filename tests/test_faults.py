@@ -453,8 +453,10 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
                      '--cluster_timeout_secs=20')
   logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
   chief, worker = _start_cluster(command, logs)
-  _wait_for_line(chief, logs[0], r'Saving checkpoints for [1-9]')
-  time.sleep(1)
+  # Killed while training, its first checkpoint after step 0 whole.
+  _wait_until(chief, logs[0],
+              lambda: checkpoints.latest_step(str(model_dir)) > 0,
+              'checkpoint after step 0')
   worker.kill()
   killed = time.monotonic()
   returncode = chief.wait(timeout=120)
