@@ -73,8 +73,7 @@ def _tfrecords(source, split, paths, head, bar):
       if current is None or path != paths[index]:
         if current is not None:
           summary.merge(current)
-        # Files between gave no batch: they are empty.
-        index = paths.index(path, index + (current is not None))
+        index = paths.index(path, index)  # Files between gave no batch.
         current, progress = split_summary.SplitSummary(
             source.feature_spec, head), []
       current.add(_values(source.feature_spec, columns, checks), rows)
@@ -121,11 +120,10 @@ def _read(source, head, bar, progress, reader):
 def _tensorflow_batches(source, split, paths):
   """(path, (rows, columns, checks)) numpy batches of the files at `paths`,
   in order, as _parse gives them; no batch spans two files."""
+  # A split's files are all gzipped or none (TabularSource checks).
+  compression = sources.compression(paths)
 
   def records(path):
-    # Each file's own compression.
-    compression = tf.where(tf.strings.regex_full_match(path, r'.*\.gz'),
-                           'GZIP', '')
     if source.is_csv:
       return tf.data.TextLineDataset(path, compression).skip(1)
     return tf.data.TFRecordDataset(path, compression)
