@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import time
@@ -74,40 +73,6 @@ def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
   # The evaluator TF_CONFIG lists leaves no announcement behind
   # (test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it).
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
-
-
-@pytest.mark.estimator
-def test_best_export_of_an_evaluator_that_falls_behind(tmp_path,
-                                                       fashion_mnist_dir):
-  """Parameter-server training keeps 2 checkpoints, a new one every 40
-  steps; the evaluator, slower (the whole 10,000-image test set), finds
-  some deleted after their evaluation, before their export. --export=best
-  ends with the best model it could export; no export that failed raises
-  the bar or leaves a temp-*; --exports_to_keep holds there too."""
-  model_dir = tmp_path / 'model'
-  result = launch(['--chief', '--workers=1', '--ps=1', '--evaluator'],
-                   _flags(model_dir, fashion_mnist_dir,
-                          '--strategy=parameter_server', '--train_steps=800',
-                          '--save_checkpoints_steps=40',
-                          '--keep_checkpoint_max=2', '--export=best',
-                          '--exports_to_keep=2',
-                          '--throttle_secs=0', '--lr_decay=none',
-                          '--learning_rate=0.01', '--shuffle_buffer=1000'))
-  assert result.returncode == 0, result.stdout[-5000:]
-  lost = {int(step) for step in re.findall(
-      r'model\.ckpt-(\d+) was deleted .* before its export: not exported',
-      result.stdout)}
-  evaluated = dict(layout.read_scalars(str(model_dir / 'eval'))['accuracy'])
-  print(f'{len(evaluated)} evaluations, {len(lost)} not exported: '
-        f'training deleted their checkpoint first ({sorted(lost)})')
-  best = model_dir / 'export' / 'best'
-  assert all(name.isdigit() for name in os.listdir(best))  # No temp-*.
-  exported = [json.loads((best / name / export_policy.RECORD).read_text())[
-      'accuracy'] for name in sorted(os.listdir(best), key=int)]
-  assert len(exported) <= 2 and exported == sorted(exported)
-  assert exported[-1] == pytest.approx(max(
-      accuracy for step, accuracy in evaluated.items() if step not in lost),
-                                       rel=1e-6)
 
 
 def _weight_changes(model_dir, steps):
