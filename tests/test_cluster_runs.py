@@ -34,47 +34,6 @@ def _flags(model_dir, idx_dir, *extra):
           '--cluster_timeout_secs=120', *extra]
 
 
-@pytest.mark.estimator
-def test_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
-  model_dir = tmp_path / 'model'
-  result = launch(['--workers=2', '--evaluator'], _flags(
-      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
-      # Checkpoints 0, 100, ..., 400: the evaluator, slower to start than
-      # training, still finds some before the last.
-      '--train_steps=400', '--save_checkpoints_steps=100', '--export=latest'))
-  assert result.returncode == 0, result.stdout[-5000:]
-  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
-  # The evaluator exports after each evaluation; nobody else exports.
-  assert len(list(model_dir.glob('export/latest/*/saved_model.pb'))) >= 2
-  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
-      'evaluator:0'}
-  # Each worker reads its own half of the data.
-  assert set(task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
-      'worker:0'}
-  assert set(task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
-      'worker:1'}
-  # Checkpoints in model_dir come from the chief (worker 0) only, and the
-  # other worker's scratch directory is gone.
-  assert set(task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
-      'worker:0'}
-  assert not list(model_dir.glob('tmp_*'))
-  # One training event file in model_dir: the chief's.
-  assert len(list(model_dir.glob('events.out.tfevents.*'))) == 1
-  # The evaluator evaluated while training ran and wrote the final metrics.
-  assert set(task_lines(result.stdout, 'Final evaluation')) == {
-      'evaluator:0'}
-  evaluated = task_lines(result.stdout, 'Saving dict for global step')
-  assert len(evaluated['evaluator:0']) >= 2
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 400
-  assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
-  assert metrics['accuracy'] > 0.5
-  assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
-  # The evaluator TF_CONFIG lists leaves no announcement behind
-  # (test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it).
-  assert not (model_dir / layout.EVALUATOR_FILE).exists()
-
-
 def _weight_changes(model_dir, steps):
   changes = {}
   initial = tf.train.load_checkpoint(str(model_dir / 'model.ckpt-0'))
@@ -182,19 +141,44 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
 @pytest.mark.estimator
 def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
   """The evaluator ends on the evaluation that meets the rule (metrics.json
-  and the final export are of it); both workers, which follow its
-  evaluations, stop together soon after."""
+  and the last export are of it); both workers, which follow its
+  evaluations, stop together soon after. And what any cluster of 2 workers
+  and an evaluator TF_CONFIG lists does (the evaluator TF_CONFIG lists
+  not: test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it)."""
   model_dir = tmp_path / 'model'
   result = launch(['--workers=2', '--evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
       '--optimizer=sgd', '--learning_rate=1e-12', '--lr_decay=none',
       '--train_steps=2000', '--save_checkpoints_steps=20',
-      '--throttle_secs=0', '--early_stopping_evals=2', '--export=final'))
+      '--throttle_secs=0', '--early_stopping_evals=2', '--export=latest'))
   assert result.returncode == 0, result.stdout[-5000:]
+  assert 'exit codes: worker:0=0, worker:1=0, evaluator:0=0' in result.stdout
   assert set(task_lines(result.stdout, 'Early stopping requested')) == {
       'worker:0', 'worker:1'}
+  # Each worker reads its own half of the data.
+  assert set(task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
+      'worker:0'}
+  assert set(task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
+      'worker:1'}
+  # Checkpoints in model_dir come from the chief (worker 0) only, and the
+  # other worker's scratch directory is gone.
+  assert set(task_lines(result.stdout, f'into {model_dir}/model.ckpt')) == {
+      'worker:0'}
+  assert not list(model_dir.glob('tmp_*'))
+  # One training event file in model_dir: the chief's.
+  assert len(list(model_dir.glob('events.out.tfevents.*'))) == 1
+  # The evaluator evaluated while training ran, exported (nobody else
+  # does) and wrote the final metrics.
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {
+      'evaluator:0'}
+  assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
+      'evaluator:0'}
+  assert list((model_dir / 'eval').glob('events.out.tfevents.*'))
+  # The evaluator TF_CONFIG lists leaves no announcement behind.
+  assert not (model_dir / layout.EVALUATOR_FILE).exists()
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] < 2000
+  assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   # The rule is met at metrics.json's evaluation, not before it.
   accuracies = early_stopping.eval_accuracies(str(model_dir / 'eval'))
   steps = sorted(step for step in accuracies
@@ -203,8 +187,13 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
       {step: accuracies[step] for step in steps[:n]}) >= 2
          for n in range(1, len(steps) + 1)]
   assert met[-1] and not any(met[:-1]), (steps, accuracies)
-  exported, = (model_dir / 'export' / 'final').iterdir()
-  record = json.loads((exported / export_policy.RECORD).read_text())
+  exports = sorted((model_dir / 'export' / 'latest').iterdir(),
+                   key=lambda path: int(path.name))
+  # An export after each evaluation (the rule needs 3); the last of the
+  # evaluation that met it.
+  assert len(exports) >= 2
+  assert all((path / 'saved_model.pb').exists() for path in exports)
+  record = json.loads((exports[-1] / export_policy.RECORD).read_text())
   assert record['global_step'] == metrics['global_step']
   assert layout.checkpoint_step(tf.train.latest_checkpoint(
       str(model_dir))) >= metrics['global_step']
@@ -381,7 +370,7 @@ def test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it(
   chief evaluated and exported the final checkpoint as the evaluator did,
   and the evaluator failed 2 runs in 3 (AlreadyExistsError). The evaluator
   announces itself in the model_dir; the chief leaves the end to it. (The
-  evaluator TF_CONFIG lists: test_two_workers_and_an_evaluator.)"""
+  evaluator TF_CONFIG lists: test_early_stopping_in_a_multi_worker_cluster.)"""
   model_dir = tmp_path / 'model'
   result = launch(['--workers=2', '--unlisted_evaluator'], _flags(
       model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
@@ -393,8 +382,9 @@ def test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it(
   assert set(task_lines(result.stdout, 'Exported a SavedModel to')) == {
       'evaluator:0'}
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
-  assert json.loads((model_dir / 'metrics.json').read_text())[
-      'global_step'] == 60
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 60
+  assert metrics['accuracy'] > 0.5  # The cluster trained (0.75 here).
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
 
 
