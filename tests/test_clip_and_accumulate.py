@@ -14,7 +14,8 @@ from estimator_trainer import models
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
 from test_engines import _summary_values
-from cluster_launch import launch
+from cluster_launch import launch, task_lines
+from conftest import MNIST_SMALL_TEST_EXAMPLES
 import engine_params
 
 IMAGE_SHAPE, CLASSES, SEED = (28, 28, 1), 10, 42
@@ -151,29 +152,50 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
 
 @pytest.mark.slow
 @pytest.mark.serial  # A cluster on free ports.
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('ctl', 'keras')))
 def test_two_workers_clip_and_accumulate_like_one_process(
     tmp_path, mnist_small_dir, engine):
   """2 multi_worker_mirrored workers x 2 micro-batches of 32, every step
-  clipped, step as 1 process at the same global batch."""
-  steps = 3
+  clipped, step as 1 process at the same global batch. And what any TF2
+  engine's 2 workers do: each reads its half of the data; the chief alone
+  saves into model_dir (at exact steps, in loops of steps), evaluates,
+  writes the results and exports; the other worker's scratch dir goes."""
+  steps, tf2 = 4, engine != 'estimator'
   flags = dict(global_batch_size=64, accumulate_steps=2,
                clip_global_norm=CLIP, train_steps=steps)
   assert _train(tmp_path / 'one', mnist_small_dir, engine, **flags) == steps
+  model_dir = tmp_path / 'two'
   two = launch(['--workers=2'], [
-      f'--model_dir={tmp_path / "two"}', '--dataset=mnist',
+      f'--model_dir={model_dir}', '--dataset=mnist',
       f'--idx_dir={mnist_small_dir}', f'--engine={engine}',
       '--strategy=multi_worker_mirrored', '--cluster_timeout_secs=120',
       '--optimizer=sgd', f'--learning_rate={LEARNING_RATE}',
-      '--lr_decay=none', '--shuffle_buffer=0', '--export=none',
-      f'--seed={SEED}', *(f'--{name}={value}' for name, value in
-                          flags.items())])
+      '--lr_decay=none', '--shuffle_buffer=0', f'--seed={SEED}',
+      *(['--export=final', '--save_checkpoints_steps=2',
+         '--steps_per_loop=2'] if tf2 else ['--export=none']),
+      *(f'--{name}={value}' for name, value in flags.items())])
   assert two.returncode == 0, two.stdout[-5000:]
-  score = _score(_changes(tmp_path / 'two', steps),
+  score = _score(_changes(model_dir, steps),
                  _changes(tmp_path / 'one', steps))
   print(f'clip and accumulate on 2 {engine} workers: invariance score '
         f'{score:.1e}')
   assert score < 0.01
+  if not tf2:  # Its cluster's own: test_cluster_runs.py's early stopping.
+    return
+  assert 'exit codes: worker:0=0, worker:1=0' in two.stdout
+  assert set(task_lines(two.stdout, 'Input pipeline 0 of 2')) == {'worker:0'}
+  assert set(task_lines(two.stdout, 'Input pipeline 1 of 2')) == {'worker:1'}
+  # Both workers evaluate (collectively); the chief alone writes results.
+  assert set(task_lines(two.stdout, 'Final evaluation')) == {'worker:0'}
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == steps and (
+      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
+  assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
+      'ckpt-2.index', 'ckpt-4.index']
+  # The chief's final export; the other worker's went to its scratch dir.
+  assert len(list((model_dir / 'export' / 'final').iterdir())) == 1
+  assert not list(model_dir.glob('tmp_*'))
 
 
 def test_epochs_count_optimizer_steps_of_every_micro_batch(tmp_path):

@@ -218,33 +218,6 @@ def test_tf2_early_stopping_in_a_multi_worker_cluster(tmp_path,
   assert metrics['global_step'] == 60
 
 
-@pytest.mark.both_stacks
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
-def test_tf2_engines_train_across_two_workers(tmp_path, mnist_small_dir,
-                                              engine):
-  model_dir = tmp_path / 'model'
-  result = launch(['--workers=2'], _flags(
-      model_dir, mnist_small_dir, f'--engine={engine}',
-      '--strategy=multi_worker_mirrored', '--train_steps=100',
-      '--save_checkpoints_steps=50', '--steps_per_loop=10'))
-  assert result.returncode == 0, result.stdout[-5000:]
-  assert 'exit codes: worker:0=0, worker:1=0' in result.stdout
-  assert set(task_lines(result.stdout, 'Input pipeline 0 of 2')) == {
-      'worker:0'}
-  assert set(task_lines(result.stdout, 'Input pipeline 1 of 2')) == {
-      'worker:1'}
-  # Both workers evaluate (collectively); the chief alone writes results.
-  assert set(task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 100 and (
-      metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
-  assert sorted(p.name for p in model_dir.glob('ckpt-*.index')) == [
-      'ckpt-100.index', 'ckpt-50.index']
-  # The chief's final export; the other worker's went to its scratch dir.
-  assert len(list((model_dir / 'export' / 'final').iterdir())) == 1
-  assert not list(model_dir.glob('tmp_*'))
-
-
 @pytest.mark.default_stack_only
 def test_tf2_precise_batch_norm_in_a_multi_worker_cluster(tmp_path,
                                                          mnist_small_dir):
