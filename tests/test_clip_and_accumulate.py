@@ -157,7 +157,8 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
 def test_two_workers_clip_and_accumulate_like_one_process(
     tmp_path, mnist_small_dir, engine):
   """2 multi_worker_mirrored workers x 2 micro-batches of 32, every step
-  clipped, step as 1 process at the same global batch. And what any TF2
+  clipped, step as 1 process at the same global batch, and summarize its
+  gradient norm and accuracy alike. And what any TF2
   engine's 2 workers do: each reads its half of the data; the chief alone
   saves into model_dir (at exact steps, in loops of steps), evaluates,
   writes the results and exports; the other worker's scratch dir goes."""
@@ -172,6 +173,7 @@ def test_two_workers_clip_and_accumulate_like_one_process(
       '--strategy=multi_worker_mirrored', '--cluster_timeout_secs=120',
       '--optimizer=sgd', f'--learning_rate={LEARNING_RATE}',
       '--lr_decay=none', '--shuffle_buffer=0', f'--seed={SEED}',
+      '--save_summary_steps=1',
       *(['--export=final', '--save_checkpoints_steps=2',
          '--steps_per_loop=2'] if tf2 else ['--export=none']),
       *(f'--{name}={value}' for name, value in flags.items())])
@@ -181,6 +183,20 @@ def test_two_workers_clip_and_accumulate_like_one_process(
   print(f'clip and accumulate on 2 {engine} workers: invariance score '
         f'{score:.1e}')
   assert score < 0.01
+  # The clipped steps hide the gradient's scale: its norm before clipping is
+  # the summed gradient's, as in one process (not a worker's, nor a mean of
+  # the workers'); and the chief's training accuracy is of the global batch,
+  # not of its half (at 64 the halves are right more or less often).
+  # (Not keras's: its training summaries on 2 workers, accuracy and
+  # gradient_norm, are twice one process's, its weights the same; a bug of
+  # its own, reported with issue 48.)
+  for tag, tolerance in (() if engine == 'keras' else (
+      ('gradient_norm', 1e-4), ('accuracy', 0))):
+    alone, cluster = (_summary_values(tmp_path / name, tag)
+                      for name in ('one', 'two'))
+    assert 1 in cluster, (tag, cluster)
+    assert cluster[1] == pytest.approx(alone[1], rel=tolerance), (
+        tag, alone, cluster)
   if not tf2:  # Its cluster's own: test_cluster_runs.py's early stopping.
     return
   assert 'exit codes: worker:0=0, worker:1=0' in two.stdout
