@@ -148,6 +148,10 @@ def _fit(job, evaluate):
         optimizer=job.optimizer, loss=job.head.keras_loss(),
         metrics=job.head.keras_metrics(),
         steps_per_execution=config.steps_per_loop)
+    # fit's logs are the metrics' results, already of the global batch on
+    # every replica: Keras's default reduction ("auto": a sum, beyond TPUs)
+    # would multiply them by the workers of a multi-worker cluster.
+    model.distribute_reduction_method = 'first'
   with preemption.watch(job.strategy) as stop:
     controller = controller_lib.Controller(job, step, evaluate, stop)
     if step < job.max_steps:
