@@ -155,6 +155,8 @@ def _shell_and_yaml(path):
       yield code
 
 
+# The flags are this package's definitions, alike on both stacks.
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_flags_in_the_docs_commands_exist():
   """Every flag a command line in the docs passes is one that command
@@ -173,6 +175,7 @@ def test_flags_in_the_docs_commands_exist():
 _OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
 
 
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_flags_named_in_the_text_exist():
   """Every `--flag` the text names (outside code blocks) is a flag of one
