@@ -1,7 +1,8 @@
 """Bad input through the real CLI: the right exit code, one line, no harm.
 
-Each case runs `python -m estimator_trainer.run` in a subprocess and checks
-the exit code (2: usage error, 1: runtime error), that stderr ends with its
+Each case runs `python -m estimator_trainer.run` (in a subprocess, or for
+the errors found once TensorFlow is loaded mostly in the test's process:
+IN_PROCESS) and checks the exit code (2: usage error, 1: runtime error), that stderr ends with its
 only `error: ...` line, naming the problem, without a traceback, and that
 nothing under the test's tmp dir changed: no model_dir, metrics.json or
 export appeared, and files already there (checkpoints) are untouched.
@@ -10,6 +11,7 @@ export appeared, and files already there (checkpoints) are untouched.
 import collections
 import gzip
 import json
+import logging
 import os
 import pathlib
 import re
@@ -18,14 +20,18 @@ import socket
 import struct
 import subprocess
 import sys
+import warnings
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
+from estimator_trainer import errors
 from estimator_trainer import examples
 from estimator_trainer import outputs
+from estimator_trainer import run
 from estimator_trainer import sources
 from estimator_trainer import stack
 from estimator_trainer.errors import TrainerError
@@ -163,11 +169,44 @@ PACKAGE_CHECKS = {
     'tfrecords-without-spec'}
 
 
+# Cases whose error comes once TensorFlow is loaded, which run the CLI in
+# the test's process (`run.main` as `app.run` calls it, its exit code,
+# stderr and the tmp dir checked alike): a CLI process costs a TensorFlow
+# import, 4-5 CPU-seconds, to print one line. The others, which exit before
+# TensorFlow loads, and one case of each path an error takes once it has
+# (REAL_CLI: a DataError, exit 1, and a UsageError, exit 2, on each stack;
+# each engine; a checkpoint; TensorFlow's parse and Keras's outputs) run the
+# real command line, a process of its own.
+REAL_CLI = {
+    'idx-truncated-gz', 'global-batch-not-divisible-by-replicas',
+    'tabular-string-in-float-column', 'builder-wrong-logits-shape',
+    'tfrecords-no-image-key-keras', 'ctl-evaluate-on-estimator-model-dir'}
+IN_PROCESS = {
+    'unknown-dataset', 'idx-wrong-magic', 'idx-label-out-of-range',
+    'idx-image-and-label-counts-differ', 'evaluate-without-checkpoint',
+    'model-dir-under-a-file', 'model-dir-read-only',
+    *[f'builder-{name}' for name in (
+        'module-not-found', 'no-such-function', 'not-callable', 'raises',
+        'not-a-model', 'wrong-logits-dtype', 'no-sync-batch-norm',
+        'unknown-name')],
+    'tfrecords-without-spec', 'tfrecords-no-image-key-estimator',
+    'tfrecords-no-image-key-ctl', 'tfrecords-eval-files-without-label',
+    'tfrecords-other-image-shape', 'tfrecords-rgb-read-as-grey',
+    'ctl-train-on-estimator-model-dir',
+    'keras-train_and_evaluate-on-estimator-model-dir',
+    'tabular-eval-label-not-in-vocabulary', 'tabular-column-the-data-lacks',
+    'tabular-bad-feature-spec', 'huber-delta-with-binary-head',
+    'label-smoothing-with-binary-head',
+    'linear-optimizer-without-a-wide-part',
+    'evaluate-checkpoint-of-other-model',
+    'train-on-checkpoint-of-other-model'}
+
+
 def _case(case_id, flags, code, message, setup=None, env=None, marks=()):
   if case_id in PACKAGE_CHECKS:
     marks = [*marks, pytest.mark.default_stack_only]
-  return pytest.param(flags, env or {}, setup, code, message, id=case_id,
-                      marks=marks)
+  return pytest.param(flags, env or {}, setup, code, message,
+                      case_id in IN_PROCESS, id=case_id, marks=marks)
 
 
 # Flags and messages may name {tmp}, {model_dir} ({tmp}/model, the default
@@ -421,29 +460,71 @@ def _snapshot(root):
           for p in [root, *root.rglob('*')]}
 
 
-@pytest.mark.parametrize('flags, env, setup, code, message', CASES)
+def test_cases_run_in_process_or_as_a_process_by_choice():
+  """Each case named in IN_PROCESS or REAL_CLI is a case, not in both."""
+  ids = {case.id for case in CASES}
+  assert IN_PROCESS | REAL_CLI <= ids, (IN_PROCESS | REAL_CLI) - ids
+  assert not IN_PROCESS & REAL_CLI
+
+
+def _in_process(argv, env, capfd):
+  """`python -m estimator_trainer.run ARGV` in this process: (exit code,
+  stderr). The global state a run sets (flags, TensorFlow's log filters,
+  warnings filters) is put back."""
+  loggers = [logging.getLogger(name) for name in ('tensorflow', 'absl')]
+  filters = [list(logger.filters) for logger in loggers]
+  saved_env = {name: os.environ.get(name) for name in env}
+  os.environ.update(env)
+  capfd.readouterr()
+  flags.FLAGS.unparse_flags()
+  try:
+    with warnings.catch_warnings():
+      run.main(errors.parse_flags(['run', *argv]))
+    code = 0
+  except SystemExit as e:
+    code = e.code
+  finally:
+    flags.FLAGS.unparse_flags()
+    for logger, kept in zip(loggers, filters):
+      logger.filters[:] = kept
+    for name, value in saved_env.items():
+      if value is None:
+        os.environ.pop(name, None)
+      else:
+        os.environ[name] = value
+  sys.stderr.flush()
+  return code, capfd.readouterr().err
+
+
+@pytest.mark.parametrize('flags_, env, setup, code, message, in_process',
+                         CASES)
 def test_bad_input_fails_with_one_line_and_changes_nothing(
-    tmp_path, mnist_small_dir, flags, env, setup, code, message):
+    tmp_path, mnist_small_dir, capfd, flags_, env, setup, code, message,
+    in_process):
   shutil.copytree(mnist_small_dir, tmp_path / 'data')
   if setup:
     setup(tmp_path)
   paths = {'tmp': tmp_path, 'model_dir': tmp_path / 'model',
            'data': tmp_path / 'data'}
-  if not any(flag.startswith('--model_dir=') for flag in flags):
-    flags = ['--model_dir={model_dir}', *flags]
+  if not any(flag.startswith('--model_dir=') for flag in flags_):
+    flags_ = ['--model_dir={model_dir}', *flags_]
+  argv = [flag.format(**paths) for flag in flags_]
   before = _snapshot(tmp_path)
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run',
-       *(flag.format(**paths) for flag in flags)],
-      env={**{k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
-           **env},
-      capture_output=True, text=True, timeout=600, check=False)
-  lines = result.stderr.strip().splitlines() or ['']
-  assert message.format(**paths) in lines[-1], result.stderr[-3000:]
+  if in_process:
+    returncode, stderr = _in_process(argv, env, capfd)
+  else:
+    result = subprocess.run(
+        [sys.executable, '-m', 'estimator_trainer.run', *argv],
+        env={**{k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
+             **env},
+        capture_output=True, text=True, timeout=600, check=False)
+    returncode, stderr = result.returncode, result.stderr
+  lines = stderr.strip().splitlines() or ['']
+  assert message.format(**paths) in lines[-1], stderr[-3000:]
   assert lines[-1].startswith('error: ')
   assert [line for line in lines if line.startswith('error: ')] == lines[-1:]
-  assert 'Traceback' not in result.stderr
-  assert result.returncode == code
+  assert 'Traceback' not in stderr
+  assert returncode == code
   assert _snapshot(tmp_path) == before
 
 

@@ -48,13 +48,13 @@ def _served_logits(loaded, serialized):
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_wide_deep_keeps_its_wide_part(sets, tmp_path, engine):
   """--model=wide_deep --linear_optimizer=ftrl (Adagrad for the deep part,
-  canned wide & deep's pair), 300 steps: the wide weights are not ~0, and
+  canned wide & deep's pair), 60 steps: the wide weights are not ~0, and
   the export serves other logits once they are zeroed."""
   data = sets['census']
   engines.ENGINES[engine].run(config(
       tmp_path, data, engine=engine, model='wide_deep', optimizer='adagrad',
       learning_rate=0.05, linear_optimizer='ftrl', linear_learning_rate=0.2,
-      train_steps=300, **FLAGS))
+      train_steps=60, **FLAGS))
   wide = {name: value for name, value in model_weights(tmp_path).items()
           if name.startswith('linear/')}
   largest = max(float(np.abs(value).max()) for value in wide.values())

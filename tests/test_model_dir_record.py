@@ -176,6 +176,9 @@ def test_a_flag_that_disagrees_with_the_checkpoints_is_a_usage_error(
       '--model_dir')
 
 
+# The Config line and the record are this package's; the 2-replica ctl
+# run under them, other both_stacks tests make on TensorFlow 2.21.
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
     tmp_path, data):

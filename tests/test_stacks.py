@@ -22,7 +22,6 @@ import scripts_dir
 import serve_export
 
 OTHER = os.environ.get('OTHER_STACK_PYTHON')
-PYTHONS = {'this': sys.executable, 'other': OTHER}
 
 pytestmark = [
     pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
@@ -58,31 +57,39 @@ def _serve_on_the_other_stack(idx_dir, export_dirs):
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory, mnist_small_dir):
-  """{stack: model_dir} of 20 ctl steps on each stack, with its export."""
-  model_dirs = {}
-  for stack, python in PYTHONS.items():
-    model_dirs[stack] = tmp_path_factory.mktemp(stack)
-    _train(python, model_dirs[stack], mnist_small_dir, 20)
-  return model_dirs
+  """{stack: model_dir}, each with its export: 'this', 20 ctl steps on this
+  stack; 'other', a copy of it resumed on the other stack to 40 steps (its
+  checkpoints from then on, and its export, the other stack's); 'resume',
+  the other stack's log of that resume."""
+  this = tmp_path_factory.mktemp('this')
+  _train(sys.executable, this, mnist_small_dir, 20)
+  other = tmp_path_factory.mktemp('other') / 'model'
+  shutil.copytree(this, other, ignore=shutil.ignore_patterns('export'))
+  return {'this': this, 'other': other,
+          'resume': _train(OTHER, other, mnist_small_dir, 40)}
 
 
-@pytest.mark.parametrize('first, then', [('this', 'other'),
-                                         ('other', 'this')])
 def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path,
-                                                     mnist_small_dir, trained,
-                                                     first, then):
-  model_dir = tmp_path / 'model'
-  shutil.copytree(trained[first], model_dir)
-  log = _train(PYTHONS[then], model_dir, mnist_small_dir, 40)
-  assert f'Restoring {model_dir}/ckpt-20' in log
-  metrics = json.loads((model_dir / 'metrics.json').read_text())
+                                                     mnist_small_dir, trained):
+  """This stack's ckpt-20 resumed on the other stack (the module's 'other'
+  model_dir, at 40 steps), and that model_dir's ckpt-40, the other stack's,
+  resumed on this one."""
+  other = trained['other']
+  assert f'Restoring {other}/ckpt-20' in trained['resume']
+  metrics = json.loads((other / 'metrics.json').read_text())
   assert metrics['global_step'] == 40 and metrics['accuracy'] > 0.5
+  model_dir = tmp_path / 'model'
+  shutil.copytree(other, model_dir)
+  log = _train(sys.executable, model_dir, mnist_small_dir, 60)
+  assert f'Restoring {model_dir}/ckpt-40' in log
+  metrics = json.loads((model_dir / 'metrics.json').read_text())
+  assert metrics['global_step'] == 60 and metrics['accuracy'] > 0.5
 
 
 def test_savedmodels_of_either_stack_serve_alike_on_both(mnist_small_dir,
                                                          trained):
-  exports = {stack: next((model_dir / 'export' / 'final').iterdir())
-             for stack, model_dir in trained.items()}
+  exports = {stack: next((trained[stack] / 'export' / 'final').iterdir())
+             for stack in ('this', 'other')}
   other_version, served_there = _serve_on_the_other_stack(
       mnist_small_dir, list(exports.values()))
   assert other_version != tf.__version__

@@ -365,6 +365,9 @@ def _run_infer(*args):
       cwd=pathlib.Path(__file__).resolve().parents[1])
 
 
+# The command's printing and exit codes; infer_lib.infer on the same data
+# runs on both stacks (test_infer_on_census_like_data).
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_infer_command_writes_the_spec_and_prints_its_choices(
     census, tmp_path):

@@ -578,6 +578,10 @@ def test_another_spec_than_the_model_dirs_is_a_usage_error(
   assert not (tmp_path / 'carried').exists()
 
 
+# The model_dir's stored spec is this package's; the ctl evaluation it
+# runs, test_each_head_reports_the_canned_metrics_weighted makes on both
+# stacks.
+@pytest.mark.default_stack_only
 def test_later_runs_use_the_stored_spec_given_the_same_or_none(
     trained, sets, tmp_path, caplog):
   """The spec file the run was given, edited since, is not read: evaluate

@@ -165,6 +165,8 @@ def test_hparams_table_compares_the_runs(tensorboard):
     assert rate['value'] == pytest.approx(value) and value > 0
 
 
+# The test's own server handling, not TensorBoard's serving.
+@pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_server_is_stopped_when_an_assertion_fails(logdir):
   with pytest.raises(AssertionError):
