@@ -310,67 +310,103 @@ def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
   assert worst <= TOLERANCE
 
 
-def _other_stack(*args):
-  result = subprocess.run([OTHER, *args], capture_output=True, text=True,
-                          timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result.stdout
+# Run on the other stack, in one process (one TensorFlow import): for each
+# carried model_dir of stdin's list, `estimator_trainer.run`'s command line
+# (its flags parsed again, the model_dir's record read as in a process of its
+# own) exports it, the export serves the examples, then a run trains on.
+# Prints `== version` and the TensorFlow version, then `== served` and each
+# export's outputs as JSON;
+# stderr has each training run's log between `== train` and `== end` lines.
+_OTHER_STACK = '''
+import json, pathlib, sys
+from absl import app, flags
+from estimator_trainer import errors, run
+import tensorflow as tf
 
+def cli(*args):
+  # The last run's flags back to their defaults (all of them would reset
+  # --verbosity's logging level too).
+  for name in list(flags.FLAGS):
+    if flags.FLAGS[name].present:
+      flags.FLAGS[name].unparse()
+  try:
+    app.run(run.main, argv=['run', *args], flags_parser=errors.parse_flags)
+  except SystemExit as e:
+    if e.code:
+      raise
 
-_SERVE = '''
-import json, sys
-import estimator_trainer, tensorflow as tf
-serve = tf.saved_model.load(sys.argv[1]).signatures['predict']
-examples = tf.constant([bytes.fromhex(e) for e in json.load(sys.stdin)])
-print(tf.__version__)
-print(json.dumps(serve(examples=examples)[sys.argv[2]].numpy().tolist()))
+print('== version', tf.__version__, flush=True)
+for case in json.load(sys.stdin):
+  to, data_flags = case['to'], case['flags']
+  cli('--engine=ctl', '--mode=export', '--model_dir=' + to, *data_flags)
+  exports = sorted((pathlib.Path(to) / 'export').glob('*/*'))
+  assert len(exports) == 1, exports
+  serve = tf.saved_model.load(str(exports[0])).signatures['predict']
+  examples = tf.constant([bytes.fromhex(e) for e in case['examples']])
+  print('== served', json.dumps(
+      serve(examples=examples)[case['output']].numpy().tolist()), flush=True)
+  print('== train ' + to, file=sys.stderr, flush=True)
+  cli('--engine=ctl', '--mode=train', '--model_dir=' + to,
+      '--train_steps=%d' % case['steps'], *data_flags)
+  print('== end ' + to, file=sys.stderr, flush=True)
 '''
 
 
-# About a minute each on 2 shared cores: two TensorFlow 2.21 processes.
+# Two TensorFlow processes in all: the migrate command (its flags and output
+# the same for every canned model, so one) and the other stack's.
 @pytest.mark.slow
 @pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
                     "stack's python) unset")
-@pytest.mark.parametrize('canned', sorted(CANNED))
 def test_migrate_command_then_the_other_stack_serves_canned_predictions(
-    estimator, data, canned_runs, tmp_path, canned):
-  """`python -m estimator_trainer.migrate --from=CANNED_MODEL_DIR`, then
-  the TF 2.21 stack exports the carried model_dir (the model and
+    estimator, data, canned_runs, tmp_path):
+  """`python -m estimator_trainer.migrate --from=CANNED_MODEL_DIR` (wide &
+  deep; the others carried by migrate's convert, in process), then the TF
+  2.21 stack's command line exports each carried model_dir (the model and
   optimizers migrate read off the checkpoint are its record's) and serves
   canned's predictions; a run there trains on from the carried step."""
   del estimator
   directory, _, test = data
-  model_dir, spec_file, head, output, predicted = canned_runs(canned)
-  to = tmp_path / 'carried'
-  data_flags = [f'--train_files={directory / "train.csv"}',
-                f'--eval_files={directory / "eval.csv"}',
-                f'--feature_spec={spec_file}', f'--head={head}',
-                '--lr_decay=none', '--shuffle_buffer=0']
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.migrate',
-       f'--from={model_dir / "canned"}', f'--to={to}', *data_flags],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.strip() == f'{to}/ckpt-{STEPS}'
-  _other_stack('-m', 'estimator_trainer.run', '--engine=ctl',
-               '--mode=export', f'--model_dir={to}', *data_flags)
   serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
-  served = subprocess.run(
-      [OTHER, '-c', _SERVE, str(_export(to)), output],
-      input=json.dumps(serialized), capture_output=True, text=True,
-      timeout=600, check=False)
+  cases, expected = [], {}
+  for canned in sorted(CANNED):
+    model_dir, spec_file, head, output, predicted = canned_runs(canned)
+    to = tmp_path / canned / 'carried'
+    data_flags = [f'--train_files={directory / "train.csv"}',
+                  f'--eval_files={directory / "eval.csv"}',
+                  f'--feature_spec={spec_file}', f'--head={head}',
+                  '--lr_decay=none', '--shuffle_buffer=0']
+    if canned == 'DNNLinearCombinedClassifier':
+      result = subprocess.run(
+          [sys.executable, '-m', 'estimator_trainer.migrate',
+           f'--from={model_dir / "canned"}', f'--to={to}', *data_flags],
+          capture_output=True, text=True, timeout=600, check=False)
+      assert result.returncode == 0, result.stderr[-3000:]
+      assert result.stdout.strip() == f'{to}/ckpt-{STEPS}'
+    else:
+      assert migration.convert(
+          _config(to, directory, spec_file, head, engine='ctl'),
+          str(model_dir / 'canned')) == f'{to}/ckpt-{STEPS}'
+    cases.append({'to': str(to), 'flags': data_flags, 'output': output,
+                  'examples': serialized, 'steps': STEPS + 5})
+    expected[canned] = (to, predicted)
+  served = subprocess.run([OTHER, '-c', _OTHER_STACK],
+                          input=json.dumps(cases), capture_output=True,
+                          text=True, timeout=900, check=False)
   assert served.returncode == 0, served.stderr[-3000:]
-  version, values = served.stdout.strip().splitlines()[-2:]
-  worst = float(np.abs(np.array(json.loads(values)) - predicted).max())
-  print(f'{canned} carried, ctl, TF {version}: max |served - canned| '
-        f'{worst:.2e}')
-  assert version != tf.__version__ and worst <= TOLERANCE
-  log = subprocess.run(
-      [OTHER, '-m', 'estimator_trainer.run', '--engine=ctl', '--mode=train',
-       f'--model_dir={to}', f'--train_steps={STEPS + 5}', *data_flags],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert log.returncode == 0, log.stderr[-3000:]
-  assert f'Restoring {to}/ckpt-{STEPS}' in log.stderr
+  ours = [line.split(' ', 2)[1:] for line in served.stdout.splitlines()
+          if line.startswith('== ')]
+  (_, version), *lines = ours
+  assert len(lines) == len(cases), served.stdout[-3000:]
+  assert version != tf.__version__, version
+  for (canned, (to, predicted)), (_, values) in zip(expected.items(),
+                                                   lines):
+    worst = float(np.abs(np.array(json.loads(values)) - predicted).max())
+    print(f'{canned} carried, ctl, TF {version}: max |served - canned| '
+          f'{worst:.2e}')
+    assert worst <= TOLERANCE, canned
+    log = served.stderr.split(f'== train {to}\n')[1].split(
+        f'== end {to}\n')[0]
+    assert f'Restoring {to}/ckpt-{STEPS}' in log, (canned, log[-3000:])
 
 
 def _signatures(directory):

@@ -200,17 +200,21 @@ def test_census_wide_deep_setup_gives_the_wide_part_ftrl():
 def test_census_wide_deep_smoke_run(tmp_path):
   """The canned DNNLinearCombinedClassifier and the keras engine's wide &
   deep (FTRL + Adagrad) train, evaluate and get a ratio against each
-  other."""
+  other. On a --census_dir written here, in this process (the benchmark
+  writing its own is test_census_smoke_run's): no process of its own."""
   output = tmp_path / 'result.json'
+  census.write(str(tmp_path / 'census'), rows=2000)
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
-       '--workload=census_wide_deep', '--census_rows=2000',
+       '--workload=census_wide_deep', f'--census_dir={tmp_path / "census"}',
        '--optimizer=adagrad', '--learning_rate=0.05', '--batch_size=64',
        '--steps=24', '--summary_steps=6',
        '--configs=canned_wide_deep,keras_default', f'--json_output={output}',
        f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.startswith('census-like set (2,000 train, 200 test '
+                                  'rows'), result.stdout[:300]
   rows = {row['config']: row
           for row in json.loads(output.read_text())['rows']}
   assert set(rows) == {'canned_wide_deep', 'keras_default'}
