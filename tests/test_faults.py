@@ -37,11 +37,32 @@ def _command(model_dir, idx_dir, *extra):
           f'--idx_dir={idx_dir}', *extra]
 
 
+# The trainers _start launched, killed at the end of their test if still
+# running: a test that fails leaves no process behind (each runs in a session
+# of its own, out of reach of pytest's Ctrl-C).
+_STARTED = []
+
+
+@pytest.fixture(autouse=True)
+def _no_trainer_left():
+  yield
+  while _STARTED:
+    proc = _STARTED.pop()
+    if proc.poll() is None:
+      try:
+        os.killpg(proc.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+      proc.wait()
+
+
 def _start(command, log, env=None):
   """The trainer in the background, its whole output in `log`."""
   with open(log, 'w') as f:
-    return subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT,
                             env=env or _ENV, start_new_session=True)
+  _STARTED.append(proc)
+  return proc
 
 
 def _wait_until(proc, log, condition, what, timeout=300):
@@ -286,7 +307,8 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
             'print("saved", flush=True)\n')
   proc = subprocess.Popen([sys.executable, '-c', script],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, env=_ENV)
+                          text=True, env=_ENV, start_new_session=True)
+  _STARTED.append(proc)
   assert proc.stdout.readline() == 'ready\n'
   proc.send_signal(signal.SIGINT)
   assert proc.stdout.readline() == 'saving\n'
