@@ -293,20 +293,21 @@ def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
 @pytest.mark.estimator
 @pytest.mark.slow
 def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
-                                                      fashion_mnist_dir):
-  """Same seed and data, 1 epoch of real Fashion-MNIST: within 1.5 points."""
+                                                      mnist_small_dir):
+  """Same seed and data, 1 epoch of real Fashion-MNIST images (the 10,000
+  of mnist_small_dir, evaluated on 2,000): within 1.5 points."""
   accuracy = {}
   for engine in ('estimator', 'ctl', 'keras'):
     model_dir = tmp_path / engine
     engines.ENGINES[engine].run(TrainConfig(
         model_dir=str(model_dir), engine=engine,
-        idx_dir=str(fashion_mnist_dir), train_epochs=1, export='none',
-        steps_per_loop=20))
+        dataset='mnist', idx_dir=str(mnist_small_dir), train_epochs=1,
+        export='none', steps_per_loop=20))
     accuracy[engine] = json.loads(
         (model_dir / 'metrics.json').read_text())['accuracy']
   print('1-epoch accuracy by engine:', accuracy)
   assert max(accuracy.values()) - min(accuracy.values()) <= 0.015, accuracy
-  assert min(accuracy.values()) > 0.8, accuracy
+  assert min(accuracy.values()) > 0.75, accuracy
 
 
 @pytest.mark.slow
@@ -392,12 +393,13 @@ class _SlowSaves:
 @pytest.mark.parametrize('replicas', [1, 2])
 def test_step_rates_time_training_alone(tmp_path, mnist_small_dir, engine,
                                         replicas, monkeypatch):
-  """Checkpoint saves and evaluations between runs are not in
-  examples_per_second, global_step/sec or the run's rate (HParams's
-  examples/s), written at the last step."""
+  """Checkpoint saves between runs are not in examples_per_second,
+  global_step/sec or the run's rate (HParams's examples/s), written at the
+  last step. (--mode=train: the clock moves on in saves only, so an
+  evaluation's second would not show; they take the same saving path.)"""
   clock = _SlowSaves(monkeypatch, engine)
   engines.ENGINES[engine].run(_config(
-      tmp_path, mnist_small_dir, engine=engine, train_steps=12,
+      tmp_path, mnist_small_dir, engine=engine, mode='train', train_steps=12,
       strategy='mirrored' if replicas > 1 else 'default',
       cpu_replicas=replicas if replicas > 1 else 0, global_batch_size=32,
       steps_per_loop=1, save_checkpoints_steps=3, save_summary_steps=3,

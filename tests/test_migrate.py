@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import TrainerError
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import migration
 from cnn_weights import cnn_weights
@@ -72,39 +73,50 @@ def _migrate(*flags):
 @pytest.mark.slow
 def test_what_cannot_be_carried_over_is_one_line_naming_it(estimator, tmp_path,
                                                            mnist_small_dir):
+  """Each refusal names what stops it. The command's usage error here, its
+  one-line rendering of the others (exit 1, no traceback) in
+  test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works:
+  the refusals themselves in-process, through migrate's own call."""
   source = tmp_path / 'estimator'
   estimator.train(_config(source, mnist_small_dir, optimizer='adam',
                           train_steps=2))
   data = ['--dataset=mnist', f'--idx_dir={mnist_small_dir}']
+  result = _migrate(f'--to={tmp_path / "x"}', *data)
+  assert 'Traceback' not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      'error: give --from (the Estimator model_dir or checkpoint) and --to '
+      '(the new model_dir)')
+  assert result.returncode == 2
+
+  def convert(source, to, **overrides):
+    # As migrate builds it from its flags: --to is the model_dir.
+    return migration.convert(
+        _config(to, mnist_small_dir, engine='ctl', **overrides), str(source))
+
   cases = [
       # Adam's moments are not SGD's.
-      ([f'--from={source}', f'--to={tmp_path / "sgd"}', '--optimizer=sgd'],
-       f'error: {source}/model.ckpt-2: cannot place beta1_power and 17 more '
+      ((source, tmp_path / 'sgd', {'optimizer': 'sgd'}),
+       f'{source}/model.ckpt-2: cannot place beta1_power and 17 more '
        '(--optimizer=sgd, --model=cnn)'),
-      ([f'--from={tmp_path / "nothing"}', f'--to={tmp_path / "x"}'],
-       f'error: --from {tmp_path / "nothing"}: no checkpoint there'),
-      ([f'--to={tmp_path / "x"}'],
-       'error: give --from (the Estimator model_dir or checkpoint) and --to '
-       '(the new model_dir)'),
+      ((tmp_path / 'nothing', tmp_path / 'x', {}),
+       f'--from {tmp_path / "nothing"}: no checkpoint there'),
   ]
-  for flags, message in cases:
-    result = _migrate(*flags, *data)
-    assert 'Traceback' not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == message
-    assert result.returncode == (2 if 'give --from' in message else 1)
+  for (source_dir, to, overrides), message in cases:
+    with pytest.raises(TrainerError) as raised:
+      convert(source_dir, to, **overrides)
+    assert str(raised.value) == message
   assert not list((tmp_path / 'sgd').glob('ckpt-*'))
   # Carried over once; not again onto its own checkpoint, nor from a TF2 one.
-  done = _migrate(f'--from={source}', f'--to={tmp_path / "ctl"}', *data)
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert done.stdout.strip() == f'{tmp_path / "ctl"}/ckpt-2'
-  again = _migrate(f'--from={source}', f'--to={tmp_path / "ctl"}', *data)
-  assert again.stderr.strip().splitlines()[-1] == (
-      f'error: --to {tmp_path / "ctl"} holds a checkpoint: carry over into a '
-      'new model_dir')
-  twice = _migrate(f'--from={tmp_path / "ctl"}', f'--to={tmp_path / "y"}',
-                   *data)
-  assert twice.stderr.strip().splitlines()[-1] == (
-      f'error: --from {tmp_path / "ctl"}/ckpt-2 is a TF2 engine checkpoint '
+  assert convert(source, tmp_path / 'ctl') == f'{tmp_path / "ctl"}/ckpt-2'
+  with pytest.raises(TrainerError) as again:
+    convert(source, tmp_path / 'ctl')
+  assert str(again.value) == (
+      f'--to {tmp_path / "ctl"} holds a checkpoint: carry over into a new '
+      'model_dir')
+  with pytest.raises(TrainerError) as twice:
+    convert(tmp_path / 'ctl', tmp_path / 'y')
+  assert str(twice.value) == (
+      f'--from {tmp_path / "ctl"}/ckpt-2 is a TF2 engine checkpoint '
       'already: train on its model_dir')
 
 
