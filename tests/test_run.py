@@ -1,4 +1,5 @@
-"""The CLI as users run it: a subprocess per command."""
+"""The CLI as users run it: a subprocess per command (a later run whose
+console and exit code nothing reads: in-process, from the same flags)."""
 
 import dataclasses
 import json
@@ -10,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from estimator_trainer import engines
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular.source import TabularSource
@@ -252,7 +254,6 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
 
 def _run_in_process(*flags):
   """`run *flags` in this process (run.main without its console set-up)."""
-  from estimator_trainer import engines  # pylint: disable=g-import-not-at-top
   config = _config_from(list(flags))
   engines.ENGINES[config.engine].run(config)
 
