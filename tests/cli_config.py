@@ -5,6 +5,7 @@ from absl import flags
 
 # Importing run defines the CLI's flags.
 from estimator_trainer import config_flags, run  # pylint: disable=unused-import
+from estimator_trainer import engines
 
 
 def config_from(argv):
@@ -14,3 +15,11 @@ def config_from(argv):
     return config_flags.config_from_flags()
   finally:
     flags.FLAGS.unparse_flags()
+
+
+def run_in_process(argv):
+  """`run ARGV` in this process, as run.main runs it but for its console
+  set-up; returns the TrainConfig it ran."""
+  config = config_from(argv)
+  engines.ENGINES[config.engine].run(config)
+  return config

@@ -11,7 +11,6 @@ import sys
 import numpy as np
 import pytest
 
-from estimator_trainer import engines
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular.source import TabularSource
@@ -253,9 +252,8 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
 
 
 def _run_in_process(*flags):
-  """`run *flags` in this process (run.main without its console set-up)."""
-  config = _config_from(list(flags))
-  engines.ENGINES[config.engine].run(config)
+  import cli_config  # pylint: disable=g-import-not-at-top
+  cli_config.run_in_process(list(flags))
 
 
 @pytest.mark.slow

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from estimator_trainer import engines
 from estimator_trainer.benchmark import real_tables
 import cli_config
 
@@ -28,11 +27,10 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
   train, test = real_tables.write_split(name, tmp_path)
   # The command line's flags, resolved as `run` resolves them, run in this
   # process (a process of its own adds a TensorFlow import, not a flow).
-  config = cli_config.config_from(
+  cli_config.run_in_process(
       [f'--model_dir={tmp_path}/model', f'--train_files={train}',
        f'--eval_files={test}', f'--label_key={table.label}',
        '--export=none'])
-  engines.ENGINES[config.engine].run(config)
   metrics = json.loads((tmp_path / 'model/metrics.json').read_text())
   score = metrics[real_tables.score_name(table.head)]
   baseline = real_tables.baselines(name)['linear']
