@@ -2,6 +2,7 @@
 worker. Real trainer processes, killed at real moments."""
 
 import json
+import logging
 import os
 import random
 import re
@@ -22,6 +23,7 @@ from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 from cluster_launch import restart_alone
+import cli_config
 import scripts_dir
 import tabular_sets
 
@@ -147,14 +149,15 @@ def _stopped_step(output, signum=signal.SIGTERM):
       r'the same command again to resume$', lines[0]).group(1))
 
 
-def _rerun_to_the_end(command, model_dir, steps):
-  """Runs `command` again, to `steps` and metrics.json; returns its log."""
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600, check=False, env=_ENV)
-  assert result.returncode == 0, result.stderr[-3000:]
+def _rerun_to_the_end(command, model_dir, steps, caplog):
+  """Runs `command` again, to `steps` and metrics.json, in this process
+  (the CLI's flag handling, then its engine: a TensorFlow import less; the
+  run it resumes was the real command); returns its log and metrics."""
+  with caplog.at_level(logging.INFO):
+    cli_config.run_in_process(command[3:])
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == steps
-  return result.stderr, metrics
+  return caplog.text, metrics
 
 
 # --- SIGKILL ----------------------------------------------------------------
@@ -163,12 +166,14 @@ def _rerun_to_the_end(command, model_dir, steps):
 @pytest.mark.slow
 @pytest.mark.estimator
 def test_sigkill_at_random_moments_then_the_same_command_resumes(
-    tmp_path, mnist_small_dir):
+    tmp_path, mnist_small_dir, caplog):
   model_dir = tmp_path / 'model'
   # Frequent saves: a kill can land in one, or in a deletion of an old one.
-  # Enough steps that 3 runs of at most 3 s each (110-150 steps/s here)
-  # never reach the end.
-  steps = 1500
+  # Each run is killed at a random moment of the 0.5 s after it announced a
+  # save past the step it started from (the save itself follows that line):
+  # 20 steps a run here (one save), at most ~110 at 150 steps/s, so that the
+  # 3 runs never reach the end and the rerun has few steps to train.
+  steps = 400
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=20', '--export=none')
   rng = random.Random(20240521)
@@ -179,11 +184,12 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     proc = _start(command, log)
     # Each run saves once as it starts (step 0, or the one it restored).
     _wait_for_line(proc, log, r'Saving checkpoints for \d+')
-    if attempt == 0:  # Something past step 0 to resume from.
-      _wait_for_line(proc, log, r'Saving checkpoints for [1-9]')
-    else:
+    if attempt > 0:
       assert _restored_step(log.read_text(), model_dir) == latest
-    delay = rng.uniform(0, 3)
+    _wait_until(proc, log, lambda: max(map(int, re.findall(
+        r'Saving checkpoints for (\d+)', log.read_text()))) > latest,
+                f'a save past step {latest}')
+    delay = rng.uniform(0, 0.5)
     time.sleep(delay)
     assert proc.poll() is None, log.read_text()[-3000:]
     proc.kill()
@@ -192,10 +198,10 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
     step = checkpoints.latest_step(str(model_dir))
     assert latest <= step < steps and step > 0
     latest = step
-    history.append((round(delay, 1), latest))
+    history.append((round(delay, 2), latest))
     assert not (model_dir / 'metrics.json').exists()
 
-  rerun_log, metrics = _rerun_to_the_end(command, model_dir, steps)
+  rerun_log, metrics = _rerun_to_the_end(command, model_dir, steps, caplog)
   assert _restored_step(rerun_log, model_dir) == latest
   assert checkpoints.latest_step(str(model_dir)) == steps
   assert steps in _check_checkpoints(model_dir)
@@ -214,12 +220,13 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 @pytest.mark.slow
 @pytest.mark.estimator
 def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir):
+    tmp_path, mnist_small_dir, caplog):
   model_dir = tmp_path / 'model'
   # Checkpoints at step 0 and at the end only: whatever the Ctrl-C leaves is
   # the step it came at. Estimator logs the step every 10 steps (shown with
-  # --verbosity=1): the Ctrl-C comes once training is past step 0.
-  steps = 1000
+  # --verbosity=1): the Ctrl-C comes once training is past step 0 (it
+  # stopped at step 30 here, on a quiet machine: 300 leave a wide margin).
+  steps = 300
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=100000', '--export=final',
                      '--log_step_count_steps=10', '--verbosity=1')
@@ -237,7 +244,7 @@ def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
 
-  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps, caplog)
   assert _restored_step(rerun_log, model_dir) == step
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
@@ -247,15 +254,16 @@ def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
     pytest.param('estimator', marks=pytest.mark.estimator),
     pytest.param('ctl', marks=pytest.mark.both_stacks)])
 def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
-    tmp_path, engine):
+    tmp_path, engine, caplog):
   """A wide & deep model with an optimizer per part, stopped by SIGTERM,
   saves its step (both optimizers' slots with it), and the same command
   resumes there to the end."""
   data = tabular_sets.write_census(tmp_path / "data")
   model_dir = tmp_path / 'model'
   # As in test_ctrl_c_saves_the_current_step_and_the_rerun_resumes (the
-  # TF2 engines save no step 0).
-  steps = 2000
+  # TF2 engines save no step 0). Both stopped before step 100 here, on a
+  # quiet machine: 600 leave a wide margin, and the rerun few steps.
+  steps = 600
   command = [sys.executable, '-m', 'estimator_trainer.run',
              f'--model_dir={model_dir}', f'--engine={engine}',
              f'--train_files={data.train_files}',
@@ -282,7 +290,7 @@ def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
   assert not (model_dir / 'metrics.json').exists()
   print(f'{engine}: SIGTERM at step {step}: exit 0 after {seconds:.1f} s')
 
-  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps)
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps, caplog)
   if engine == 'estimator':
     assert _restored_step(rerun_log, model_dir) == step
   else:
@@ -470,12 +478,13 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   evaluation, is restarted alone and finishes it."""
   model_dir = tmp_path / 'model'
   command = _command(model_dir, mnist_small_dir,
-                     '--strategy=multi_worker_mirrored', '--train_steps=200',
-                     '--save_checkpoints_steps=50',
+                     '--strategy=multi_worker_mirrored', '--train_steps=100',
+                     '--save_checkpoints_steps=20',
                      '--cluster_timeout_secs=20')
   logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
   chief, worker = _start_cluster(command, logs)
-  # Killed while training, its first checkpoint after step 0 whole.
+  # Killed while training, its first checkpoint after step 0 whole (step
+  # 20; 50 steps took 0.8 s here: the 80 left leave the kill a wide margin).
   _wait_until(chief, logs[0],
               lambda: checkpoints.latest_step(str(model_dir)) > 0,
               'checkpoint after step 0')
@@ -505,23 +514,23 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   chief.wait()
   assert worker.wait(timeout=300) == 0, restarted[1].read_text()[-3000:]
   assert _restored_step(restarted[0].read_text(), model_dir) == latest
-  assert checkpoints.latest_step(str(model_dir)) == 200
+  assert checkpoints.latest_step(str(model_dir)) == 100
   assert not (model_dir / 'metrics.json').exists()  # Killed in time.
   assert not (model_dir / 'export').exists()
 
   # Restarted, each alone: the worker has nothing left to do, the chief the
   # final evaluation, export and metrics.json.
   output = restart_alone(command, cluster, 1)
-  assert ('Training already finished at step 200: nothing left to do for '
+  assert ('Training already finished at step 100: nothing left to do for '
           'worker:1') in output
   output = restart_alone(command, cluster, 0)
-  assert ('Training already finished at step 200: its final evaluation and '
+  assert ('Training already finished at step 100: its final evaluation and '
           'export are left') in output
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 200
+  assert metrics['global_step'] == 100
   assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
-  assert checkpoints.latest_step(str(model_dir)) == 200
+  assert checkpoints.latest_step(str(model_dir)) == 100
 
 
 # --- The TF2 engines ---------------------------------------------------------
@@ -530,14 +539,15 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
 @pytest.mark.slow
 @pytest.mark.default_stack_only
 def test_keras_ctrl_c_saves_the_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir):
+    tmp_path, mnist_small_dir, caplog):
   model_dir = tmp_path / 'model'
-  # The Ctrl-C once the log shows a step past 0 (polled every 0.1 s; 390
-  # more steps take ~4 s here); the checkpoint of the step it came at must
-  # be the only one. No checkpoint before it: no evaluation either (a TF2
-  # engine evaluates its first checkpoint) before the rerun's final one.
+  # The Ctrl-C once the log shows a step past 0 (polled every 0.1 s; it
+  # stopped at step 30 here, and 170 more steps take ~2 s); the checkpoint
+  # of the step it came at must be the only one. No checkpoint before it: no
+  # evaluation either (a TF2 engine evaluates its first checkpoint) before
+  # the rerun's final one.
   command = _command(model_dir, mnist_small_dir, '--engine=keras',
-                     '--train_steps=400', '--save_checkpoints_steps=100000',
+                     '--train_steps=200', '--save_checkpoints_steps=100000',
                      '--log_step_count_steps=10', '--verbosity=1',
                      '--export=none')
   log = tmp_path / 'stopped.log'
@@ -546,13 +556,13 @@ def test_keras_ctrl_c_saves_the_step_and_the_rerun_resumes(
   output, seconds = _preempt(proc, log, signal.SIGINT)
   assert 'Traceback' not in output
   step = _stopped_step(output, signal.SIGINT)
-  assert 10 <= step < 400
+  assert 10 <= step < 200
   assert checkpoints.latest_step(str(model_dir)) == step
   assert _check_checkpoints(model_dir) == [step]
   assert not (model_dir / 'metrics.json').exists()
   print(f'keras: Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
 
-  rerun_log, _ = _rerun_to_the_end(command, model_dir, 400)
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, 200, caplog)
   assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
 
 
@@ -590,10 +600,11 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   # The workers agree on a step at the end of a run of --steps_per_loop
   # steps: short runs, so that the signalled one exits well within the grace
   # period on a slow, shared machine too. SIGTERM comes once the chief logs
-  # a step past 0 (every 10 steps); the 140 steps left take ~7 s here. No
-  # checkpoint before the one the signal makes, so no evaluation (a TF2
-  # engine evaluates its first checkpoint) before the rerun's final one.
-  train_steps = 150
+  # a step past 0 (every 10 steps); both saved step 40 here, on a quiet
+  # machine, and the 40 steps after it take ~2 s. No checkpoint before the
+  # one the signal makes, so no evaluation (a TF2 engine evaluates its first
+  # checkpoint) before the rerun's final one.
+  train_steps = 80
   command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
                      '--strategy=multi_worker_mirrored',
                      f'--train_steps={train_steps}',
