@@ -168,14 +168,16 @@ def _rerun_to_the_end(command, model_dir, steps, caplog):
 def test_sigkill_at_random_moments_then_the_same_command_resumes(
     tmp_path, mnist_small_dir, caplog):
   model_dir = tmp_path / 'model'
-  # Frequent saves: a kill can land in one, or in a deletion of an old one.
+  # Frequent saves: a kill can land in one, or in a deletion of an old one
+  # (2 kept: every save from the run after the first deletes one).
   # Each run is killed at a random moment of the 0.5 s after it announced a
   # save past the step it started from (the save itself follows that line):
   # 20 steps a run here (one save), at most ~110 at 150 steps/s, so that the
   # 3 runs never reach the end and the rerun has few steps to train.
   steps = 400
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
-                     '--save_checkpoints_steps=20', '--export=none')
+                     '--save_checkpoints_steps=20', '--keep_checkpoint_max=2',
+                     '--export=none')
   rng = random.Random(20240521)
   latest = 0
   history = []  # (seconds before the kill, latest step after it)
