@@ -27,7 +27,11 @@ import test_wide_deep_optimizers as wide_deep
 OVERFLOWING_SCALE = 2.0**26
 GROWTH_STEPS = 4
 STEPS = 24
-# On the PYTHONPATH of cluster tasks: their scale starts at OVERFLOWING_SCALE.
+# Overflows a few steps less (2**21 overflowed, 2**20 did not, at 2**26's
+# 6th and 7th steps): the 2-worker test's steps, each paid by 3 runs, skip
+# some and apply some in 5 steps instead of 8.
+CLUSTER_SCALE = 2.0**23
+# On the PYTHONPATH of cluster tasks: their scale starts at CLUSTER_SCALE.
 OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'
 _SCALE_KEY = ('optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/'
               'VARIABLE_VALUE')
@@ -124,12 +128,12 @@ def test_estimator_float16_on_two_workers_skips_as_one_process(
   steps 2 mirrored replicas of one process skip, step by step (each worker
   decides from the replicas' summed gradient, not from its own: a worker
   that skipped alone would wait for the other's all-reduce)."""
-  steps = 8
+  steps = 5
   flags = dict(engine='estimator', precision='mixed_float16',
                global_batch_size=32, train_steps=steps, optimizer='sgd',
                learning_rate=0.05, lr_decay='none', shuffle_buffer=0,
                export='none', seed=42, save_summary_steps=1)
-  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', OVERFLOWING_SCALE)
+  monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', CLUSTER_SCALE)
   engines.ENGINES['estimator'].run(TrainConfig(
       model_dir=str(tmp_path / 'one'), dataset='mnist',
       idx_dir=str(mnist_small_dir), mode='train', strategy='mirrored',
@@ -148,7 +152,7 @@ def test_estimator_float16_on_two_workers_skips_as_one_process(
         f'{one}')
   assert sorted(one) == list(range(1, steps + 1))
   assert two == one
-  halvings = sum(one[step] < one.get(step - 1, OVERFLOWING_SCALE)
+  halvings = sum(one[step] < one.get(step - 1, CLUSTER_SCALE)
                  for step in one)
   assert 0 < halvings < steps
   assert _summaries(tmp_path / 'two', 'skipped_steps')[steps] == halvings
