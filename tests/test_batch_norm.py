@@ -262,7 +262,8 @@ def test_the_end_check_on_the_console_of_2_replicas_with_sync_bn(
       f'--idx_dir={mnist_small_dir}', '--model=builders:unnamed_cnn',
       '--model_kwargs={"momentum": 0.5}', '--strategy=mirrored',
       '--cpu_replicas=2', '--sync_batch_norm', '--train_steps=3',
-      '--export=none'], capture_output=True, text=True, check=False,
+      '--mode=train', '--export=none'], capture_output=True, text=True,
+      check=False,
       env={**os.environ, 'PYTHONPATH': os.path.dirname(builders.__file__)})
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Batch norm at step 3: moving statistics ' in result.stderr
