@@ -227,8 +227,9 @@ def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
   # Checkpoints at step 0 and at the end only: whatever the Ctrl-C leaves is
   # the step it came at. Estimator logs the step every 10 steps (shown with
   # --verbosity=1): the Ctrl-C comes once training is past step 0 (it
-  # stopped at step 30 here, on a quiet machine: 300 leave a wide margin).
-  steps = 300
+  # stopped at step 30 here, on a quiet machine: the 470 left, ~3 s, leave
+  # the signal's delivery a margin on a slower, loaded machine).
+  steps = 500
   command = _command(model_dir, mnist_small_dir, f'--train_steps={steps}',
                      '--save_checkpoints_steps=100000', '--export=final',
                      '--log_step_count_steps=10', '--verbosity=1')
@@ -480,13 +481,14 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   evaluation, is restarted alone and finishes it."""
   model_dir = tmp_path / 'model'
   command = _command(model_dir, mnist_small_dir,
-                     '--strategy=multi_worker_mirrored', '--train_steps=100',
+                     '--strategy=multi_worker_mirrored', '--train_steps=200',
                      '--save_checkpoints_steps=20',
                      '--cluster_timeout_secs=20')
   logs = [tmp_path / 'chief.log', tmp_path / 'worker.log']
   chief, worker = _start_cluster(command, logs)
   # Killed while training, its first checkpoint after step 0 whole (step
-  # 20; 50 steps took 0.8 s here: the 80 left leave the kill a wide margin).
+  # 20; 50 steps took 0.8 s here: the 180 left, ~3 s, leave the kill a
+  # margin on a slower, loaded machine).
   _wait_until(chief, logs[0],
               lambda: checkpoints.latest_step(str(model_dir)) > 0,
               'checkpoint after step 0')
@@ -516,23 +518,23 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
   chief.wait()
   assert worker.wait(timeout=300) == 0, restarted[1].read_text()[-3000:]
   assert _restored_step(restarted[0].read_text(), model_dir) == latest
-  assert checkpoints.latest_step(str(model_dir)) == 100
+  assert checkpoints.latest_step(str(model_dir)) == 200
   assert not (model_dir / 'metrics.json').exists()  # Killed in time.
   assert not (model_dir / 'export').exists()
 
   # Restarted, each alone: the worker has nothing left to do, the chief the
   # final evaluation, export and metrics.json.
   output = restart_alone(command, cluster, 1)
-  assert ('Training already finished at step 100: nothing left to do for '
+  assert ('Training already finished at step 200: nothing left to do for '
           'worker:1') in output
   output = restart_alone(command, cluster, 0)
-  assert ('Training already finished at step 100: its final evaluation and '
+  assert ('Training already finished at step 200: its final evaluation and '
           'export are left') in output
   metrics = json.loads((model_dir / 'metrics.json').read_text())
-  assert metrics['global_step'] == 100
+  assert metrics['global_step'] == 200
   assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
-  assert checkpoints.latest_step(str(model_dir)) == 100
+  assert checkpoints.latest_step(str(model_dir)) == 200
 
 
 # --- The TF2 engines ---------------------------------------------------------
@@ -544,12 +546,12 @@ def test_keras_ctrl_c_saves_the_step_and_the_rerun_resumes(
     tmp_path, mnist_small_dir, caplog):
   model_dir = tmp_path / 'model'
   # The Ctrl-C once the log shows a step past 0 (polled every 0.1 s; it
-  # stopped at step 30 here, and 170 more steps take ~2 s); the checkpoint
+  # stopped at step 30 here, and 270 more steps take ~3 s); the checkpoint
   # of the step it came at must be the only one. No checkpoint before it: no
   # evaluation either (a TF2 engine evaluates its first checkpoint) before
   # the rerun's final one.
   command = _command(model_dir, mnist_small_dir, '--engine=keras',
-                     '--train_steps=200', '--save_checkpoints_steps=100000',
+                     '--train_steps=300', '--save_checkpoints_steps=100000',
                      '--log_step_count_steps=10', '--verbosity=1',
                      '--export=none')
   log = tmp_path / 'stopped.log'
@@ -558,13 +560,13 @@ def test_keras_ctrl_c_saves_the_step_and_the_rerun_resumes(
   output, seconds = _preempt(proc, log, signal.SIGINT)
   assert 'Traceback' not in output
   step = _stopped_step(output, signal.SIGINT)
-  assert 10 <= step < 200
+  assert 10 <= step < 300
   assert checkpoints.latest_step(str(model_dir)) == step
   assert _check_checkpoints(model_dir) == [step]
   assert not (model_dir / 'metrics.json').exists()
   print(f'keras: Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
 
-  rerun_log, _ = _rerun_to_the_end(command, model_dir, 200, caplog)
+  rerun_log, _ = _rerun_to_the_end(command, model_dir, 300, caplog)
   assert f'Restoring {model_dir}/ckpt-{step}' in rerun_log
 
 
@@ -603,10 +605,11 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   # steps: short runs, so that the signalled one exits well within the grace
   # period on a slow, shared machine too. SIGTERM comes once the chief logs
   # a step past 0 (every 10 steps); both saved step 40 here, on a quiet
-  # machine, and the 40 steps after it take ~2 s. No checkpoint before the
-  # one the signal makes, so no evaluation (a TF2 engine evaluates its first
+  # machine, and the 110 steps after it take ~5 s: a margin for the
+  # agreement on a slower, loaded machine. No checkpoint before the one the
+  # signal makes, so no evaluation (a TF2 engine evaluates its first
   # checkpoint) before the rerun's final one.
-  train_steps = 80
+  train_steps = 150
   command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
                      '--strategy=multi_worker_mirrored',
                      f'--train_steps={train_steps}',
