@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -33,8 +34,11 @@ pytestmark = pytest.mark.serial
 _ENV = {k: v for k, v in os.environ.items() if k != 'TF_CONFIG'}
 
 
+_CLI = [sys.executable, '-m', 'estimator_trainer.run']
+
+
 def _command(model_dir, idx_dir, *extra):
-  return [sys.executable, '-m', 'estimator_trainer.run',
+  return [*_CLI,
           f'--model_dir={model_dir}', '--dataset=mnist',
           f'--idx_dir={idx_dir}', *extra]
 
@@ -152,9 +156,12 @@ def _stopped_step(output, signum=signal.SIGTERM):
 def _rerun_to_the_end(command, model_dir, steps, caplog):
   """Runs `command` again, to `steps` and metrics.json, in this process
   (the CLI's flag handling, then its engine: a TensorFlow import less; the
-  run it resumes was the real command); returns its log and metrics."""
-  with caplog.at_level(logging.INFO):
-    cli_config.run_in_process(command[3:])
+  run it resumes was the real command), in the real command's environment;
+  returns its log and metrics."""
+  assert command[:len(_CLI)] == _CLI, command
+  with caplog.at_level(logging.INFO), mock.patch.dict(os.environ, _ENV,
+                                                      clear=True):
+    cli_config.run_in_process(command[len(_CLI):])
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == steps
   return caplog.text, metrics
@@ -264,11 +271,10 @@ def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
   data = tabular_sets.write_census(tmp_path / "data")
   model_dir = tmp_path / 'model'
   # As in test_ctrl_c_saves_the_current_step_and_the_rerun_resumes (the
-  # TF2 engines save no step 0). Both stopped before step 100 here, on a
+  # TF2 engines save no step 0). They stopped at steps 70-160 here, on a
   # quiet machine: 600 leave a wide margin, and the rerun few steps.
   steps = 600
-  command = [sys.executable, '-m', 'estimator_trainer.run',
-             f'--model_dir={model_dir}', f'--engine={engine}',
+  command = [*_CLI, f'--model_dir={model_dir}', f'--engine={engine}',
              f'--train_files={data.train_files}',
              f'--eval_files={data.eval_files}',
              f'--feature_spec={data.feature_spec}', '--model=wide_deep',
