@@ -1,7 +1,33 @@
 """On the PYTHONPATH of a test's cluster tasks (test_loss_scale.py): their
 dynamic loss scale starts at FEW_OVERFLOWS_SCALE, as the test's in-process
-runs patch it, so their first float16 steps overflow."""
+runs patch it, so their first float16 steps overflow.
 
-from estimator_trainer import loss_scale
+Patched once a process imports estimator_trainer.loss_scale, not here:
+every Python process started with this PYTHONPATH (the launcher, each
+task's watchdog) runs this file, and importing TensorFlow here cost each
+about 3 CPU-s (and loaded it before estimator_trainer.run set up its
+environment)."""
 
-loss_scale.INITIAL_SCALE = 2.0**23
+import sys
+
+
+class _PatchOnImport:
+  """A meta path finder that finds nothing itself: it wraps the loading of
+  loss_scale, which Python's own finders find."""
+
+  def find_spec(self, name, path, target=None):  # pylint: disable=unused-argument
+    if name != 'estimator_trainer.loss_scale':
+      return None
+    sys.meta_path.remove(self)
+    import importlib.util  # pylint: disable=g-import-not-at-top
+    spec = importlib.util.find_spec(name)
+    execute = spec.loader.exec_module
+
+    def exec_module(module):
+      execute(module)
+      module.INITIAL_SCALE = 2.0**23
+    spec.loader.exec_module = exec_module
+    return spec
+
+
+sys.meta_path.insert(0, _PatchOnImport())
