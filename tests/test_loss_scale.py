@@ -17,6 +17,7 @@ from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.models import cnn
 from estimator_trainer.tf2 import migration
 from cluster_launch import launch
+from overflow_site import one_replica_overflow
 import engine_params
 import tabular_sets
 import test_wide_deep_optimizers as wide_deep
@@ -32,7 +33,7 @@ STEPS = 16
 # that batch skip some steps and apply more in fewer steps than from 2**26.
 FEW_OVERFLOWS_SCALE = 2.0**23
 # On the PYTHONPATH of cluster tasks: their scale starts at
-# FEW_OVERFLOWS_SCALE.
+# FEW_OVERFLOWS_SCALE, and one step overflows on replica 1 alone.
 OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'
 _SCALE_KEY = ('optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/'
               'VARIABLE_VALUE')
@@ -126,15 +127,19 @@ def test_estimator_mixed_precision_refuses_parameter_servers(tmp_path,
 def test_estimator_float16_on_two_workers_skips_as_one_process(
     tmp_path, mnist_small_dir, monkeypatch):
   """2 multi_worker_mirrored workers from an overflowing scale skip the
-  steps 2 mirrored replicas of one process skip, step by step (each worker
-  decides from the replicas' summed gradient, not from its own: a worker
-  that skipped alone would wait for the other's all-reduce)."""
+  steps 2 mirrored replicas of one process skip, step by step, and a step
+  that overflows on replica 1 (worker 1) alone (one_replica_overflow) too:
+  each worker decides from the replicas' summed gradient, not from its own
+  (worker 0 would apply that step and wait for worker 1's all-reduce)."""
   steps = 5
   flags = dict(engine='estimator', precision='mixed_float16',
                global_batch_size=32, train_steps=steps, optimizer='sgd',
                learning_rate=0.05, lr_decay='none', shuffle_buffer=0,
                export='none', seed=42, save_summary_steps=1)
   monkeypatch.setattr(loss_scale, 'INITIAL_SCALE', FEW_OVERFLOWS_SCALE)
+  monkeypatch.setattr(
+      loss_scale.V1LossScale, 'unscaled',
+      one_replica_overflow.overflowing(loss_scale.V1LossScale.unscaled))
   engines.ENGINES['estimator'].run(TrainConfig(
       model_dir=str(tmp_path / 'one'), dataset='mnist',
       idx_dir=str(mnist_small_dir), mode='train', strategy='mirrored',
@@ -153,6 +158,8 @@ def test_estimator_float16_on_two_workers_skips_as_one_process(
         f'{one}')
   assert sorted(one) == list(range(1, steps + 1))
   assert two == one
+  overflowed = one_replica_overflow.STEP + 1  # Replica 1's alone.
+  assert one[overflowed] == one[overflowed - 1] / 2
   halvings = sum(one[step] < one.get(step - 1, FEW_OVERFLOWS_SCALE)
                  for step in one)
   assert 0 < halvings < steps

@@ -1,6 +1,7 @@
-"""On the PYTHONPATH of a test's cluster tasks (test_loss_scale.py): their
-dynamic loss scale starts at FEW_OVERFLOWS_SCALE, as the test's in-process
-runs patch it, so their first float16 steps overflow.
+"""On the PYTHONPATH of a test's cluster tasks (test_loss_scale.py):
+one_replica_overflow patches their loss scale as the test's in-process run
+patches its own (their first float16 steps overflow; one step overflows on
+replica 1 alone).
 
 Patched once a process imports estimator_trainer.loss_scale, not here:
 every Python process started with this PYTHONPATH (the launcher, each
@@ -25,7 +26,8 @@ class _PatchOnImport:
 
     def exec_module(module):
       execute(module)
-      module.INITIAL_SCALE = 2.0**23
+      import one_replica_overflow  # pylint: disable=g-import-not-at-top
+      one_replica_overflow.patch(module)
     spec.loader.exec_module = exec_module
     return spec
 
