@@ -6,6 +6,7 @@ run on each stack); without it these tests are skipped.
 """
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ import tensorflow as tf
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tf2 import migration
+from estimator_trainer.tf2 import restore
+import cli_config
 import scripts_dir
 import serve_export
 
@@ -33,15 +36,25 @@ pytestmark = [
     pytest.mark.slow]
 
 
-def _train(python, model_dir, idx_dir, steps, *extra):
+def _flags(model_dir, idx_dir, steps):
+  return ['--engine=ctl', f'--model_dir={model_dir}', '--dataset=mnist',
+          f'--idx_dir={idx_dir}', f'--train_steps={steps}',
+          '--save_checkpoints_steps=10', '--export=final']
+
+
+def _train(python, model_dir, idx_dir, steps):
   result = subprocess.run(
-      [python, '-m', 'estimator_trainer.run', '--engine=ctl',
-       f'--model_dir={model_dir}', '--dataset=mnist', f'--idx_dir={idx_dir}',
-       f'--train_steps={steps}', '--save_checkpoints_steps=10',
-       '--export=final', *extra],
+      [python, '-m', 'estimator_trainer.run',
+       *_flags(model_dir, idx_dir, steps)],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   return result.stderr
+
+
+def _train_here(model_dir, idx_dir, steps):
+  """The same command line on this stack, in this process (nothing reads its
+  console but the restore's line, which caplog has)."""
+  cli_config.run_in_process(_flags(model_dir, idx_dir, steps))
 
 
 def _serve_on_the_other_stack(idx_dir, export_dirs):
@@ -62,14 +75,14 @@ def trained(tmp_path_factory, mnist_small_dir):
   checkpoints from then on, and its export, the other stack's); 'resume',
   the other stack's log of that resume."""
   this = tmp_path_factory.mktemp('this')
-  _train(sys.executable, this, mnist_small_dir, 20)
+  _train_here(this, mnist_small_dir, 20)
   other = tmp_path_factory.mktemp('other') / 'model'
   shutil.copytree(this, other, ignore=shutil.ignore_patterns('export'))
   return {'this': this, 'other': other,
           'resume': _train(OTHER, other, mnist_small_dir, 40)}
 
 
-def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path,
+def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path, caplog,
                                                      mnist_small_dir, trained):
   """This stack's ckpt-20 resumed on the other stack (the module's 'other'
   model_dir, at 40 steps), and that model_dir's ckpt-40, the other stack's,
@@ -80,8 +93,9 @@ def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path,
   assert metrics['global_step'] == 40 and metrics['accuracy'] > 0.5
   model_dir = tmp_path / 'model'
   shutil.copytree(other, model_dir)
-  log = _train(sys.executable, model_dir, mnist_small_dir, 60)
-  assert f'Restoring {model_dir}/ckpt-40' in log
+  caplog.set_level(logging.INFO, logger=restore.__name__)
+  _train_here(model_dir, mnist_small_dir, 60)
+  assert f'Restoring {model_dir}/ckpt-40' in caplog.text
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 60 and metrics['accuracy'] > 0.5
 
