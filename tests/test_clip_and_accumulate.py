@@ -70,9 +70,9 @@ def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
     tmp_path, mnist_small_dir, engine):
   """With every step clipped, 2 replicas step as 1: the SUMMED gradient is
   clipped (an SGD step of norm rate x C, its norm before clipping > C the
-  gradient_norm summary). Clipping each replica's share instead (Keras's
-  clipnorm under a strategy, tensorflow#33929) scored 0.51 (estimator) and
-  0.66 (ctl, keras) here."""
+  gradient_norm summary). Clipping each replica's share instead
+  (tensorflow#33929, #35333) scored 0.51 (estimator) and 0.66 (ctl, keras)
+  here."""
   flags = dict(global_batch_size=32, train_steps=1, clip_global_norm=CLIP)
   changes = {}
   for replicas in (1, 2):
@@ -119,8 +119,8 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
   with clipping: as 1 x 64 stopped and resumed alike (each resume restarts
   the data alike); metrics.json's global_step is the optimizer's."""
   changes = {}
-  # The reference of 1 micro-batch trains alone: its step count is the
-  # optimizer's whatever the evaluation counts.
+  # The reference resumes without evaluating: at one micro-batch a step,
+  # its metrics.json could not tell micro-batches from steps.
   for name, batch, micro_batches, last_mode in [
       ('accumulated', 32, 2, 'train_and_evaluate'), ('batch', 64, 1, 'train')]:
     model_dir = tmp_path / name
