@@ -3,18 +3,22 @@
 schema, batch norm's moving statistics, synchronized batch norm."""
 
 import json
+import logging
 import os
 import pathlib
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from estimator_trainer import engines
+from estimator_trainer import errors
 from estimator_trainer import examples
+from estimator_trainer import run
 from estimator_trainer import make_input_fn
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
@@ -70,31 +74,56 @@ def test_a_100_class_dataset(estimator, tmp_path):
   assert _metrics(tmp_path)['num_examples'] == 40
 
 
-def _cli(*flags, env=None):
+def _cli(*argv, env=None):
   return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run', *flags],
+      [sys.executable, '-m', 'estimator_trainer.run', *argv],
       env={**os.environ, 'PYTHONPATH': str(TESTS), **(env or {})},
       capture_output=True, text=True, timeout=600, check=False)
 
 
+def _run(capfd, *argv):
+  """`python -m estimator_trainer.run ARGV` in this process (run.main and
+  its error reporting): (exit code, stderr). What the process adds, absl's
+  start-up and a module found on PYTHONPATH, the real CLI's tests check
+  (test_bad_input's REAL_CLI, test_model_dir_record); each process here
+  cost ~3 CPU-seconds of TensorFlow import. The log filters a run adds
+  are put back."""
+  loggers = [logging.getLogger(name) for name in ('tensorflow', 'absl')]
+  filters = [list(logger.filters) for logger in loggers]
+  capfd.readouterr()
+  flags.FLAGS.unparse_flags()
+  try:
+    run.main(errors.parse_flags(['run', *argv]))
+    code = 0
+  except SystemExit as e:
+    code = e.code
+  finally:
+    flags.FLAGS.unparse_flags()
+    for logger, kept in zip(loggers, filters):
+      logger.filters[:] = kept
+  sys.stderr.flush()
+  return code, capfd.readouterr().err
+
+
 @pytest.mark.slow
 @pytest.mark.estimator
-def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir):
+def test_a_builder_from_a_module_through_the_cli(tmp_path, mnist_small_dir,
+                                                capfd):
   model_dir = tmp_path / 'model'
-  result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
-                f'--idx_dir={mnist_small_dir}', '--model=builders:mlp',
-                '--model_kwargs={"hidden": 16}', '--train_steps=150',
-                '--export=final')
-  assert result.returncode == 0, result.stderr[-3000:]
+  code, stderr = _run(capfd, f'--model_dir={model_dir}', '--dataset=mnist',
+                      f'--idx_dir={mnist_small_dir}', '--model=builders:mlp',
+                      '--model_kwargs={"hidden": 16}', '--train_steps=150',
+                      '--export=final')
+  assert code == 0, stderr[-3000:]
   assert _checkpoint_shapes(model_dir)['hidden/kernel'] == [784, 16]
   assert _metrics(model_dir)['accuracy'] > 0.5  # Chance: 0.1.
   assert list((model_dir / 'export' / 'final').iterdir())
   # Another model on that model_dir fails up front, naming both.
-  result = _cli(f'--model_dir={model_dir}', '--dataset=mnist',
-                f'--idx_dir={mnist_small_dir}', '--mode=evaluate',
-                '--model=cnn')
-  assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1] == (
+  code, stderr = _run(capfd, f'--model_dir={model_dir}', '--dataset=mnist',
+                      f'--idx_dir={mnist_small_dir}', '--mode=evaluate',
+                      '--model=cnn')
+  assert code == 2
+  assert stderr.strip().splitlines()[-1] == (
       f'error: --model=cnn disagrees with {model_dir}, whose checkpoints are '
       'of --model=builders:mlp (its model.json): drop the flag, or use '
       'another --model_dir')
@@ -175,14 +204,14 @@ def png_tfrecords(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.estimator
-def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
+def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords, capfd):
   model_dir = tmp_path / 'model'
-  result = _cli(f'--model_dir={model_dir}',
-                f'--train_files={png_tfrecords}/train-*',
-                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
-                '--train_steps=60', '--batch_size_per_replica=16',
-                '--learning_rate=0.003', '--export=none')
-  assert result.returncode == 0, result.stderr[-3000:]
+  code, stderr = _run(capfd, f'--model_dir={model_dir}',
+                      f'--train_files={png_tfrecords}/train-*',
+                      f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                      '--train_steps=60', '--batch_size_per_replica=16',
+                      '--learning_rate=0.003', '--export=none')
+  assert code == 0, stderr[-3000:]
   metrics = _metrics(model_dir)
   assert metrics['num_examples'] == 256
   assert metrics['accuracy'] > 0.9  # Chance: 0.25; colors are easy.
@@ -190,27 +219,27 @@ def test_png_tfrecords_in_tf_slim_keys(tmp_path, png_tfrecords):
 
 
 def test_a_label_out_of_range_is_a_data_error_naming_the_file(
-    tmp_path, png_tfrecords):
+    tmp_path, png_tfrecords, capfd):
   model_dir = tmp_path / 'model'
-  result = _cli(f'--model_dir={model_dir}',
-                f'--train_files={png_tfrecords}/train-*',
-                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
-                '--num_classes=3', '--train_steps=5')
-  assert result.returncode == 1
-  last = result.stderr.strip().splitlines()[-1]
+  code, stderr = _run(capfd, f'--model_dir={model_dir}',
+                      f'--train_files={png_tfrecords}/train-*',
+                      f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                      '--num_classes=3', '--train_steps=5')
+  assert code == 1
+  last = stderr.strip().splitlines()[-1]
   assert last.startswith('error: ') and 'label outside [0, 3)' in last, last
   assert 'train-0000' in last
 
 
 def test_an_image_of_another_shape_is_a_data_error_naming_the_file(
-    tmp_path, png_tfrecords):
-  result = _cli(f'--model_dir={tmp_path / "model"}',
-                f'--train_files={png_tfrecords}/train-*',
-                f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
-                '--image_shape=12,12,3', '--model=builders:mlp',
-                '--train_steps=5')
-  assert result.returncode == 1
-  last = result.stderr.strip().splitlines()[-1]
+    tmp_path, png_tfrecords, capfd):
+  code, stderr = _run(capfd, f'--model_dir={tmp_path / "model"}',
+                      f'--train_files={png_tfrecords}/train-*',
+                      f'--eval_files={png_tfrecords}/test-*', *SLIM_KEYS,
+                      '--image_shape=12,12,3', '--model=builders:mlp',
+                      '--train_steps=5')
+  assert code == 1
+  last = stderr.strip().splitlines()[-1]
   assert 'image/encoded: image not of shape [12, 12, 3] in' in last, last
   assert 'train-0000' in last
 
@@ -226,7 +255,7 @@ _TRAIN_2_STEPS = ['--train_steps=2', '--batch_size_per_replica=16',
     ('forgotten --image_key', ['--label_key=image/class/label']),
     ('RGB read as grey', [*SLIM_KEYS, '--image_shape=16,16,1'])])
 def test_a_failed_run_leaves_nothing_that_blocks_its_rerun(
-    tmp_path, png_tfrecords, engine, mistake, wrong):
+    tmp_path, png_tfrecords, engine, mistake, wrong, capfd):
   """A mistaken flag fails before anything is written to model_dir (under
   Estimator a step-0 checkpoint of the wrong model blocked the corrected
   rerun; ctl wrote events and model.json; RGB read as grey trained on
@@ -235,11 +264,11 @@ def test_a_failed_run_leaves_nothing_that_blocks_its_rerun(
   data = [f'--model_dir={model_dir}', f'--engine={engine}',
           f'--train_files={png_tfrecords}/train-*',
           f'--eval_files={png_tfrecords}/test-*', *_TRAIN_2_STEPS]
-  failed = _cli(*data, *wrong)
-  assert failed.returncode == 1, (mistake, failed.stderr[-3000:])
-  assert failed.stderr.strip().splitlines()[-1].startswith('error: ')
+  code, stderr = _run(capfd, *data, *wrong)
+  assert code == 1, (mistake, stderr[-3000:])
+  assert stderr.strip().splitlines()[-1].startswith('error: ')
   assert not model_dir.exists(), list(model_dir.iterdir())
-  # Nothing left, the rerun is a fresh run: in this process, the same flags.
+  # Nothing left, the rerun is a fresh run, with the same flags.
   engines.ENGINES[engine].run(TrainConfig(
       model_dir=str(model_dir), engine=engine,
       train_files=f'{png_tfrecords}/train-*',
@@ -265,17 +294,18 @@ def _grey_then_rgb(directory):
 @pytest.mark.parametrize('engine', [
     pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
 def test_a_run_that_fails_before_its_first_step_leaves_no_checkpoint(
-    tmp_path, engine):
+    tmp_path, engine, capfd):
   """An RGB image after grey ones (the first record passed the check)
   stops the first step, naming the file and the shape found, instead of
   being turned grey; Estimator had saved step 0 already."""
   path = _grey_then_rgb(tmp_path)
   model_dir = tmp_path / 'model'
-  result = _cli(f'--model_dir={model_dir}', f'--engine={engine}',
-                f'--train_files={path}', f'--eval_files={path}',
-                '--image_shape=16,16,1', '--num_classes=4', *_TRAIN_2_STEPS)
-  assert result.returncode == 1, result.stderr[-3000:]
-  last = result.stderr.strip().splitlines()[-1]
+  code, stderr = _run(capfd, f'--model_dir={model_dir}', f'--engine={engine}',
+                      f'--train_files={path}', f'--eval_files={path}',
+                      '--image_shape=16,16,1', '--num_classes=4',
+                      *_TRAIN_2_STEPS)
+  assert code == 1, stderr[-3000:]
+  last = stderr.strip().splitlines()[-1]
   assert ('image: image not of shape [16, 16, 1] in] '
           f'[{path}] [shape] [16 16 3]') in last, last
   assert not tf.train.latest_checkpoint(str(model_dir))
