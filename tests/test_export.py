@@ -27,6 +27,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.examples import EXAMPLES_SIGNATURE
 from estimator_trainer.tf2 import migration
 from conftest import write_idx
+import builders
 
 NUM_IMAGES = 1000
 
@@ -233,8 +234,11 @@ def _records(base_dir):
 def test_every_engine_exports_as_it_evaluates(tmp_path, mnist_small_dir,
                                               engine):
   """--export=latest after each evaluation; the --exports_to_keep newest
-  kept in every engine, whatever --keep_checkpoint_max."""
-  config = _config(tmp_path, mnist_small_dir, engine=engine, train_steps=40,
+  kept in every engine, whatever --keep_checkpoint_max. (Of a small MLP:
+  the rule is the model's whatever it is; its 4 evaluations cost the CNN's
+  convolutions nothing.)"""
+  config = _config(tmp_path, mnist_small_dir, engine=engine,
+                   model=builders.mlp, train_steps=40,
                    save_checkpoints_steps=10, throttle_secs=0,
                    keep_checkpoint_max=2, export='latest', exports_to_keep=3)
   engines.ENGINES[engine].run(config)
@@ -269,9 +273,9 @@ def test_a_resumed_run_keeps_the_best_export(tmp_path, mnist_small_dir,
   """--export=best compares a resumed run's evaluations with the best export
   written before it: a worse one is not exported (TF 2.15's BestExporter
   exported the first evaluation of every process; the TF2 engines forgot
-  the best on restart)."""
-  common = dict(engine=engine, export='best', throttle_secs=0,
-                save_checkpoints_steps=20)
+  the best on restart). Of a small MLP, as above."""
+  common = dict(engine=engine, model=builders.mlp, export='best',
+                throttle_secs=0, save_checkpoints_steps=20)
   engines.ENGINES[engine].run(_config(tmp_path, mnist_small_dir,
                                       train_steps=40, **common))
   exported = sorted(os.listdir(tmp_path / 'export' / 'best'))
