@@ -25,6 +25,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.models import cnn
 from cnn_weights import cnn_weights
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import builders
 import engine_params
 
 ENGINES = {'ctl': ctl, 'keras': keras_fit}
@@ -239,11 +240,13 @@ def test_a_run_resumed_between_checkpoints_keeps_their_cadence(
 
 @pytest.fixture(scope='module')
 def ctl_run(tmp_path_factory, mnist_small_dir):
-  """A short ctl run under 2 mirrored replicas, K steps per tf.function."""
+  """A short ctl run under 2 mirrored replicas, K steps per tf.function.
+  Of a small MLP: the layout is the model's whatever it is, and the CNN's
+  convolutions made most of the cost of its evaluations (2,000 images)."""
   model_dir = tmp_path_factory.mktemp('ctl')
   config = _config(model_dir, mnist_small_dir, engine='ctl',
-                   strategy='mirrored', cpu_replicas=2, steps_per_loop=7,
-                   train_steps=60, save_checkpoints_steps=30,
+                   model=builders.mlp, strategy='mirrored', cpu_replicas=2,
+                   steps_per_loop=7, train_steps=60, save_checkpoints_steps=30,
                    save_summary_steps=10, log_step_count_steps=10,
                    throttle_secs=0, export='none')  # No test reads it.
   return model_dir, ctl.train_and_evaluate(config)
@@ -264,7 +267,7 @@ def test_ctl_writes_the_estimator_layout(ctl_run):
                           'global_step', 'loss', 'num_examples'}
   assert metrics['global_step'] == 60 and (
       metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES)
-  assert metrics['accuracy'] > 0.7
+  assert metrics['accuracy'] > 0.6  # Chance: 0.1; the MLP's 0.72 here.
   train_tags, _ = _tags(model_dir)
   assert {'loss', 'accuracy', 'learning_rate', 'global_step/sec',
           'examples_per_second', 'examples_per_second_per_replica'
@@ -281,7 +284,8 @@ def test_ctl_writes_the_estimator_layout(ctl_run):
 def test_ctl_evaluate_mode_restores_without_a_strategy(ctl_run,
                                                        mnist_small_dir):
   model_dir, trained = ctl_run
-  config = _config(model_dir, mnist_small_dir, engine='ctl', mode='evaluate')
+  config = _config(model_dir, mnist_small_dir, engine='ctl', mode='evaluate',
+                   model=builders.mlp)
   job = tf2_job.Job(config, training=False)
   assert job.strategy is tf.distribute.get_strategy()  # The default one.
   metrics = ctl.evaluate(config)
