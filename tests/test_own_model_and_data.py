@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import warnings
 
 from absl import flags
 import numpy as np
@@ -86,14 +87,15 @@ def _run(capfd, *argv):
   its error reporting): (exit code, stderr). What the process adds, absl's
   start-up and a module found on PYTHONPATH, the real CLI's tests check
   (test_bad_input's REAL_CLI, test_model_dir_record); each process here
-  cost ~3 CPU-seconds of TensorFlow import. The log filters a run adds
-  are put back."""
+  cost ~3 CPU-seconds of TensorFlow import. The log and warnings filters
+  a run adds are put back."""
   loggers = [logging.getLogger(name) for name in ('tensorflow', 'absl')]
   filters = [list(logger.filters) for logger in loggers]
   capfd.readouterr()
   flags.FLAGS.unparse_flags()
   try:
-    run.main(errors.parse_flags(['run', *argv]))
+    with warnings.catch_warnings():
+      run.main(errors.parse_flags(['run', *argv]))
     code = 0
   except SystemExit as e:
     code = e.code
