@@ -11,7 +11,6 @@ export appeared, and files already there (checkpoints) are untouched.
 import collections
 import gzip
 import json
-import logging
 import os
 import pathlib
 import re
@@ -20,21 +19,18 @@ import socket
 import struct
 import subprocess
 import sys
-import warnings
 
-from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from estimator_trainer import checkpoints
-from estimator_trainer import errors
 from estimator_trainer import examples
 from estimator_trainer import outputs
-from estimator_trainer import run
 from estimator_trainer import sources
 from estimator_trainer import stack
 from estimator_trainer.errors import TrainerError
+import cli_config
 
 IS_ROOT = os.geteuid() == 0
 TESTS = pathlib.Path(__file__).resolve().parent  # Holds builders.py.
@@ -467,35 +463,6 @@ def test_cases_run_in_process_or_as_a_process_by_choice():
   assert not IN_PROCESS & REAL_CLI
 
 
-def _in_process(argv, env, capfd):
-  """`python -m estimator_trainer.run ARGV` in this process: (exit code,
-  stderr). The global state a run sets (flags, TensorFlow's log filters,
-  warnings filters) is put back."""
-  loggers = [logging.getLogger(name) for name in ('tensorflow', 'absl')]
-  filters = [list(logger.filters) for logger in loggers]
-  saved_env = {name: os.environ.get(name) for name in env}
-  os.environ.update(env)
-  capfd.readouterr()
-  flags.FLAGS.unparse_flags()
-  try:
-    with warnings.catch_warnings():
-      run.main(errors.parse_flags(['run', *argv]))
-    code = 0
-  except SystemExit as e:
-    code = e.code
-  finally:
-    flags.FLAGS.unparse_flags()
-    for logger, kept in zip(loggers, filters):
-      logger.filters[:] = kept
-    for name, value in saved_env.items():
-      if value is None:
-        os.environ.pop(name, None)
-      else:
-        os.environ[name] = value
-  sys.stderr.flush()
-  return code, capfd.readouterr().err
-
-
 @pytest.mark.parametrize('flags_, env, setup, code, message, in_process',
                          CASES)
 def test_bad_input_fails_with_one_line_and_changes_nothing(
@@ -511,7 +478,7 @@ def test_bad_input_fails_with_one_line_and_changes_nothing(
   argv = [flag.format(**paths) for flag in flags_]
   before = _snapshot(tmp_path)
   if in_process:
-    returncode, stderr = _in_process(argv, env, capfd)
+    returncode, stderr = cli_config.main_in_process(argv, capfd, env)
   else:
     result = subprocess.run(
         [sys.executable, '-m', 'estimator_trainer.run', *argv],

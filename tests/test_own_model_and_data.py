@@ -3,28 +3,24 @@
 schema, batch norm's moving statistics, synchronized batch norm."""
 
 import json
-import logging
 import os
 import pathlib
 import subprocess
 import sys
-import warnings
 
-from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from estimator_trainer import engines
-from estimator_trainer import errors
 from estimator_trainer import examples
-from estimator_trainer import run
 from estimator_trainer import make_input_fn
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import builders
+import cli_config
 import engine_params
 import scripts_dir
 from conftest import MNIST_SMALL_TEST_EXAMPLES
@@ -83,28 +79,11 @@ def _cli(*argv, env=None):
 
 
 def _run(capfd, *argv):
-  """`python -m estimator_trainer.run ARGV` in this process (run.main and
-  its error reporting): (exit code, stderr). What the process adds, absl's
-  start-up and a module found on PYTHONPATH, the real CLI's tests check
-  (test_bad_input's REAL_CLI, test_model_dir_record); each process here
-  cost ~3 CPU-seconds of TensorFlow import. The log and warnings filters
-  a run adds are put back."""
-  loggers = [logging.getLogger(name) for name in ('tensorflow', 'absl')]
-  filters = [list(logger.filters) for logger in loggers]
-  capfd.readouterr()
-  flags.FLAGS.unparse_flags()
-  try:
-    with warnings.catch_warnings():
-      run.main(errors.parse_flags(['run', *argv]))
-    code = 0
-  except SystemExit as e:
-    code = e.code
-  finally:
-    flags.FLAGS.unparse_flags()
-    for logger, kept in zip(loggers, filters):
-      logger.filters[:] = kept
-  sys.stderr.flush()
-  return code, capfd.readouterr().err
+  """`python -m estimator_trainer.run ARGV` in this process: (exit code,
+  stderr). What the process adds, absl's start-up and a module found on
+  PYTHONPATH, the real CLI's tests check (test_bad_input's REAL_CLI,
+  test_model_dir_record)."""
+  return cli_config.main_in_process(argv, capfd)
 
 
 @pytest.mark.slow
