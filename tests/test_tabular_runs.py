@@ -25,8 +25,10 @@ from estimator_trainer import models
 from estimator_trainer import stack
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
 from estimator_trainer.tabular import dataset as tabular_dataset
 from estimator_trainer.tabular import statistics
+import cli_config
 import engine_params
 import tabular_sets
 from tabular_sets import examples
@@ -559,18 +561,23 @@ def test_another_spec_than_the_model_dirs_is_a_usage_error(
   before = _files(model_dir)
   edited = dataclasses.replace(data, feature_spec=_edited_spec(
       data, tmp_path, edit))
-  if mode == 'migrate':
-    command = ['estimator_trainer.migrate', f'--from={model_dir}',
-               f'--to={tmp_path / "carried"}']
+  if mode == 'migrate':  # Its own main: the real command.
+    result = subprocess.run(
+        [sys.executable, '-m', 'estimator_trainer.migrate',
+         f'--from={model_dir}', f'--to={tmp_path / "carried"}',
+         *_flags(edited)], capture_output=True, text=True, timeout=600,
+        check=False)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
   else:
-    command = ['estimator_trainer.run', f'--model_dir={model_dir}',
-               f'--mode={mode}']
-  result = subprocess.run([sys.executable, '-m', *command, *_flags(edited)],
-                          capture_output=True, text=True, timeout=600,
-                          check=False)
-  assert result.returncode == 2, result.stderr[-3000:]
-  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
-  last = result.stderr.strip().splitlines()[-1]
+    # In-process (no TensorFlow process of its own): a UsageError is what
+    # run's main reports as one line and exit 2 (test_run.py's).
+    with pytest.raises(UsageError) as raised:
+      cli_config.run_in_process([f'--model_dir={model_dir}', f'--mode={mode}',
+                                 *_flags(edited)])
+    last = str(raised.value)
+    assert '\n' not in last, last
   assert f'--feature_spec={edited.feature_spec} differs from' in last, last
   assert named in last, last
   assert _files(model_dir) == before
