@@ -603,13 +603,11 @@ def test_later_runs_use_the_stored_spec_given_the_same_or_none(
                                                _reverse_classes)
   (model_dir / 'model.json').write_text(json.dumps(record))
   (model_dir / 'metrics.json').unlink()
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run',
-       f'--model_dir={model_dir}', '--mode=evaluate'],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
+  # The CLI's flags from model.json's record, in-process.
+  with caplog.at_level(logging.INFO):
+    cli_config.run_in_process([f'--model_dir={model_dir}', '--mode=evaluate'])
   stored = model_dir / 'preprocessing' / 'feature_spec.json'
-  assert f'Feature spec: {stored}' in result.stderr, result.stderr[-3000:]
+  assert f'Feature spec: {stored}' in caplog.text, caplog.text[-3000:]
   for key, value in expected.items():
     assert metrics(model_dir)[key] == pytest.approx(value, rel=1e-5,
                                                     abs=1e-6), key
