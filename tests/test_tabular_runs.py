@@ -13,10 +13,13 @@ import shutil
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.tools import saved_model_utils  # saved_model_cli's reader
+# saved_model_cli's run command (defines its flags) and reader.
+from tensorflow.python.tools import saved_model_cli
+from tensorflow.python.tools import saved_model_utils
 import yaml
 
 from estimator_trainer import engines
@@ -302,13 +305,16 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
                                   abs=1e-6), key
 
 
-def _saved_model_cli(*args):
-  result = subprocess.run(
-      [str(pathlib.Path(sys.executable).parent / 'saved_model_cli'),
-       *map(str, args)], capture_output=True, text=True, timeout=600,
-      check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result.stdout
+def _saved_model_cli_run(*args):
+  """`saved_model_cli run ARGS` in this process: its run command on its
+  flags parsed (not a TensorFlow process each; the tool as a process is
+  test_export.py's)."""
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(['saved_model_cli', *map(str, args)])
+  try:
+    saved_model_cli.run()
+  finally:
+    flags.FLAGS.unparse_flags()
 
 
 @pytest.mark.both_stacks
@@ -333,9 +339,9 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
   rows = {k: v[:5] for k, v in data.eval_rows.items()}
   features = [{n: [rows[n][i].item()] for n in data.spec['columns']}
               for i in range(5)]
-  _saved_model_cli('run', '--dir', directory, '--tag_set', 'serve',
-                   '--signature_def', signature, '--input_examples',
-                   f'{key}={json.dumps(features)}', '--outdir', tmp_path)
+  _saved_model_cli_run('--dir', directory, '--tag_set', 'serve',
+                       '--signature_def', signature, '--input_examples',
+                       f'{key}={json.dumps(features)}', '--outdir', tmp_path)
   loaded = tf.saved_model.load(str(directory)).signatures[signature]
   expected = loaded(**{key: tf.constant(examples(rows))})[output]
   np.testing.assert_allclose(np.load(tmp_path / f'{output}.npy'),
