@@ -10,8 +10,6 @@ import json
 import logging
 import pathlib
 import shutil
-import subprocess
-import sys
 
 from absl import flags
 import numpy as np
@@ -31,6 +29,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 from estimator_trainer.tabular import dataset as tabular_dataset
 from estimator_trainer.tabular import statistics
+from estimator_trainer.tf2 import migration
 import cli_config
 import engine_params
 import tabular_sets
@@ -450,6 +449,16 @@ def _flags(data):
           f'--model_kwargs={json.dumps(FLAGS["model_kwargs"])}']
 
 
+def _migrate(source, to, data):
+  """`migrate --from=source --to=to` with `data`'s flags in-process: its
+  config as its main builds it (--to the model_dir, engine ctl) and its
+  call; it prints what this returns. The command's flags and exit codes as
+  a process are test_migrate.py's."""
+  return migration.convert(dataclasses.replace(
+      cli_config.config_from([f'--model_dir={to}', *_flags(data)]),
+      engine='ctl', cluster=None), str(source))
+
+
 @pytest.mark.estimator
 def test_an_estimator_model_dir_carried_to_ctl_evaluates_alike(
     trained, sets, tmp_path):
@@ -461,12 +470,7 @@ def test_an_estimator_model_dir_carried_to_ctl_evaluates_alike(
   shares = source / 'preprocessing' / 'summaries'
   shares.mkdir()  # As a cluster's trainers leave it.
   (shares / 'digest-1-of-2.pickle').write_bytes(b'')
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.migrate', f'--from={source}',
-       f'--to={to}', *_flags(data)],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.strip() == f'{to}/ckpt-{FLAGS["train_steps"]}'
+  assert _migrate(source, to, data) == f'{to}/ckpt-{FLAGS["train_steps"]}'
   for name in ('statistics.json', 'training_files.json'):
     stored = pathlib.Path('preprocessing', name)
     assert (to / stored).read_text() == (source / stored).read_text()
@@ -567,23 +571,17 @@ def test_another_spec_than_the_model_dirs_is_a_usage_error(
   before = _files(model_dir)
   edited = dataclasses.replace(data, feature_spec=_edited_spec(
       data, tmp_path, edit))
-  if mode == 'migrate':  # Its own main: the real command.
-    result = subprocess.run(
-        [sys.executable, '-m', 'estimator_trainer.migrate',
-         f'--from={model_dir}', f'--to={tmp_path / "carried"}',
-         *_flags(edited)], capture_output=True, text=True, timeout=600,
-        check=False)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert 'Traceback' not in result.stderr, result.stderr[-3000:]
-    last = result.stderr.strip().splitlines()[-1]
-  else:
-    # In-process (no TensorFlow process of its own): a UsageError is what
-    # run's main reports as one line and exit 2 (test_run.py's).
-    with pytest.raises(UsageError) as raised:
+  # In-process (no TensorFlow process of its own): a UsageError is what
+  # the commands' mains report as one line and exit 2 (test_run.py's,
+  # test_migrate.py's).
+  with pytest.raises(UsageError) as raised:
+    if mode == 'migrate':
+      _migrate(model_dir, tmp_path / 'carried', edited)
+    else:
       cli_config.run_in_process([f'--model_dir={model_dir}', f'--mode={mode}',
                                  *_flags(edited)])
-    last = str(raised.value)
-    assert '\n' not in last, last
+  last = str(raised.value)
+  assert '\n' not in last, last
   assert f'--feature_spec={edited.feature_spec} differs from' in last, last
   assert named in last, last
   assert _files(model_dir) == before
