@@ -10,6 +10,8 @@ import json
 import logging
 import pathlib
 import shutil
+import subprocess
+import sys
 
 from absl import flags
 import numpy as np
@@ -452,8 +454,9 @@ def _flags(data):
 def _migrate(source, to, data):
   """`migrate --from=source --to=to` with `data`'s flags in-process: its
   config as its main builds it (--to the model_dir, engine ctl) and its
-  call; it prints what this returns. The command's flags and exit codes as
-  a process are test_migrate.py's."""
+  call. The command as a process:
+  test_an_estimator_model_dir_carried_to_ctl_evaluates_alike, and
+  test_migrate.py's flags and exit codes."""
   return migration.convert(dataclasses.replace(
       cli_config.config_from([f'--model_dir={to}', *_flags(data)]),
       engine='ctl', cluster=None), str(source))
@@ -470,7 +473,14 @@ def test_an_estimator_model_dir_carried_to_ctl_evaluates_alike(
   shares = source / 'preprocessing' / 'summaries'
   shares.mkdir()  # As a cluster's trainers leave it.
   (shares / 'digest-1-of-2.pickle').write_bytes(b'')
-  assert _migrate(source, to, data) == f'{to}/ckpt-{FLAGS["train_steps"]}'
+  # The real command: the one on structured data (test_migrate.py's are on
+  # images; test_wide_deep_optimizers.py's in-process).
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.migrate', f'--from={source}',
+       f'--to={to}', *_flags(data)],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == f'{to}/ckpt-{FLAGS["train_steps"]}'
   for name in ('statistics.json', 'training_files.json'):
     stored = pathlib.Path('preprocessing', name)
     assert (to / stored).read_text() == (source / stored).read_text()
