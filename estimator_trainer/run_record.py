@@ -118,10 +118,13 @@ def _check_given(model_dir, record, values, given):
     else:
       continue
     if value != recorded:
+      # A flag the run was without is not '--name=None', which no user gives.
+      of_run = (f'a run without --{name}' if recorded is None else
+                f'--{name}={shown(recorded)}')
       raise UsageError(
           f'--{name}={shown(values[name])} disagrees with {model_dir}, '
-          f'whose checkpoints are of --{name}={shown(recorded)} (its '
-          f'{layout.MODEL_FILE}): drop the flag, or use another --model_dir')
+          f'whose checkpoints are of {of_run} (its {layout.MODEL_FILE}): '
+          'drop the flag, or use another --model_dir')
 
 
 def shown(value):

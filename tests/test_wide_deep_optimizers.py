@@ -144,4 +144,5 @@ def test_a_resume_cannot_change_the_optimizers(census, tmp_path):
                             '--linear_optimizer=ftrl'])
   assert str(error.value).startswith(
       f'--linear_optimizer=ftrl disagrees with {model_dir}, whose '
-      'checkpoints are of --linear_optimizer=None'), error.value
+      'checkpoints are of a run without --linear_optimizer (its '
+      'model.json)'), error.value
