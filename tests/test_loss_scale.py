@@ -31,7 +31,8 @@ STEPS = 16
 # Overflows a few steps less at the CNN's batch of 32 on 2 replicas (2**21
 # overflowed, 2**20 did not, at 2**26's 6th and 7th steps): the tests of
 # that batch skip some steps and apply more in fewer steps than from 2**26.
-FEW_OVERFLOWS_SCALE = 2.0**23
+# 2**23, defined where the cluster tasks' sitecustomize reads it too.
+FEW_OVERFLOWS_SCALE = one_replica_overflow.INITIAL_SCALE
 # On the PYTHONPATH of cluster tasks: their scale starts at
 # FEW_OVERFLOWS_SCALE, and one step overflows on replica 1 alone.
 OVERFLOW_SITE = pathlib.Path(__file__).parent / 'overflow_site'

@@ -5,7 +5,8 @@ into its in-process run; the cluster tasks' sitecustomize into theirs."""
 
 import tensorflow as tf
 
-# As the test's FEW_OVERFLOWS_SCALE: the first float16 steps overflow.
+# test_loss_scale.py's FEW_OVERFLOWS_SCALE (why 2**23: there): the first
+# float16 steps overflow.
 INITIAL_SCALE = 2.0**23
 # The global step before the step that overflows on replica 1 alone: the
 # 4th, which at the scale the first 3 leave (2**20) overflows nowhere else.
