@@ -159,9 +159,12 @@ def _shell_and_yaml(path):
       yield code
 
 
-# The flags are this package's definitions, alike on both stacks.
+# The flags are this package's definitions, alike on both stacks. The two
+# tests share one worker (xdist_group), so that each command's help, a
+# TensorFlow import for some, is asked once (_help_flags' cache).
 @pytest.mark.default_stack_only
 @pytest.mark.slow
+@pytest.mark.xdist_group('docs_flags')
 def test_flags_in_the_docs_commands_exist():
   """Every flag a command line in the docs passes is one that command
   defines (so `--help` lists it)."""
@@ -181,6 +184,7 @@ _OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
 
 @pytest.mark.default_stack_only
 @pytest.mark.slow
+@pytest.mark.xdist_group('docs_flags')
 def test_flags_named_in_the_text_exist():
   """Every `--flag` the text names (outside code blocks) is a flag of one
   of the package's commands or scripts."""
