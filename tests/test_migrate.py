@@ -16,6 +16,7 @@ from estimator_trainer.errors import TrainerError
 from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import migration
 from cnn_weights import cnn_weights
+import cli_config
 
 STEPS, MORE = 20, 10
 
@@ -120,28 +121,26 @@ def test_what_cannot_be_carried_over_is_one_line_naming_it(estimator, tmp_path,
       'already: train on its model_dir')
 
 
-def _run(*flags):
-  return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run', *flags],
-      capture_output=True, text=True, timeout=600, check=False)
-
-
 @pytest.mark.slow
 def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
-    estimator, tmp_path, mnist_small_dir):
+    estimator, tmp_path, mnist_small_dir, capfd):
   """ctl on an Estimator model_dir said `Some objects had attributes which
   were not restored:`; migrate of an SGD Estimator without --optimizer=sgd
   `NotFoundError: Key beta1_power not found in checkpoint`. Now each says
-  what is wrong, and the command given carries the run over."""
+  what is wrong, and the command given carries the run over. The training
+  command runs in-process (run.main and its one-line error reporting, as
+  test_bad_input's), migrate as the real command: it cannot be imported
+  where run is."""
   source = tmp_path / 'estimator'
   estimator.train(_config(source, mnist_small_dir, optimizer='sgd',
                           train_steps=2))
   flags = ['--dataset=mnist', f'--idx_dir={mnist_small_dir}',
            '--optimizer=sgd', '--export=none']
-  refused = _run(f'--model_dir={source}', '--engine=ctl', '--train_steps=4',
-                 *flags)
-  assert refused.returncode == 1, refused.stderr[-3000:]
-  last = refused.stderr.strip().splitlines()[-1]
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={source}', '--engine=ctl', '--train_steps=4', *flags],
+      capfd)
+  assert code == 1, stderr[-3000:]
+  last = stderr.strip().splitlines()[-1]
   assert last.startswith(f'error: {source} holds an Estimator checkpoint '
                          '(model.ckpt-2), which --engine=ctl cannot read'), last
   command = shlex.split(last.split('`')[1])
@@ -161,9 +160,9 @@ def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
   carried = _migrate(*command[3:])
   assert carried.returncode == 0, carried.stderr[-3000:]
   assert carried.stdout.strip() == f'{to}/ckpt-2'
-  trained = _run(f'--model_dir={to}', '--engine=ctl', '--train_steps=4',
-                 *flags)
-  assert trained.returncode == 0, trained.stderr[-3000:]
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={to}', '--engine=ctl', '--train_steps=4', *flags], capfd)
+  assert code == 0, stderr[-3000:]
   assert json.loads((to / 'metrics.json').read_text())['global_step'] == 4
 
 
