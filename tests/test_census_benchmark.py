@@ -13,6 +13,7 @@ import pytest
 from estimator_trainer import config
 from estimator_trainer import stack
 from estimator_trainer.benchmark import census
+from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark import report
 from estimator_trainer.benchmark import runs
 import scripts_dir
@@ -166,9 +167,12 @@ def test_census_smoke_run(tmp_path):
   """The peers train and evaluate on a small set; the table has their rows
   with accuracy and AUC. The engines' parts run the same subprocess path
   (`workloads`): their workloads are test_tabular_input_cut_at_each_stage's,
-  in process (two TensorFlow processes fewer)."""
-  configs = ['fit_tabular', 'fit_package_dnn'] + (
-      ['canned_dnn'] if stack.has_estimator() else [])
+  in process (two TensorFlow processes fewer); so is canned_dnn's, on the
+  set the benchmark wrote (its path, a subprocess's RESULT line, is the fit
+  peers'; its ratio and targets are
+  test_tabular_table_ratios_metrics_and_targets's)."""
+  from estimator_trainer.benchmark import tabular  # pylint: disable=g-import-not-at-top
+  configs = ['fit_tabular', 'fit_package_dnn']
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
@@ -180,7 +184,15 @@ def test_census_smoke_run(tmp_path):
   lines = result.stdout.strip().splitlines()
   assert lines[0].startswith('census-like set (2,000 train, 200 test rows')
   assert [line.split()[0] for line in lines[3:]] == configs
-  for row in json.loads(output.read_text())['rows']:
+  results = json.loads(output.read_text())['rows']
+  if stack.has_estimator():
+    # The script's defaults: Adam at 2e-3.
+    setup = runs.census_setup(str(tmp_path / 'work/census_data'), 'adam',
+                              2e-3)
+    canned = tabular.WORKLOADS['canned_dnn'](setup, 24, 64, 6)
+    results.append({'examples_per_second': measure.steady_rate(
+        canned['rates']), **canned})
+  for row in results:
     assert row['examples_per_second'] > 0
     # 24 steps of 64 learn something: better than a coin, worse than Bayes.
     assert 0.5 < row['metrics']['auc'] < 1
