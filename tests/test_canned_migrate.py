@@ -7,7 +7,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -352,18 +351,21 @@ for case in json.load(sys.stdin):
 '''
 
 
-# Two TensorFlow processes in all: the migrate command (its flags and output
-# the same for every canned model, so one) and the other stack's.
+# One TensorFlow process in all, the other stack's. Each canned model_dir is
+# carried by migrate's convert on the config migrate's main builds (--to the
+# model_dir, engine ctl), in process: the command's flags, output and exit
+# codes are the same for every --from (convert tells a canned one apart),
+# and the command as a process is test_tabular_runs's (structured data, with
+# --feature_spec) and test_migrate.py's.
 @pytest.mark.slow
 @pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
                     "stack's python) unset")
 def test_migrate_command_then_the_other_stack_serves_canned_predictions(
     estimator, data, canned_runs, tmp_path):
-  """`python -m estimator_trainer.migrate --from=CANNED_MODEL_DIR` (wide &
-  deep; the others carried by migrate's convert, in process), then the TF
-  2.21 stack's command line exports each carried model_dir (the model and
-  optimizers migrate read off the checkpoint are its record's) and serves
-  canned's predictions; a run there trains on from the carried step."""
+  """migrate --from=CANNED_MODEL_DIR, then the TF 2.21 stack's command line
+  exports each carried model_dir (the model and optimizers migrate read off
+  the checkpoint are its record's) and serves canned's predictions; a run
+  there trains on from the carried step."""
   del estimator
   directory, _, test = data
   serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
@@ -375,17 +377,9 @@ def test_migrate_command_then_the_other_stack_serves_canned_predictions(
                   f'--eval_files={directory / "eval.csv"}',
                   f'--feature_spec={spec_file}', f'--head={head}',
                   '--lr_decay=none', '--shuffle_buffer=0']
-    if canned == 'DNNLinearCombinedClassifier':
-      result = subprocess.run(
-          [sys.executable, '-m', 'estimator_trainer.migrate',
-           f'--from={model_dir / "canned"}', f'--to={to}', *data_flags],
-          capture_output=True, text=True, timeout=600, check=False)
-      assert result.returncode == 0, result.stderr[-3000:]
-      assert result.stdout.strip() == f'{to}/ckpt-{STEPS}'
-    else:
-      assert migration.convert(
-          _config(to, directory, spec_file, head, engine='ctl'),
-          str(model_dir / 'canned')) == f'{to}/ckpt-{STEPS}'
+    assert migration.convert(
+        _config(to, directory, spec_file, head, engine='ctl'),
+        str(model_dir / 'canned')) == f'{to}/ckpt-{STEPS}'
     cases.append({'to': str(to), 'flags': data_flags, 'output': output,
                   'examples': serialized, 'steps': STEPS + 5})
     expected[canned] = (to, predicted)
