@@ -261,26 +261,36 @@ def test_training_continues_from_the_carried_step_and_slots(
   assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
 
 
+@pytest.fixture(scope='module')
+def adam_next_step(data, canned_runs, tmp_path_factory):
+  """Canned's predictions of the eval set after its own next step on the
+  Adam DNNClassifier's model_dir (a copy): the first batch of its input_fn.
+  Made once for every engine's test."""
+  directory, train, test = data
+  model_dir, _, _, output, _ = canned_runs('DNNClassifier-Adam')
+  copy = tmp_path_factory.mktemp('adam_next_step') / 'canned'
+  shutil.copytree(model_dir / 'canned', copy)
+  linear, dnn = _columns(str(directory / 'cities.txt'))
+  canned = CANNED['DNNClassifier-Adam'][0](
+      tf.estimator, linear, dnn, str(copy),
+      config=tf.estimator.RunConfig(tf_random_seed=1))
+  canned.train(_input_fn(train, 'y', None), steps=1)
+  return np.array([p[output] for p in canned.predict(
+      _input_fn(test, 'y', 1))])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('engine', ['estimator', 'ctl'])
 def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
-                                          tmp_path, engine):
+                                          adam_next_step, tmp_path, engine):
   """A DNNClassifier of optimizer='Adam': its m and v carried (their rows
   moved as their weights'), the global step as Adam's step count; one more
   step on the same batch then moves the carried model as canned's own next
   step moves canned's."""
   del estimator
-  directory, train, test = data
+  directory, _, test = data
   model_dir, spec_file, head, output, _ = canned_runs('DNNClassifier-Adam')
-  # Canned's next step, on a copy: the first batch of its input_fn.
-  shutil.copytree(model_dir / 'canned', tmp_path / 'canned')
-  linear, dnn = _columns(str(directory / 'cities.txt'))
-  canned = CANNED['DNNClassifier-Adam'][0](
-      tf.estimator, linear, dnn, str(tmp_path / 'canned'),
-      config=tf.estimator.RunConfig(tf_random_seed=1))
-  canned.train(_input_fn(train, 'y', None), steps=1)
-  expected = np.array([p[output] for p in canned.predict(
-      _input_fn(test, 'y', 1))])
+  expected = adam_next_step
   to = tmp_path / 'carried'
   path = migration.convert(
       _config(to, directory, spec_file, head, engine='ctl'),
