@@ -393,15 +393,14 @@ def _test_loss(model, config):
 
 @pytest.mark.slow
 @pytest.mark.estimator
-@pytest.mark.parametrize('replicas', [1, 2])
-def test_a_negligible_average_evaluates_as_the_checkpoint(
-    tmp_path, colors16, replicas):
-  """--ema_decay=1e-9 on per-replica batch norm: the average is the
-  weights, and metrics.json the checkpoint's own model (statistics of
-  every replica, not the first's)."""
+def test_a_negligible_average_evaluates_as_the_checkpoint(tmp_path, colors16):
+  """--ema_decay=1e-9 on per-replica batch norm of 2 replicas: the average
+  is the weights, and metrics.json the checkpoint's own model (statistics
+  of every replica, not the first's). One replica's evaluation of the
+  averages and the checkpoint's statistics:
+  test_an_estimator_checkpoint_averaging_every_weight_migrates."""
   config = _config(tmp_path, colors16, engine='estimator', train_steps=8,
-                   ema_decay=1e-9, model_kwargs={'momentum': 0.5},
-                   **_on(replicas))
+                   ema_decay=1e-9, model_kwargs={'momentum': 0.5}, **_on(2))
   metrics = _train(config)
   np.testing.assert_allclose(metrics['average_loss'],
                              _test_loss(_restored(config), config),
@@ -410,15 +409,12 @@ def test_a_negligible_average_evaluates_as_the_checkpoint(
 
 @pytest.mark.slow
 @pytest.mark.estimator
-@pytest.mark.parametrize('replicas', [1, 2])
-def test_the_average_is_evaluated_on_1_and_2_evaluation_replicas(
-    tmp_path, colors16, replicas):
+def test_the_average_is_evaluated_on_2_evaluation_replicas(tmp_path, colors16):
   """--ema_decay with --eval_strategy=mirrored: metrics.json is of the
-  checkpoint's averages (it crashed at the first evaluation)."""
+  checkpoint's averages (it crashed at the first evaluation). On one:
+  test_an_estimator_checkpoint_averaging_every_weight_migrates."""
   config = _config(tmp_path, colors16, engine='estimator', train_steps=4,
-                   ema_decay=0.5,
-                   eval_strategy='mirrored' if replicas > 1 else 'default',
-                   cpu_replicas=replicas if replicas > 1 else 0)
+                   ema_decay=0.5, eval_strategy='mirrored', cpu_replicas=2)
   metrics = _train(config)
   np.testing.assert_allclose(
       metrics['average_loss'],
@@ -501,11 +497,15 @@ def test_an_estimator_checkpoint_averaging_every_weight_migrates(
     tmp_path, colors16):
   """An estimator checkpoint of --ema_decay before issue 46 also holds
   averages of batch norm's statistics: left out in evaluation, a resume
-  and `migrate` (which failed: 'cannot place')."""
+  and `migrate` (which failed: 'cannot place'). First, today's
+  checkpoint: one replica evaluates the averages with the checkpoint's
+  statistics."""
   config = _config(tmp_path / 'estimator', colors16, engine='estimator',
                    train_steps=2, ema_decay=0.5,
                    model_kwargs={'momentum': 0.5})
-  _train(config)
+  np.testing.assert_allclose(
+      _train(config)['average_loss'],
+      _test_loss(_averaged(config, _restored(config)), config), rtol=1e-5)
   _with_statistics_averages(config, offset=100.0)
   metrics = _train(dataclasses.replace(config, mode='evaluate'))
   np.testing.assert_allclose(
