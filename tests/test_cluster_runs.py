@@ -255,7 +255,7 @@ def test_tf2_parameter_servers(tmp_path, mnist_small_dir, engine, evaluator):
   assert np.abs(exported - raw).max() > 10 * 1e-4
 
 
-def test_tf2_two_workers_and_an_evaluator(tmp_path, mnist_small_dir):
+def test_tf2_a_listed_evaluator_evaluates_and_the_worker_does_not(tmp_path, mnist_small_dir):
   """A listed evaluator task under multi_worker_mirrored (keras). One worker:
   every worker decides alike from TF_CONFIG not to evaluate
   (controller.engine_modes), and a second costs a TensorFlow process; keras
