@@ -12,6 +12,7 @@ from estimator_trainer import engines
 from estimator_trainer import models
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.tf2 import ctl
 from test_engines import _summary_values
 from cluster_launch import launch, task_lines
 from conftest import MNIST_SMALL_TEST_EXAMPLES
@@ -67,13 +68,14 @@ def _global_norm(changes):
 @pytest.mark.slow
 @pytest.mark.parametrize('engine', engine_params.ENGINES)
 def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
-    tmp_path, mnist_small_dir, engine):
+    tmp_path, mnist_small_dir, engine, monkeypatch):
   """With every step clipped, 2 replicas step as 1: the SUMMED gradient is
   clipped (an SGD step of norm rate x C, its norm before clipping > C the
   gradient_norm summary). Clipping each replica's share instead
   (tensorflow#33929, #35333) scored 0.51 (estimator) and 0.66 (ctl, keras)
   here."""
   flags = dict(global_batch_size=32, train_steps=1, clip_global_norm=CLIP)
+  trainers = _record_ctl_trainers(monkeypatch)
   changes = {}
   for replicas in (1, 2):
     model_dir = tmp_path / str(replicas)
@@ -86,6 +88,41 @@ def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
                              rtol=1e-4)
   norms = _summary_values(tmp_path / '1', 'gradient_norm')
   assert list(norms) == [1] and norms[1] > 10 * CLIP, norms
+  # The 2 replicas' training summaries are of the global batch too, as one
+  # replica's (not replica 0's half, nor a sum): ctl's metrics aggregate
+  # across replicas alike in one process and across workers (whose cluster
+  # test_two_workers_clip_and_accumulate_like_one_process runs for keras).
+  _assert_same_summaries(tmp_path / '1', tmp_path / '2')
+  # Within one process, metrics made outside the strategy's scope sum every
+  # replica's share too; across workers each would keep its own half (the
+  # chief's accuracy of its half): ctl's are the strategy's variables.
+  if engine == 'ctl':
+    trainer, strategy = trainers[1]  # The 2 replicas' run.
+    for metric in (trainer.loss, trainer.accuracy, trainer.gradient_norm):
+      for variable in metric.variables:
+        assert strategy.extended.variable_created_in_scope(variable), (
+            variable.name)
+
+
+def _record_ctl_trainers(monkeypatch):
+  """A list to which ctl's runs append their trainer and its strategy."""
+  trainers, make = [], ctl._Trainer.__init__
+
+  def record(trainer, job):
+    make(trainer, job)
+    trainers.append((trainer, job.strategy))
+  monkeypatch.setattr(ctl._Trainer, '__init__', record)
+  return trainers
+
+
+def _assert_same_summaries(alone, distributed):
+  """The step-1 gradient_norm, accuracy and loss summaries of a
+  distributed run are those of the run of one replica."""
+  for tag, tolerance in (('gradient_norm', 1e-4), ('accuracy', 0),
+                         ('loss', 1e-4)):
+    one, many = (_summary_values(path, tag) for path in (alone, distributed))
+    assert 1 in many, (tag, many)
+    assert many[1] == pytest.approx(one[1], rel=tolerance), (tag, one, many)
 
 
 @pytest.mark.slow
@@ -138,8 +175,14 @@ def test_a_resumed_accumulating_run_continues_as_one_batch_of_both(
 
 @pytest.mark.slow
 @pytest.mark.serial  # A cluster on free ports.
-@pytest.mark.parametrize('engine', engine_params.engines_with(
-    both_stacks=('ctl', 'keras')))
+# Not ctl: its cross-worker parts are keras's (updates.py's step, the
+# controller's chief-only saves, evaluation and export, input_fn's shards);
+# its summaries' aggregation over replicas is
+# test_a_clipped_step_is_the_same_on_1_and_2_replicas's. Keras's own
+# reduction of fit's logs across workers needs a cluster.
+@pytest.mark.parametrize('engine', [
+    engine_params.param('estimator'),
+    engine_params.param('keras', both_stacks=True)])
 def test_two_workers_clip_and_accumulate_like_one_process(
     tmp_path, mnist_small_dir, engine):
   """2 multi_worker_mirrored workers x 2 micro-batches of 32, every step
@@ -174,13 +217,7 @@ def test_two_workers_clip_and_accumulate_like_one_process(
   # the workers'); and the chief's training accuracy is of the global batch,
   # not of its half (at 64 the halves are right more or less often), nor
   # the sum of the workers' global figures (Keras's reduction of fit's logs).
-  for tag, tolerance in (('gradient_norm', 1e-4), ('accuracy', 0),
-                         ('loss', 1e-4)):
-    alone, cluster = (_summary_values(tmp_path / name, tag)
-                      for name in ('one', 'two'))
-    assert 1 in cluster, (tag, cluster)
-    assert cluster[1] == pytest.approx(alone[1], rel=tolerance), (
-        tag, alone, cluster)
+  _assert_same_summaries(tmp_path / 'one', model_dir)
   if not tf2:  # Its cluster's own: test_cluster_runs.py's early stopping.
     return
   assert 'exit codes: worker:0=0, worker:1=0' in two.stdout
