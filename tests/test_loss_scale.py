@@ -27,7 +27,10 @@ import test_wide_deep_optimizers as wide_deep
 # steps are skipped until the scale is small enough.
 OVERFLOWING_SCALE = 2.0**26
 GROWTH_STEPS = 4
-STEPS = 16
+# From FEW_OVERFLOWS_SCALE every engine's steps 1-3, 6 and 7 overflow and
+# step 11 doubles the scale (its 4th good step in a row); the loss falls by
+# 30% by step 12.
+STEPS = 12
 # Overflows a few steps less at the CNN's batch of 32 on 2 replicas (2**21
 # overflowed, 2**20 did not, at 2**26's 6th and 7th steps): the tests of
 # that batch skip some steps and apply more in fewer steps than from 2**26.
@@ -107,6 +110,7 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
   assert 1 < skipped < STEPS * 3 // 4
   assert _summaries(tmp_path, 'skipped_steps')[STEPS] == skipped
   losses = _summaries(tmp_path, 'loss')
+  print(f'{engine} loss at step 1 and {STEPS}:', losses[1], losses[STEPS])
   assert losses[STEPS] < 0.9 * losses[1], losses
 
 
