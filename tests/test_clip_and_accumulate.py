@@ -108,6 +108,7 @@ def test_a_clipped_step_is_the_same_on_1_and_2_replicas(
 
 def _record_ctl_trainers(monkeypatch):
   """A list to which ctl's runs append their trainer and its strategy."""
+  # pylint: disable=protected-access
   trainers, make = [], ctl._Trainer.__init__
 
   def record(trainer, job):
