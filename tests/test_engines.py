@@ -78,10 +78,12 @@ def test_ctl_sgd_steps_are_the_same_with_1_and_2_replicas(tmp_path,
 def test_resume_continues_the_step_and_optimizer_state(tmp_path,
                                                        mnist_small_dir,
                                                        engine):
-  """2 x 20 steps with a restart in between: the step, Adam's iterations
-  and the weights go on from the checkpoint. (That a run without a restart
-  counts its steps as iterations: test_training_ends_on_the_configured_step;
-  the resume does not depend on the number of steps.)"""
+  """20 steps, then to 25 with a restart in between: the step, Adam's
+  iterations and the weights go on from the checkpoint, and the rerun trains
+  the 5 steps left, no more. (They end between the checkpoints of every 10:
+  a rerun that planned its steps from step 0, not the restored one, would
+  train 10. That a run without a restart counts its steps as iterations:
+  test_training_ends_on_the_configured_step.)"""
   def train(steps):
     return ENGINES[engine].train(_config(
         tmp_path, mnist_small_dir, engine=engine, train_steps=steps,
@@ -90,10 +92,11 @@ def test_resume_continues_the_step_and_optimizer_state(tmp_path,
   assert train(20) == 20
   assert _iterations(tmp_path) == 20
   first_half = _restore_weights(tmp_path)
-  assert train(40) == 40
-  # Adam's iterations counter continued from the checkpoint, and the
-  # weights moved on from the restored ones rather than a fresh start.
-  assert _iterations(tmp_path) == 40
+  assert train(25) == 25
+  # Adam's iterations counter continued from the checkpoint (20 + the 5
+  # steps trained), and the weights moved on from the restored ones rather
+  # than a fresh start.
+  assert _iterations(tmp_path) == 25
   resumed = _restore_weights(tmp_path)
   fresh = [w.numpy() for w in cnn(seed=42).weights]
   for before, after, start in zip(first_half, resumed, fresh):
