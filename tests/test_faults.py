@@ -485,15 +485,20 @@ def _restart_alone_in_process(command, cluster, index, caplog):
   import less: the engine's part. The CLI's part of such a restart (exit 0
   at once, through the listen shim) is checked by test_cluster_runs'
   test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator.
-  The task must see training ended first: otherwise it would make a
-  multi-worker strategy in this process and wait for its peers. Returns
-  its log."""
+  The task must see training ended first, and make no multi-worker
+  strategy: one would wait for its peers in this process (its watchdog
+  killing the whole serial part), so a regression that makes one fails
+  here at once. Returns its log."""
   assert command[:len(_CLI)] == _CLI, command
   argv = command[len(_CLI):]
   caplog.clear()
   with caplog.at_level(logging.INFO), mock.patch.dict(os.environ, {
       **_ENV, 'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {
-          'type': 'worker', 'index': index}})}, clear=True):
+          'type': 'worker', 'index': index}})}, clear=True), mock.patch.object(
+              tf.distribute.experimental, 'MultiWorkerMirroredStrategy',
+              side_effect=AssertionError(
+                  'a task restarted after the end made a multi-worker '
+                  'strategy')):
     assert training_progress.training_ended(cli_config.config_from(argv))
     cli_config.run_in_process(argv)
   return caplog.text
