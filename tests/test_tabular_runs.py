@@ -36,6 +36,7 @@ import cli_config
 import engine_params
 import tabular_sets
 from tabular_sets import examples
+from test_engines import _summary_values
 
 # One xdist worker trains the module's shared runs (`trained`) once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('tabular_runs')]
@@ -400,23 +401,69 @@ def _relative(a, b):
              for k in b)
 
 
+# Below the census steps' gradient norms (0.56; tripled weights 1.69):
+# every step clips, its step still large enough that float32 rounds
+# its smallest weights' changes alike (at 1e-3 the binary step rebuilt
+# from it scored 1.1e-2, at 0.1 1e-4).
+CLIP = 0.1
+# The census runs the binary invariance and the clipped-step tests share
+# (name -> the set, replicas, flags): the 2-replica run is clipped on the
+# tripled weights. A clipped SGD step is the unclipped one scaled to norm
+# rate x CLIP, so its direction is the census run's, and times its
+# gradient_norm summary / CLIP it is the unclipped step (3 x the 1-replica
+# one): one run for both tests.
+CENSUS_STEPS = {
+    'one': ('census', 1, {}),
+    'accumulated': ('census', 1, dict(global_batch_size=8,
+                                      accumulate_steps=2,
+                                      clip_global_norm=CLIP)),
+    'two': ('census_tripled', 2, dict(clip_global_norm=CLIP,
+                                      save_summary_steps=1))}
+
+
+@pytest.fixture(scope='module')
+def census_steps(sets, tmp_path_factory):
+  """step(name, engine) -> one_step's changes of CENSUS_STEPS[name] trained
+  by `engine` (and its model_dir), trained on first use."""
+  done = {}
+
+  def step(name, engine):
+    if (name, engine) not in done:
+      data, replicas, flags = CENSUS_STEPS[name]
+      model_dir = tmp_path_factory.mktemp(f'census_{name}_{engine}')
+      done[name, engine] = (one_step(model_dir, sets[data], engine, replicas,
+                                     **flags), model_dir)
+    return done[name, engine]
+
+  return step
+
+
 @pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
     pytest.mark.estimator)), 'ctl', 'keras'])
 @pytest.mark.parametrize('head', INVARIANCE)
-def test_2_replicas_step_as_1_with_weights(sets, tmp_path, head, engine):
+def test_2_replicas_step_as_1_with_weights(sets, census_steps, tmp_path,
+                                           head, engine):
   """Each replica sums its examples' weighted losses and divides by the
   global batch: 2 replicas take the 1-replica step (the invariance score,
   as the CNN's); and the weights enter that sum, not a mean: binary's 2
   replicas on tripled weights take a tripled step (one run for both: a
-  replica count's or the weights' error would show as another factor)."""
-  data = sets[INVARIANCE[head]]
-  one = one_step(tmp_path / 'one', data, engine, 1)
-  factor = 3 if head == 'binary' else 1
-  two = one_step(tmp_path / 'two', sets['census_tripled'] if factor == 3
-                 else data, engine, 2)
+  replica count's or the weights' error would show as another factor;
+  that run is clipped, its unclipped step its clipped one x its
+  gradient_norm / CLIP)."""
+  if head == 'binary':
+    one = census_steps('one', engine)[0]
+    clipped, model_dir = census_steps('two', engine)
+    norm = _summary_values(model_dir, 'gradient_norm')
+    assert list(norm) == [1] and norm[1] > CLIP, norm  # It clipped.
+    two = {k: v * norm[1] / CLIP for k, v in clipped.items()}
+    one = {k: 3 * v for k, v in one.items()}
+  else:
+    data = sets[INVARIANCE[head]]
+    one = one_step(tmp_path / 'one', data, engine, 1)
+    two = one_step(tmp_path / 'two', data, engine, 2)
   for name, change in one.items():
     assert np.linalg.norm(change) > 0, f'{name} did not train'
-  score = _relative(two, {k: factor * v for k, v in one.items()})
+  score = _relative(two, one)
   print(f'{head} on {engine}: invariance score {score:.1e}')
   assert score < 0.01
 
@@ -425,20 +472,19 @@ def test_2_replicas_step_as_1_with_weights(sets, tmp_path, head, engine):
 @pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
     pytest.mark.estimator)), 'ctl', 'keras'])
 def test_a_clipped_step_with_embeddings_is_the_same_on_2_replicas(
-    sets, tmp_path, engine):
+    census_steps, engine):
   """Sparse gradients (embedding rows, some looked up on both replicas and
   in both micro-batches) summed and clipped: 1 replica x 2 micro-batches of
-  8 steps as 2 replicas x 8, with a norm every step clips; the step's norm
-  is the clipped one (each row's gradient summed before the norm)."""
-  data, clip = sets['census'], dict(clip_global_norm=1e-3)
-  one = one_step(tmp_path / 'one', data, engine, 1, global_batch_size=8,
-                 accumulate_steps=2, **clip)
-  two = one_step(tmp_path / 'two', data, engine, 2, **clip)
+  8 steps as 2 replicas x 8 (on 3 x the weights: the same clipped step),
+  with a norm every step clips; the step's norm is the clipped one (each
+  row's gradient summed before the norm)."""
+  one = census_steps('accumulated', engine)[0]
+  two = census_steps('two', engine)[0]
   score = _relative(one, two)
   print(f'clipped sparse step on {engine}: invariance score {score:.1e}')
   assert score < 0.01
   step_norm = np.sqrt(sum(np.sum(change**2) for change in two.values()))
-  np.testing.assert_allclose(step_norm, 0.1 * 1e-3, rtol=1e-4)
+  np.testing.assert_allclose(step_norm, 0.1 * CLIP, rtol=1e-4)
 
 
 # --- Migration and resume ---------------------------------------------------
