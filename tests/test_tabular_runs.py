@@ -403,36 +403,36 @@ def _relative(a, b):
 
 # Below the census steps' gradient norms (0.56; tripled weights 1.69):
 # every step clips, its step still large enough that float32 rounds
-# its smallest weights' changes alike (at 1e-3 the binary step rebuilt
-# from it scored 1.1e-2, at 0.1 1e-4).
+# its smallest weights' changes alike (at 1e-3 the binary steps rebuilt
+# from them scored 1.1e-2, at 0.1 1e-4).
 CLIP = 0.1
 # The census runs the binary invariance and the clipped-step tests share
-# (name -> the set, replicas, flags): the 2-replica run is clipped on the
-# tripled weights. A clipped SGD step is the unclipped one scaled to norm
-# rate x CLIP, so its direction is the census run's, and times its
-# gradient_norm summary / CLIP it is the unclipped step (3 x the 1-replica
-# one): one run for both tests.
+# (name -> the set, replicas, flags beyond CLIP's): a clipped SGD step is
+# the unclipped one scaled to norm rate x CLIP, so 3 x the weights step
+# alike (the clipped test's), and times the gradient_norm summary / CLIP
+# it is the unclipped step (the invariance test's). 2 runs for both tests.
 CENSUS_STEPS = {
-    'one': ('census', 1, {}),
     'accumulated': ('census', 1, dict(global_batch_size=8,
-                                      accumulate_steps=2,
-                                      clip_global_norm=CLIP)),
-    'two': ('census_tripled', 2, dict(clip_global_norm=CLIP,
-                                      save_summary_steps=1))}
+                                      accumulate_steps=2)),
+    'two': ('census_tripled', 2, {})}
 
 
 @pytest.fixture(scope='module')
 def census_steps(sets, tmp_path_factory):
-  """step(name, engine) -> one_step's changes of CENSUS_STEPS[name] trained
-  by `engine` (and its model_dir), trained on first use."""
+  """step(name, engine) -> (one_step's changes of CENSUS_STEPS[name]
+  trained by `engine`, clipped to CLIP; its gradient norm before clipping),
+  trained on first use."""
   done = {}
 
   def step(name, engine):
     if (name, engine) not in done:
       data, replicas, flags = CENSUS_STEPS[name]
       model_dir = tmp_path_factory.mktemp(f'census_{name}_{engine}')
-      done[name, engine] = (one_step(model_dir, sets[data], engine, replicas,
-                                     **flags), model_dir)
+      changes = one_step(model_dir, sets[data], engine, replicas,
+                         clip_global_norm=CLIP, save_summary_steps=1, **flags)
+      norm = _summary_values(model_dir, 'gradient_norm')
+      assert list(norm) == [1] and norm[1] > CLIP, norm  # It clipped.
+      done[name, engine] = changes, norm[1]
     return done[name, engine]
 
   return step
@@ -448,15 +448,15 @@ def test_2_replicas_step_as_1_with_weights(sets, census_steps, tmp_path,
   as the CNN's); and the weights enter that sum, not a mean: binary's 2
   replicas on tripled weights take a tripled step (one run for both: a
   replica count's or the weights' error would show as another factor;
-  that run is clipped, its unclipped step its clipped one x its
-  gradient_norm / CLIP)."""
+  binary's runs are the clipped test's, the 1-replica one in 2
+  micro-batches, each unclipped step its clipped one x its gradient_norm /
+  CLIP)."""
   if head == 'binary':
-    one = census_steps('one', engine)[0]
-    clipped, model_dir = census_steps('two', engine)
-    norm = _summary_values(model_dir, 'gradient_norm')
-    assert list(norm) == [1] and norm[1] > CLIP, norm  # It clipped.
-    two = {k: v * norm[1] / CLIP for k, v in clipped.items()}
-    one = {k: 3 * v for k, v in one.items()}
+    unclipped = lambda changes, norm: {k: v * norm / CLIP
+                                       for k, v in changes.items()}
+    one = {k: 3 * v for k, v in unclipped(*census_steps(
+        'accumulated', engine)).items()}
+    two = unclipped(*census_steps('two', engine))
   else:
     data = sets[INVARIANCE[head]]
     one = one_step(tmp_path / 'one', data, engine, 1)
