@@ -403,8 +403,8 @@ def _relative(a, b):
 
 # Below the census steps' gradient norms (0.56; tripled weights 1.69):
 # every step clips, its step still large enough that float32 rounds
-# its smallest weights' changes alike (at 1e-3 the binary steps rebuilt
-# from them scored 1.1e-2, at 0.1 1e-4).
+# its smallest weights' changes alike (at 1e-3 a clipped step rebuilt
+# unclipped scored 1.1e-2 against a run's unclipped step, at 0.1 1e-4).
 CLIP = 0.1
 # The census runs the binary invariance and the clipped-step tests share
 # (name -> the set, replicas, flags beyond CLIP's): a clipped SGD step is
