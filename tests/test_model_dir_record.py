@@ -4,6 +4,7 @@ gives them, and a flag that disagrees with its checkpoints is a usage error;
 the Config line says what a run does (issue 33, items 7 and 10)."""
 
 import json
+import logging
 import os
 import pathlib
 import re
@@ -181,10 +182,13 @@ def test_a_flag_that_disagrees_with_the_checkpoints_is_a_usage_error(
 @pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
-    tmp_path, data):
+    tmp_path, data, capfd, caplog):
   """Through the CLI: the Config line of a TFRecord run on 2 replicas has
   its resolved batch, steps and data; --mode=evaluate needs only the
-  model_dir; a disagreeing flag is one line, exit 2, before anything runs."""
+  model_dir; a disagreeing flag is one line, exit 2, before anything runs.
+  The training run is the command's process (its console the Config line's);
+  the evaluate and refused runs run.main in-process (its exit code and
+  one-line error on stderr, the lines from the package's logger)."""
   model_dir = tmp_path / 'model'
   result = _cli(f'--model_dir={model_dir}', '--engine=ctl',
                 '--strategy=mirrored', '--cpu_replicas=2', '--train_epochs=1',
@@ -198,22 +202,24 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
       f'2 steps (1 epoch of {NUM_EXAMPLES} training examples); '), line
   assert "seed=7" in line and "image_key='image/encoded'" in line, line
 
-  result = _cli(f'--model_dir={model_dir}', '--mode=evaluate')
-  assert result.returncode == 0, result.stderr[-3000:]
+  caplog.set_level(logging.INFO, logger='estimator_trainer')
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={model_dir}', '--mode=evaluate'], capfd)
+  assert code == 0, stderr[-3000:]
   assert re.search(r'From \S+/model.json: .*--model=builders:mlp .*'
-                   r'--train_files=\S+/train-\* ', result.stderr), (
-                       result.stderr)
-  assert _config_line(result.stderr).startswith(
+                   r'--train_files=\S+/train-\* ', caplog.text), caplog.text
+  assert _config_line(caplog.text).startswith(
       'evaluate with engine ctl, strategy default (1 replica in sync); model '
       'builders:mlp {"hidden": 8}; data TFRecord files ')
   assert json.loads((model_dir / 'metrics.json').read_text())[
       'num_examples'] == NUM_EXAMPLES
 
   before = sorted(p.name for p in model_dir.iterdir())
-  result = _cli(f'--model_dir={model_dir}', '--mode=export',
-                '--image_shape=28,28,1')
-  assert result.returncode == 2
-  assert result.stderr.strip().splitlines() == [
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={model_dir}', '--mode=export', '--image_shape=28,28,1'],
+      capfd)
+  assert code == 2
+  assert stderr.strip().splitlines() == [
       f'error: --image_shape=28,28,1 disagrees with {model_dir}, whose '
       'checkpoints are of --image_shape=12,12,3 (its model.json): drop the '
       'flag, or use another --model_dir']
