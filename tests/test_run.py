@@ -53,16 +53,26 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   Fashion-MNIST images: mnist_small_dir's (its test split the first 2,000 of
   the 10,000 it trains on; test_data.py reads the real test split). The
   export, evaluate and predict runs in-process, from the model_dir's record:
-  the training run is the command's process."""
+  the training run is the command's process, at --verbosity=0 the quiet side
+  of Estimator's console check (deprecation notices and GPU start-up lines
+  only with --verbosity=1)."""
   model_dir = tmp_path / 'model'
   result = _run(f'--model_dir={model_dir}', '--strategy=mirrored',
                 '--cpu_replicas=2', '--eval_strategy=mirrored',
                 '--train_steps=100', '--save_checkpoints_steps=50',
                 '--throttle_secs=0', '--export=best',
-                f'--idx_dir={mnist_small_dir}')
+                f'--idx_dir={mnist_small_dir}', '--verbosity=0',
+                env=_console_env())
   assert result.returncode == 0, result.stderr[-3000:]
-  assert f'Data: fashion_mnist from IDX files in {mnist_small_dir}' in (
-      result.stderr)
+  _check_console(
+      {0: result.stderr,
+       1: _console(tmp_path, mnist_small_dir, verbosities=(1,))[1]},
+      noise=('is deprecated and will be removed', 'Instructions for updating:',
+             'Unable to register cuDNN factory', 'Calling model_fn',
+             'Graph was finalized'),
+      needed=(f'Data: fashion_mnist from IDX files in {mnist_small_dir}',
+              'Saving checkpoints for 100 into',
+              'Saving dict for global step 100: accuracy = '))
   trained = json.loads((model_dir / 'metrics.json').read_text())
   assert trained['global_step'] == 100
   assert trained['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
@@ -91,17 +101,20 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
   assert hits >= 15
 
 
-def _console(tmp_path, mnist_small_dir, *flags):
-  """stderr of a short run with --verbosity=0 and =1 (keys 0 and 1)."""
-  # As a user starts it: no TF_CPP_MIN_LOG_LEVEL (conftest sets one).
-  env = {k: v for k, v in os.environ.items()
-         if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_CONFIG')}
+def _console_env():
+  """As a user starts a run: no TF_CPP_MIN_LOG_LEVEL (conftest sets one)."""
+  return {k: v for k, v in os.environ.items()
+          if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_CONFIG')}
+
+
+def _console(tmp_path, mnist_small_dir, *flags, verbosities=(0, 1)):
+  """stderr of a short run at each of `verbosities` (keyed by them)."""
   outputs = {}
-  for verbosity in (0, 1):
-    model_dir = tmp_path / str(verbosity)
+  for verbosity in verbosities:
+    model_dir = tmp_path / f'console{verbosity}'
     result = _run(f'--model_dir={model_dir}', '--dataset=mnist',
                   f'--idx_dir={mnist_small_dir}', '--train_steps=20',
-                  f'--verbosity={verbosity}', *flags, env=env)
+                  f'--verbosity={verbosity}', *flags, env=_console_env())
     assert result.returncode == 0, result.stderr[-3000:]
     outputs[verbosity] = result.stderr
   return outputs
@@ -112,24 +125,10 @@ def _check_console(outputs, noise, needed):
   for text in noise:
     assert text not in outputs[0], text
     assert text in outputs[1], text
-  for text in ('Config: ', 'Data: mnist from IDX files',
-               'Exported a SavedModel to', 'Final evaluation (in ', *needed):
+  for text in ('Config: ', 'Exported a SavedModel to', 'Final evaluation (in ',
+               *needed):
     assert text in outputs[0], text
   assert len(outputs[0].splitlines()) < len(outputs[1].splitlines()) / 5
-
-
-@pytest.mark.estimator
-@pytest.mark.slow
-def test_console_hides_tensorflow_noise_unless_verbose(tmp_path,
-                                                       mnist_small_dir):
-  """Deprecation notices and GPU start-up lines only with --verbosity=1."""
-  _check_console(
-      _console(tmp_path, mnist_small_dir),
-      noise=('is deprecated and will be removed', 'Instructions for updating:',
-             'Unable to register cuDNN factory', 'Calling model_fn',
-             'Graph was finalized'),
-      needed=('Saving checkpoints for 20 into',
-              'Saving dict for global step 20: accuracy = '))
 
 
 @pytest.mark.slow
@@ -140,7 +139,8 @@ def test_tf2_console_hides_saved_model_internals_unless_verbose(
   outputs = _console(tmp_path, mnist_small_dir, '--engine=ctl')
   _check_console(
       outputs, noise=('Found untraced functions', 'Writing fingerprint'),
-      needed=('Saved checkpoint ', 'Evaluation at step 20 ('))
+      needed=('Data: mnist from IDX files', 'Saved checkpoint ',
+              'Evaluation at step 20 ('))
   assert re.search(r'Evaluation at step 20 \(.*\): accuracy = 0\.\d+, ',
                    outputs[0])
   assert 'np.float' not in outputs[0]
