@@ -108,13 +108,12 @@ def test_export_carries_no_cluster_device_placements(exported):
 
 
 @pytest.mark.slow
-def test_saved_model_cli_shows_and_runs_it(exported, test_images, tmp_path):
+def test_saved_model_cli_runs_it(exported, test_images, tmp_path):
+  """TensorFlow's own tool serves the export. Its signatures are the loaded
+  export's (test_reloaded_savedmodel_matches_predict_mode,
+  test_tf_example_signature_gives_the_same_outputs): no `show` process."""
   path, rows = exported
   cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
-  shown = subprocess.run([cli, 'show', '--dir', path, '--all'],
-                         capture_output=True, text=True, check=True).stdout
-  assert "signature_def['serving_default']" in shown
-  assert f"signature_def['{EXAMPLES_SIGNATURE}']" in shown
   np.save(tmp_path / 'images.npy', test_images[:5])
   ran = subprocess.run(
       [cli, 'run', '--dir', path, '--tag_set', 'serve', '--signature_def',
