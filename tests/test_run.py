@@ -205,7 +205,8 @@ def test_bad_config_file_exits_2(tmp_path, content, message):
 
 @pytest.mark.default_stack_only
 @pytest.mark.slow
-def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
+def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path, capfd,
+                                                        caplog):
   """Issue 45: `run --train_files=a.csv --label_key=y` infers the spec,
   prints its choices, stores it in the model_dir and trains (it was the
   image path's "TFRecords need dataset_spec.json beside them"), evaluating
@@ -220,13 +221,18 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   flags = (f'--train_files={tmp_path}/train.csv', '--model=linear',
            '--train_steps=5', '--export=none')
   model_dir = tmp_path / 'model'
-  result = _run(f'--model_dir={model_dir}', *flags, '--label_key=y',
-                timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert 'No --feature_spec: the spec inferred from' in result.stderr
+  # run.main in-process, its lines from the package's logger: a real
+  # process's console is the console tests', and a CSV run's
+  # test_rows_without_a_label_stop_the_run_or_are_skipped's.
+  import cli_config  # pylint: disable=g-import-not-at-top
+  caplog.set_level(logging.INFO, logger='estimator_trainer')
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={model_dir}', *flags, '--label_key=y'], capfd)
+  assert code == 0, stderr[-2000:]
+  assert 'No --feature_spec: the spec inferred from' in caplog.text
   assert ('label y: binary (2 distinct integers, not 0..K-1: the label '
-          'vocabulary, sorted: 1, 2)') in result.stderr
-  assert '(20.0% of the records held out for evaluation)' in result.stderr
+          'vocabulary, sorted: 1, 2)') in caplog.text
+  assert '(20.0% of the records held out for evaluation)' in caplog.text
   stored = spec_lib.read(str(model_dir / 'preprocessing/feature_spec.json'))
   assert stored == infer.infer(f'{tmp_path}/train.csv', 'y')[0]
   held_out = TabularSource({TRAIN: f'{tmp_path}/train.csv', TEST: None},
@@ -234,8 +240,8 @@ def test_a_csv_without_a_spec_trains_on_the_inferred_one(tmp_path):
   assert 5 <= held_out <= 35
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['num_examples'] == held_out
-  # The next two runs in-process, through the command's own flag handling
-  # (run.main's but the console): the CLI itself is the first run's.
+  # The next two through the command's own flag handling (run.main's but
+  # the console).
   _run_in_process(f'--model_dir={model_dir}', '--mode=evaluate')
   assert json.loads((model_dir / 'metrics.json').read_text())[
       'num_examples'] == held_out
