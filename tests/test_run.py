@@ -71,7 +71,8 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
              'Unable to register cuDNN factory', 'Calling model_fn',
              'Graph was finalized'),
       needed=(f'Data: fashion_mnist from IDX files in {mnist_small_dir}',
-              'Saving checkpoints for 100 into',
+              # Not a terminal: plain progress lines, ending at the last step.
+              'step 100/100 (100%) loss ', 'Saving checkpoints for 100 into',
               'Saving dict for global step 100: accuracy = '))
   trained = json.loads((model_dir / 'metrics.json').read_text())
   assert trained['global_step'] == 100

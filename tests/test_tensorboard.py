@@ -3,6 +3,7 @@ short runs, queried through its HTTP API."""
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -31,24 +32,40 @@ _FLAGS = {'dataset': 'mnist', 'save_checkpoints_steps': 30,
 
 @pytest.fixture(scope='module')
 def logdir(tmp_path_factory, mnist_small_dir):
-  """Two short runs under one parent directory, as users compare runs: the
-  first through the command line, whose console is checked; the second in
-  this process (the same event files, without a second process's start)."""
+  """Two short runs under one parent directory, as users compare runs, in
+  this process: the same event files as the command's, without a process's
+  start (the command's console test_run's console tests check)."""
   parent = tmp_path_factory.mktemp('runs')
-  (first, flags), (second, second_flags) = _RUNS.items()
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run',
-       f'--model_dir={parent / first}', f'--idx_dir={mnist_small_dir}',
-       *(f'--{name}={value}' for name, value in {**_FLAGS, **flags}.items())],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  # Not a terminal: plain progress lines, ending at the last step.
-  steps = flags['train_steps']
-  assert f'step {steps}/{steps} (100%) loss ' in result.stderr
-  config = TrainConfig(model_dir=str(parent / second),
-                       idx_dir=str(mnist_small_dir), **_FLAGS, **second_flags)
-  engines.ENGINES[config.engine].run(config)
+  progress = _Lines()
+  logger = logging.getLogger('estimator_trainer.progress')
+  level = logger.level
+  logger.setLevel(logging.INFO)
+  logger.addHandler(progress)
+  try:
+    for name, flags in _RUNS.items():
+      config = TrainConfig(model_dir=str(parent / name),
+                           idx_dir=str(mnist_small_dir), **_FLAGS, **flags)
+      engines.ENGINES[config.engine].run(config)
+  finally:
+    logger.removeHandler(progress)
+    logger.setLevel(level)
+  # Not a terminal: plain progress lines, each run's ending at its last step.
+  for flags in _RUNS.values():
+    steps = flags['train_steps']
+    assert any(line.startswith(f'step {steps}/{steps} (100%) loss ')
+               for line in progress.lines), progress.lines
   return parent
+
+
+class _Lines(logging.Handler):
+  """The messages logged to the logger it is added to."""
+
+  def __init__(self):
+    super().__init__(logging.INFO)
+    self.lines = []
+
+  def emit(self, record):
+    self.lines.append(record.getMessage())
 
 
 def _free_port():
