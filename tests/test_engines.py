@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from estimator_trainer import data
+from estimator_trainer import early_stopping
 from estimator_trainer import engines
 from estimator_trainer import layout
 from estimator_trainer import summaries
@@ -335,8 +336,10 @@ def test_early_stopping_ends_training_at_the_evaluation_of_its_rule(
       early_stopping_evals=2, export='final'))
   assert metrics['global_step'] == 60
   assert json.loads((tmp_path / 'metrics.json').read_text()) == metrics
-  assert sorted(layout.read_scalars(str(tmp_path / 'eval'))['accuracy'])[
-      -1][0] == 60
+  # An evaluation at each save, the third the rule's (2 after the best).
+  accuracies = early_stopping.eval_accuracies(str(tmp_path / 'eval'))
+  assert sorted(accuracies) == [20, 40, 60]
+  assert early_stopping.evaluations_since_best(accuracies) == 2
   assert layout.checkpoint_step(tf.train.latest_checkpoint(
       str(tmp_path))) == 60
   assert len(list((tmp_path / 'export' / 'final').iterdir())) == 1

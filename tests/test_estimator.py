@@ -22,6 +22,7 @@ from estimator_trainer.estimator import job as job_lib
 from estimator_trainer.estimator.params import ModelParams, model_params
 from estimator_trainer.strategy import configure_cpu_replicas, configure_threads
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+import builders
 
 ModeKeys = tf.estimator.ModeKeys
 PARAMS = {'optimizer': 'sgd', 'learning_rate': 0.1, 'lr_decay': 'none',
@@ -362,15 +363,16 @@ def test_evaluations_since_best_counts_from_the_first_best():
   assert early_stopping.evaluations_since_best({100: 0.5, 200: 0.9}) == 0
 
 
+# On 1 device the rule is test_engines' test_early_stopping_ends_training_
+# at_the_evaluation_of_its_rule[estimator]'s (the same run with an export).
+# Of a small MLP: the rule is the model's whatever it is.
 @pytest.mark.slow
-@pytest.mark.parametrize('strategy, replicas', [('default', 0),
-                                               ('mirrored', 2)])
-def test_early_stopping_ends_training_without_improvement(
-    tmp_path, mnist_small_dir, strategy, replicas):
+def test_early_stopping_ends_training_without_improvement_on_2_replicas(
+    tmp_path, mnist_small_dir):
   """A learning rate too small to change accuracy: stop after 2 evals."""
   metrics = estimator.train_and_evaluate(_mnist_config(
-      tmp_path, mnist_small_dir, strategy=strategy, cpu_replicas=replicas,
-      optimizer='sgd', learning_rate=1e-12,
+      tmp_path, mnist_small_dir, strategy='mirrored', cpu_replicas=2,
+      model=builders.mlp, optimizer='sgd', learning_rate=1e-12,
       lr_decay='none', train_steps=2000, save_checkpoints_steps=20,
       throttle_secs=0, early_stopping_evals=2, export='none'))
   # At the evaluation that meets the rule: the third.
