@@ -331,15 +331,19 @@ def test_keras_applications_mobilenet_v2(tmp_path_factory, tmp_path, caplog):
   assert recomputed > 0.9
 
 
+def _evaluated(model, config, batch=BATCH):
+  """(logits, labels) of `model` (normalizing with its moving statistics)
+  on the evaluation files of `config`, in batches of `batch`."""
+  logits, labels = [], []
+  for features, label in make_input_fn(config, batch)(ModeKeys.EVAL):
+    logits.append(model(features['image'], training=False).numpy())
+    labels.append(np.reshape(label, [-1]))
+  return np.concatenate(logits), np.concatenate(labels)
+
+
 def _accuracy(model, config):
-  """The test accuracy of `model` (normalizing with its moving
-  statistics) on the evaluation files of `config`."""
-  right = []
-  for features, labels in make_input_fn(config, config.global_batch_size)(
-      ModeKeys.EVAL):
-    logits = model(features['image'], training=False)
-    right.append(np.argmax(logits, -1) == np.reshape(labels, [-1]))
-  return float(np.mean(np.concatenate(right)))
+  logits, labels = _evaluated(model, config, config.global_batch_size)
+  return float(np.mean(np.argmax(logits, -1) == labels))
 
 
 def test_the_flag_is_a_count_of_batches():
@@ -381,14 +385,9 @@ def test_accumulated_micro_batches_update_the_statistics_in_a_row(
 
 
 def _test_loss(model, config):
-  """The mean test loss of `model` (normalizing with its moving
-  statistics) on the evaluation files of `config`."""
-  losses = []
-  for features, labels in make_input_fn(config, BATCH)(ModeKeys.EVAL):
-    logits = model(features['image'], training=False)
-    losses.append(tf.keras.losses.sparse_categorical_crossentropy(
-        tf.reshape(labels, [-1]), logits, from_logits=True).numpy())
-  return float(np.mean(np.concatenate(losses)))
+  logits, labels = _evaluated(model, config)
+  return float(np.mean(tf.keras.losses.sparse_categorical_crossentropy(
+      labels, logits, from_logits=True)))
 
 
 @pytest.mark.slow
