@@ -228,8 +228,8 @@ def test_sigkill_at_random_moments_then_the_same_command_resumes(
 
 @pytest.mark.slow
 @pytest.mark.estimator
-def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
-    tmp_path, mnist_small_dir, caplog):
+def test_ctrl_c_saves_the_current_step_and_exits_130(
+    tmp_path, mnist_small_dir):
   model_dir = tmp_path / 'model'
   # Checkpoints at step 0 and at the end only: whatever the Ctrl-C leaves is
   # the step it came at. Estimator logs the step every 10 steps (shown with
@@ -253,10 +253,10 @@ def test_ctrl_c_saves_the_current_step_and_the_rerun_resumes(
   assert not (model_dir / 'export').exists()
   assert not (model_dir / 'metrics.json').exists()
   print(f'Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
-
-  rerun_log, _ = _rerun_to_the_end(command, model_dir, steps, caplog)
-  assert _restored_step(rerun_log, model_dir) == step
-  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+  # No rerun: the state a Ctrl-C leaves is asserted above, and its save is
+  # SIGTERM's (faults.StopSignals, one handler); the estimator's resume from
+  # such a save to the final export is
+  # test_sigterm_on_structured_data_saves_and_the_rerun_resumes[estimator]'s.
 
 
 @pytest.mark.slow
@@ -270,7 +270,7 @@ def test_sigterm_on_structured_data_saves_and_the_rerun_resumes(
   resumes there to the end."""
   data = tabular_sets.write_census(tmp_path / "data")
   model_dir = tmp_path / 'model'
-  # As in test_ctrl_c_saves_the_current_step_and_the_rerun_resumes (the
+  # As in test_ctrl_c_saves_the_current_step_and_exits_130 (the
   # TF2 engines save no step 0). They stopped at steps 70-160 here, on a
   # quiet machine: 600 leave a wide margin, and the rerun few steps.
   steps = 600
