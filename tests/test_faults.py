@@ -649,7 +649,7 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   # machine, and the 110 steps after it take ~5 s: a margin for the
   # agreement on a slower, loaded machine. No checkpoint before the one the
   # signal makes, so no evaluation (a TF2 engine evaluates its first
-  # checkpoint) before the rerun's final one.
+  # checkpoint) at all: the ctl case's rerun only trains (below).
   train_steps = 150
   command = _command(model_dir, mnist_small_dir, f'--engine={engine}',
                      '--strategy=multi_worker_mirrored',
