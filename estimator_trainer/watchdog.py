@@ -1,10 +1,13 @@
 """Bounded waits: a cluster that cannot make progress fails, never hangs."""
 
+import contextlib
 import os
 import subprocess
 import sys
 
 import tensorflow as tf
+
+from estimator_trainer.errors import TrainerError
 
 # Runs in a separate process: while TensorFlow waits for a missing peer it
 # blocks in C++ holding the GIL (e.g. in context.ensure_initialized), where no
@@ -68,3 +71,43 @@ class WatchdogHook(tf.compat.v1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     self._watchdog.kick()
+
+
+# A multi_worker_mirrored task's collective ops, once a peer stopped, stay
+# aborted (TensorFlow: "Restart your program to reset").
+PEER_LOST = ('a peer of this multi_worker_mirrored task stopped or became '
+             'unreachable while training, which ends training for every '
+             'task: restart the whole cluster; it resumes from the latest '
+             'checkpoint')
+
+
+@contextlib.contextmanager
+def peer_lost_fails(config):
+  """A TF2 engine's training: under multi_worker_mirrored in a cluster, the
+  UnavailableError of its collective ops fails with PEER_LOST."""
+  if config.cluster is None or config.strategy != 'multi_worker_mirrored':
+    yield
+    return
+  try:
+    yield
+  except tf.errors.UnavailableError as e:
+    raise TrainerError(PEER_LOST) from e
+
+
+class PeerLostHook(tf.compat.v1.train.SessionRunHook):
+  """The Estimator engine's multi_worker_mirrored training: PEER_LOST at
+  once when a peer stops. MonitoredSession makes its session again after an
+  UnavailableError or AbortedError, which lets parameter-server training
+  ride out a restarted ps; but with collective ops aborted for good, every
+  new session would restore and re-save the checkpoint and fail its first
+  step, at full CPU, until --cluster_timeout_secs."""
+
+  def __init__(self):
+    self._trained = False
+
+  def after_create_session(self, session, coord):
+    if self._trained:
+      raise TrainerError(PEER_LOST)
+
+  def after_run(self, run_context, run_values):
+    self._trained = True

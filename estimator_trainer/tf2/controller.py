@@ -17,6 +17,7 @@ from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import training_progress
+from estimator_trainer import watchdog
 from estimator_trainer.tf2 import cluster_roles
 from estimator_trainer.tf2 import evaluation
 from estimator_trainer.tf2 import export
@@ -202,7 +203,8 @@ def engine_modes(run):
       if job is None:
         return training_progress.finish_ended(
             config, lambda: evaluation.final_evaluation(config))
-      controller = run(job, not (cluster and cluster.has_evaluator))
+      with watchdog.peer_lost_fails(config):
+        controller = run(job, not (cluster and cluster.has_evaluator))
     return evaluation.write_results(controller.job, controller.result)
 
   def train(config):
@@ -215,7 +217,8 @@ def engine_modes(run):
       if job is None:
         training_progress.finish_ended(config)
         return checkpoints.latest_step(config.model_dir)
-      return run(job, evaluate=False).step
+      with watchdog.peer_lost_fails(config):
+        return run(job, evaluate=False).step
 
   return (train_and_evaluate, train, evaluation.evaluate, evaluation.predict,
           export.export)
