@@ -6,11 +6,13 @@ export, a multi-worker run, and the chief's statistics that every task uses
 import csv
 import json
 import re
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import cluster
 from estimator_trainer import layout
 from cluster_launch import launch, task_lines
 
@@ -135,14 +137,16 @@ def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
   assert loss == pytest.approx(metrics['average_loss'], rel=1e-4)
 
 
-@pytest.mark.parametrize('engine', [
-    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
-def test_two_workers_use_the_chiefs_statistics(tmp_path, data_dir, engine):
-  """multi_worker_mirrored: worker 0 computes the statistics and worker 1
-  reads its file; the run ends with metrics.json and no partitioning (no
-  parameter servers)."""
+@pytest.mark.default_stack_only
+def test_two_workers_use_the_chiefs_statistics(tmp_path, data_dir):
+  """multi_worker_mirrored (ctl): worker 0 computes the statistics and
+  worker 1 reads its file; the run ends with metrics.json and no
+  partitioning (no parameter servers). The estimator engine reads the same
+  statistics code (data.prepare); its chief and worker do so in the
+  parameter-server test, and its own chief rule is checked below without a
+  cluster."""
   model_dir = tmp_path / 'model'
-  result = _launch(['--workers=2'], model_dir, data_dir, f'--engine={engine}',
+  result = _launch(['--workers=2'], model_dir, data_dir, '--engine=ctl',
                    '--strategy=multi_worker_mirrored', '--export=none')
   assert result.returncode == 0, result.stdout[-5000:]
   assert 'exit codes: worker:0=0, worker:1=0' in result.stdout
@@ -151,3 +155,19 @@ def test_two_workers_use_the_chiefs_statistics(tmp_path, data_dir, engine):
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 20 and metrics['num_examples'] == 128
   assert 0 <= metrics['auc'] <= 1
+
+
+@pytest.mark.estimator
+def test_the_estimator_engines_chief_without_a_chief_task_is_worker_0():
+  """The estimator Job's chief (who persists the statistics, writes events
+  and shows progress) is worker 0 of a cluster without a chief task, as the
+  Cluster's: an estimator cluster of two workers, which checked it, costs
+  two TensorFlow processes (about 14 CPU-seconds)."""
+  from estimator_trainer.estimator import job  # pylint: disable=g-import-not-at-top
+  workers = {'worker': ['127.0.0.1:1', '127.0.0.1:2']}
+  for index, is_chief in ((0, True), (1, False)):
+    task = cluster.parse(json.dumps({
+        'cluster': workers, 'task': {'type': 'worker', 'index': index}}))
+    assert job.Job.is_chief.fget(
+        types.SimpleNamespace(config=types.SimpleNamespace(cluster=task))
+    ) is is_chief, index
