@@ -87,14 +87,19 @@ def _serve(model_dir, data_dir):
 
 @pytest.mark.parametrize('engine', [
     pytest.param('estimator', marks=pytest.mark.estimator),
-    pytest.param('ctl', marks=pytest.mark.both_stacks), 'keras'])
+    pytest.param('ctl', marks=pytest.mark.both_stacks)])
 def test_a_million_row_embedding_on_two_parameter_servers(tmp_path, data_dir,
                                                           engine):
   """Each ps holds half of the table; the checkpoint keeps it whole, which
   the evaluation's and the export's models (no strategy) restore; the
   export serves what the evaluation measured. Without an evaluator task,
   the chief alone evaluates and exports; the ps tasks (and the TF2 engines'
-  workers, which run the chief's steps) serve until training ends."""
+  workers, which run the chief's steps) serve until training ends.
+
+  ctl stands for both TF2 engines: keras builds, partitions, steps
+  (updates.py), checkpoints and exports the same Job's model and optimizer,
+  and its fit under parameter servers is
+  test_cluster_runs.py::test_tf2_parameter_servers[keras-False]'s."""
   model_dir = tmp_path / 'model'
   result = _launch(['--chief', '--workers=1', '--ps=2'], model_dir, data_dir,
                    f'--engine={engine}', '--strategy=parameter_server')
