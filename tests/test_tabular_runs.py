@@ -453,19 +453,37 @@ def census_steps(sets, tmp_path_factory):
   return step
 
 
+@pytest.fixture(scope='module')
+def ctl_steps(sets, tmp_path_factory):
+  """step(head) -> one_step's changes of INVARIANCE[head] on 1 replica by
+  ctl, trained on first use: every engine's 2-replica step of the head is
+  checked against it (keras's step is ctl's, the Estimator's the same step
+  in a graph: test_engines_agree's 40 steps of each head agree to 1e-6 and
+  1e-4), one 1-replica run per head, not one per engine."""
+  done = {}
+
+  def step(head):
+    if head not in done:
+      done[head] = one_step(tmp_path_factory.mktemp(f'{head}_one'),
+                            sets[INVARIANCE[head]], 'ctl', 1)
+    return done[head]
+
+  return step
+
+
 @pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
     pytest.mark.estimator)), 'ctl', 'keras'])
 @pytest.mark.parametrize('head', INVARIANCE)
-def test_2_replicas_step_as_1_with_weights(sets, census_steps, tmp_path,
-                                           head, engine):
+def test_2_replicas_step_as_1_with_weights(sets, census_steps, ctl_steps,
+                                           tmp_path, head, engine):
   """Each replica sums its examples' weighted losses and divides by the
   global batch: 2 replicas take the 1-replica step (the invariance score,
-  as the CNN's); and the weights enter that sum, not a mean: binary's 2
-  replicas on tripled weights take a tripled step (one run for both: a
-  replica count's or the weights' error would show as another factor;
-  binary's runs are the clipped test's, the 1-replica one in 2
-  micro-batches, each unclipped step its clipped one x its gradient_norm /
-  CLIP)."""
+  as the CNN's; ctl's 1-replica step for every engine); and the weights
+  enter that sum, not a mean: binary's 2 replicas on tripled weights take
+  a tripled step (one run for both: a replica count's or the weights'
+  error would show as another factor; binary's runs are the clipped
+  test's, the 1-replica one in 2 micro-batches, each unclipped step its
+  clipped one x its gradient_norm / CLIP)."""
   if head == 'binary':
     unclipped = lambda changes, norm: {k: v * norm / CLIP
                                        for k, v in changes.items()}
@@ -473,9 +491,8 @@ def test_2_replicas_step_as_1_with_weights(sets, census_steps, tmp_path,
         'accumulated', engine)).items()}
     two = unclipped(*census_steps('two', engine))
   else:
-    data = sets[INVARIANCE[head]]
-    one = one_step(tmp_path / 'one', data, engine, 1)
-    two = one_step(tmp_path / 'two', data, engine, 2)
+    one = ctl_steps(head)
+    two = one_step(tmp_path / 'two', sets[INVARIANCE[head]], engine, 2)
   for name, change in one.items():
     assert np.linalg.norm(change) > 0, f'{name} did not train'
   score = _relative(two, one)
