@@ -76,10 +76,15 @@ def _stored_names(model_dir, engine):
           for v in loaded.signatures['serving_default'].variables}
 
 
-# Where replicas build in one graph: the estimator engine, every case.
+# Where replicas build in one graph: the estimator engine, without
+# synchronized batch norm on 1 replica (evaluated and exported on 2), with
+# it on 2 (on 1). Mirrored replicas without it build one after the other in
+# that graph, the first with the 1-replica build's names: their case added
+# no assertion that could fail alone. The TF2 engines: ctl. Keras's fit
+# trains the model of the same tf2 Job (models.build under the strategy's
+# scope), which the same Controller checkpoints and exports.
 CASES = [pytest.param('estimator', replicas, sync, marks=pytest.mark.estimator)
-         for replicas, sync in [(0, False), (2, False), (2, True)]] + [
-             (engine, 2, True) for engine in engines.TF2_ENGINES]
+         for replicas, sync in [(0, False), (2, True)]] + [('ctl', 2, True)]
 
 
 @pytest.mark.slow
