@@ -1,9 +1,10 @@
 """Batch norm's population statistics (--bn_recompute_batches,
 batch_norm.py): a model whose batch norm has Keras Applications' momentum
 0.999 evaluates at chance after a short run unless they are recomputed, in
-both kinds of engine (Estimator's, the TF2 Job's); the recomputed statistics are those of the global training
-batches (numpy computes the same; 1 and 2 replicas agree) and are in the
-checkpoint; the warning without them."""
+both kinds of engine (Estimator's, the TF2 Job's); the recomputed
+statistics are those of the global training batches (numpy computes the
+same; 1 and 2 replicas agree) and are in the checkpoint; the warning
+without them."""
 
 import dataclasses
 import json
