@@ -101,11 +101,17 @@ def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
   scales = [FEW_OVERFLOWS_SCALE] + [trace[step] for step in sorted(trace)]
   changes = [after / before for before, after in zip(scales, scales[1:])]
   assert set(changes) == {0.5, 1.0, 2.0}, changes
-  # A doubling after every GROWTH_STEPS steps unchanged (a good step at
-  # the old scale is GROWTH_STEPS - 1 unchanged scales then the change).
-  for i, change in enumerate(changes):
-    if change == 2.0:
-      assert changes[i - GROWTH_STEPS + 1:i] == [1.0] * (GROWTH_STEPS - 1)
+  # Exactly every GROWTH_STEPS-th good step in a row doubles the scale (a
+  # run's GROWTH_STEPS - 1 unchanged scales, then the doubling), not
+  # merely after at least GROWTH_STEPS - 1 unchanged: the recipe replayed
+  # from where the steps overflowed.
+  expected, good = [], 0
+  for change in changes:
+    good = 0 if change == 0.5 else good + 1
+    expected.append(0.5 if change == 0.5 else
+                    2.0 if good == GROWTH_STEPS else 1.0)
+    good %= GROWTH_STEPS
+  assert changes == expected
   skipped = changes.count(0.5)
   assert 1 < skipped < STEPS * 3 // 4
   assert _summaries(tmp_path, 'skipped_steps')[STEPS] == skipped
