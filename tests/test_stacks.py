@@ -42,44 +42,107 @@ def _flags(model_dir, idx_dir, steps):
           '--save_checkpoints_steps=10', '--export=final']
 
 
-def _train(python, model_dir, idx_dir, steps):
-  result = subprocess.run(
-      [python, '-m', 'estimator_trainer.run',
-       *_flags(model_dir, idx_dir, steps)],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result.stderr
-
-
 def _train_here(model_dir, idx_dir, steps):
   """The same command line on this stack, in this process (nothing reads its
   console but the restore's line, which caplog has)."""
   cli_config.run_in_process(_flags(model_dir, idx_dir, steps))
 
 
-def _serve_on_the_other_stack(idx_dir, export_dirs):
-  """The other stack's TensorFlow version and its logits of each export."""
-  result = subprocess.run(
-      [OTHER, serve_export.__file__, str(idx_dir),
-       *map(str, export_dirs)],
-      capture_output=True, text=True, timeout=600, check=False)
+# Run on the other stack, in one process (one TensorFlow import), given
+# argv's JSON: each command line of 'runs' through run.main, as
+# `python -m estimator_trainer.run` runs it (its flags parsed again), its
+# log on stderr between `== run MODEL_DIR` and `== end` lines; then
+# serve_export's logits of the SavedModel in each directory of 'serve' on
+# the 'idx_dir' images. Prints `== version` and the TensorFlow version,
+# then `== served` and each one's logits as JSON.
+_OTHER_STACK = '''
+import json, pathlib, sys
+from absl import app, flags
+from estimator_trainer import errors, run
+import tensorflow as tf
+sys.path.append(%r)
+import serve_export
+
+def cli(args):
+  # The last run's flags back to their defaults (all of them would reset
+  # --verbosity's logging level too).
+  for name in list(flags.FLAGS):
+    if flags.FLAGS[name].present:
+      flags.FLAGS[name].unparse()
+  try:
+    app.run(run.main, argv=['run', *args], flags_parser=errors.parse_flags)
+  except SystemExit as e:
+    if e.code:
+      raise
+
+todo = json.loads(sys.argv[1])
+print('== version', tf.__version__, flush=True)
+for model_dir, args in todo['runs']:
+  print('== run ' + model_dir, file=sys.stderr, flush=True)
+  cli(args)
+  print('== end ' + model_dir, file=sys.stderr, flush=True)
+for directory in todo['serve']:
+  [export] = pathlib.Path(directory).iterdir()
+  print('== served', json.dumps(serve_export.logits(todo['idx_dir'],
+                                                    export).tolist()),
+        flush=True)
+''' % os.path.dirname(os.path.abspath(serve_export.__file__))
+
+
+def _on_the_other_stack(idx_dir, runs, serve):
+  """The other stack's TensorFlow version, each of `runs`' ((model_dir,
+  steps)) log, and its logits of the export in each of `serve`."""
+  todo = {'idx_dir': str(idx_dir), 'serve': [str(d) for d in serve],
+          'runs': [(str(d), _flags(d, idx_dir, steps)) for d, steps in runs]}
+  result = subprocess.run([OTHER, '-c', _OTHER_STACK, json.dumps(todo)],
+                          capture_output=True, text=True, timeout=900,
+                          check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  version, *logits = result.stdout.strip().splitlines()[-1 - len(export_dirs):]
-  return version, [np.array(json.loads(line)) for line in logits]
+  (_, version), *served = [line.split(' ', 2)[1:]
+                           for line in result.stdout.splitlines()
+                           if line.startswith('== ')]
+  assert len(served) == len(serve), result.stdout[-3000:]
+  logs = {d: result.stderr.split(f'== run {d}\n')[1].split(
+      f'== end {d}\n')[0] for d, _ in runs}
+  return version, logs, [np.array(json.loads(line)) for _, line in served]
 
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory, mnist_small_dir):
-  """{stack: model_dir}, each with its export: 'this', 20 ctl steps on this
-  stack; 'other', a copy of it resumed on the other stack to 40 steps (its
-  checkpoints from then on, and its export, the other stack's); 'resume',
-  the other stack's log of that resume."""
+  """What the other stack ran, in ONE process of its own (a TensorFlow
+  import each was most of a test's CPU): 'this', 20 ctl steps on this
+  stack; 'other', a copy of it resumed on the other stack to 40 (its
+  checkpoints from then on, and its export, the other stack's); on the
+  Estimator stack, 'carried', an Estimator's 20 steps carried over to ctl
+  on this stack, trained on to 30 on the other; 'logs', the other stack's
+  log of each of its runs; 'served', its TensorFlow version and its logits
+  of {stack: export} of 'this' and 'other'."""
   this = tmp_path_factory.mktemp('this')
   _train_here(this, mnist_small_dir, 20)
   other = tmp_path_factory.mktemp('other') / 'model'
   shutil.copytree(this, other, ignore=shutil.ignore_patterns('export'))
-  return {'this': this, 'other': other,
-          'resume': _train(OTHER, other, mnist_small_dir, 40)}
+  runs = [(other, 40)]
+  result = {'this': this, 'other': other}
+  if stack.has_estimator():
+    # Trained and carried over in this process: the migrate command itself
+    # is test_migrate's.
+    from estimator_trainer import estimator  # pylint: disable=g-import-not-at-top
+    source = tmp_path_factory.mktemp('estimator')
+    result['carried'] = tmp_path_factory.mktemp('carried') / 'ctl'
+    config = lambda model_dir, **kw: TrainConfig(
+        model_dir=str(model_dir), dataset='mnist',
+        idx_dir=str(mnist_small_dir), **kw)
+    estimator.train(config(source, train_steps=20))
+    migration.convert(config(result['carried'], engine='ctl'), str(source))
+    runs.append((result['carried'], 30))
+  exports = {name: result[name] / 'export' / 'final'
+             for name in ('this', 'other')}
+  version, result['logs'], logits = _on_the_other_stack(
+      mnist_small_dir, runs, exports.values())
+  result['served'] = version, {
+      name: (next(directory.iterdir()), there)
+      for (name, directory), there in zip(exports.items(), logits)}
+  return result
 
 
 def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path, caplog,
@@ -88,7 +151,7 @@ def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path, caplog,
   model_dir, at 40 steps), and that model_dir's ckpt-40, the other stack's,
   resumed on this one."""
   other = trained['other']
-  assert f'Restoring {other}/ckpt-20' in trained['resume']
+  assert f'Restoring {other}/ckpt-20' in trained['logs'][other]
   metrics = json.loads((other / 'metrics.json').read_text())
   assert metrics['global_step'] == 40 and metrics['accuracy'] > 0.5
   model_dir = tmp_path / 'model'
@@ -102,15 +165,12 @@ def test_a_ctl_checkpoint_resumes_on_the_other_stack(tmp_path, caplog,
 
 def test_savedmodels_of_either_stack_serve_alike_on_both(mnist_small_dir,
                                                          trained):
-  exports = {stack: next((trained[stack] / 'export' / 'final').iterdir())
-             for stack in ('this', 'other')}
-  other_version, served_there = _serve_on_the_other_stack(
-      mnist_small_dir, list(exports.values()))
+  other_version, exports = trained['served']
   assert other_version != tf.__version__
-  for (stack, export), there in zip(exports.items(), served_there):
+  for stack_name, (export, there) in exports.items():
     here = serve_export.logits(mnist_small_dir, export)
     difference = np.abs(here - there).max()
-    print(f'export of {stack} stack: max |logit difference| between '
+    print(f'export of {stack_name} stack: max |logit difference| between '
           f'TensorFlow {tf.__version__} and {other_version}: '
           f'{difference:.2e}')
     assert difference < 1e-5
@@ -118,19 +178,13 @@ def test_savedmodels_of_either_stack_serve_alike_on_both(mnist_small_dir,
 
 
 @pytest.mark.estimator
-def test_the_migration_tools_output_trains_on_the_other_stack(
-    estimator, tmp_path, mnist_small_dir):
+def test_the_migration_tools_output_trains_on_the_other_stack(estimator,
+                                                              trained):
   """On the Estimator stack: an Estimator model_dir carried over, then
-  trained on by ctl on the other stack. Trained and carried over in this
-  process: the migrate command itself is test_migrate's."""
-  source, target = tmp_path / 'estimator', tmp_path / 'ctl'
-  config = lambda model_dir, **kw: TrainConfig(
-      model_dir=str(model_dir), dataset='mnist',
-      idx_dir=str(mnist_small_dir), **kw)
-  estimator.train(config(source, train_steps=20))
-  migration.convert(config(target, engine='ctl'), str(source))
-  log = _train(OTHER, target, mnist_small_dir, 30)
-  assert f'Restoring {target}/ckpt-20' in log
+  trained on by ctl on the other stack (the module fixture's 'carried')."""
+  del estimator  # The fixture: skips without tf.estimator.
+  target = trained['carried']
+  assert f'Restoring {target}/ckpt-20' in trained['logs'][target]
   assert json.loads((target / 'metrics.json').read_text())['global_step'] == 30
 
 
