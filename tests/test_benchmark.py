@@ -96,14 +96,20 @@ def test_ratios_pair_the_runs_of_each_round():
 
 @pytest.mark.default_stack_only
 @pytest.mark.slow
-def test_float16_rows(tmp_path):
-  """--precision=mixed_float16 (GPUs' rows): fit, the benchmark's own
-  Keras peer, runs in it. No engine: the benchmark passes --precision to an
-  engine's command line as every setup value (`runs.command`, test_smoke_run
-  runs it), and every engine's float16 run, its loss scale, is
-  test_loss_scale's. fit's subprocess is also the image workloads' path
-  (their RESULT line; test_smoke_run runs them in process)."""
-  configs = ['fit_default']
+def test_smoke_run(tmp_path):
+  """An engine's configuration and fit, the benchmark's own Keras peer, run
+  end to end in their subprocesses (the engine's CLI and rate events, fit's
+  RESULT line: a workload's path), at --precision=mixed_float16 (GPUs'
+  rows): one run of the script for both (a run was a TensorFlow process of
+  its own for the FLOP count); the table has their rows. One engine: the
+  benchmark runs each alike (`runs.command`: --precision as every setup
+  value), ctl is test_stacks's, an engine's rate events are test_engines's,
+  every engine's float16 run, its loss scale, test_loss_scale's. The other
+  workloads run in this process: a process each adds a TensorFlow import,
+  not a path; their rows' ratios, FLOP and targets are
+  test_summarize_ratios_and_failures's."""
+  engine = 'estimator' if stack.has_estimator() else 'ctl'
+  configs = [f'{engine}_default', 'fit_default']
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(SCRIPT), '--steps=6', '--summary_steps=2',
@@ -112,40 +118,17 @@ def test_float16_rows(tmp_path):
        f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  rows = json.loads(output.read_text())['rows']
-  assert [row['config'] for row in rows] == configs
-  for row in rows:
-    assert row['examples_per_second'] > 0, row
-
-
-@pytest.mark.default_stack_only
-@pytest.mark.slow
-def test_smoke_run(tmp_path):
-  """An engine's configuration runs end to end in its subprocess (its CLI,
-  its rate events); the table has its row. One engine: the benchmark runs
-  each alike (`runs.command`), ctl is test_stacks's, and an engine's rate
-  events are test_engines's. The workloads run in this process: a process
-  each adds a TensorFlow import, not a path (a workload's subprocess, its
-  RESULT line, is test_float16_rows's); their rows' ratios, FLOP and
-  targets are test_summarize_ratios_and_failures's."""
-  engine = 'estimator' if stack.has_estimator() else 'ctl'
-  output = tmp_path / 'result.json'
-  result = subprocess.run(
-      [sys.executable, str(SCRIPT), '--steps=6', '--summary_steps=2',
-       '--batch_size=8', f'--configs={engine}_default',
-       f'--json_output={output}', f'--work_dir={tmp_path / "work"}'],
-      capture_output=True, text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.strip().splitlines()
   assert lines[1].split()[:2] == ['configuration', 'examples/s']
-  assert lines[3].split()[0] == f'{engine}_default'
-  assert 'failed' not in lines[3]
+  assert [line.split()[0] for line in lines[3:5]] == configs
+  assert 'failed' not in lines[3] + lines[4]
   saved = json.loads(output.read_text())
   assert saved['flop_per_example'] == 15_168_000
-  [row] = saved['rows']
-  assert row['examples_per_second'] > 0
-  assert row['gflops'] > 0
-  assert row['peak_rss_mb'] > 100  # TensorFlow's, not this script's.
+  assert [row['config'] for row in saved['rows']] == configs
+  for row in saved['rows']:
+    assert row['examples_per_second'] > 0, row
+    assert row['gflops'] > 0, row
+    assert row['peak_rss_mb'] > 100, row  # TensorFlow's, not this script's.
   # Model dirs are cleaned up as the runs go.
   assert not list((tmp_path / 'work').iterdir())
   # The other kinds, on the setup the script gives them: rates a steady
