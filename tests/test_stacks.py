@@ -191,7 +191,8 @@ def test_the_migration_tools_output_trains_on_the_other_stack(estimator,
 def test_the_benchmark_runs_each_configuration_on_both_stacks(tmp_path):
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
-       '--steps=16', '--summary_steps=4', '--configs=ctl_default',
+       '--steps=8', '--summary_steps=2', '--batch_size=8',
+       '--configs=ctl_default',
        f'--pythons={sys.executable},{OTHER}',
        f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=600, check=False)
