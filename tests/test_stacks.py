@@ -49,18 +49,19 @@ def _train_here(model_dir, idx_dir, steps):
 
 
 # Run on the other stack, in one process (one TensorFlow import), given
-# argv's JSON: each command line of 'runs' through run.main, as
-# `python -m estimator_trainer.run` runs it (its flags parsed again), its
-# log on stderr between `== run MODEL_DIR` and `== end` lines; then
-# serve_export's logits of the SavedModel in each directory of 'serve' on
-# the 'idx_dir' images. Prints `== version` and the TensorFlow version,
-# then `== served` and each one's logits as JSON.
+# argv's JSON: each command line of 'runs' through run.main, as `python -m
+# estimator_trainer.run` runs it (its flags parsed again), its log on stderr
+# between `== run MODEL_DIR` and `== end` lines; then serve_export's (from
+# 'tests_dir') logits of the SavedModel in each directory of 'serve' on the
+# 'idx_dir' images. Prints `== version` and the TensorFlow version, then
+# `== served` and each one's logits as JSON.
 _OTHER_STACK = '''
 import json, pathlib, sys
 from absl import app, flags
 from estimator_trainer import errors, run
 import tensorflow as tf
-sys.path.append(%r)
+todo = json.loads(sys.argv[1])
+sys.path.append(todo['tests_dir'])
 import serve_export
 
 def cli(args):
@@ -75,7 +76,6 @@ def cli(args):
     if e.code:
       raise
 
-todo = json.loads(sys.argv[1])
 print('== version', tf.__version__, flush=True)
 for model_dir, args in todo['runs']:
   print('== run ' + model_dir, file=sys.stderr, flush=True)
@@ -86,13 +86,15 @@ for directory in todo['serve']:
   print('== served', json.dumps(serve_export.logits(todo['idx_dir'],
                                                     export).tolist()),
         flush=True)
-''' % os.path.dirname(os.path.abspath(serve_export.__file__))
+'''
 
 
 def _on_the_other_stack(idx_dir, runs, serve):
   """The other stack's TensorFlow version, each of `runs`' ((model_dir,
   steps)) log, and its logits of the export in each of `serve`."""
-  todo = {'idx_dir': str(idx_dir), 'serve': [str(d) for d in serve],
+  todo = {'tests_dir': os.path.dirname(os.path.abspath(
+              serve_export.__file__)),
+          'idx_dir': str(idx_dir), 'serve': [str(d) for d in serve],
           'runs': [(str(d), _flags(d, idx_dir, steps)) for d, steps in runs]}
   result = subprocess.run([OTHER, '-c', _OTHER_STACK, json.dumps(todo)],
                           capture_output=True, text=True, timeout=900,
