@@ -319,8 +319,8 @@ def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
   assert worst <= TOLERANCE
 
 
-# Run on the other stack, in one process (one TensorFlow import): for each
-# carried model_dir of stdin's list, `estimator_trainer.run`'s command line
+# Run on the other stack, in one process (one TensorFlow import; argv[1]: the
+# tests' directory): for each carried model_dir of stdin's list, `estimator_trainer.run`'s command line
 # (its flags parsed again, the model_dir's record read as in a process of its
 # own) exports it, the export serves the examples, then a run trains on.
 # Prints `== version` and the TensorFlow version, then `== served` and each
@@ -328,21 +328,9 @@ def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
 # stderr has each training run's log between `== train` and `== end` lines.
 _OTHER_STACK = '''
 import json, pathlib, sys
-from absl import app, flags
-from estimator_trainer import errors, run
+sys.path.append(sys.argv[1])
+from other_stack import cli  # Before TensorFlow: it picks the stack's Keras.
 import tensorflow as tf
-
-def cli(*args):
-  # The last run's flags back to their defaults (all of them would reset
-  # --verbosity's logging level too).
-  for name in list(flags.FLAGS):
-    if flags.FLAGS[name].present:
-      flags.FLAGS[name].unparse()
-  try:
-    app.run(run.main, argv=['run', *args], flags_parser=errors.parse_flags)
-  except SystemExit as e:
-    if e.code:
-      raise
 
 print('== version', tf.__version__, flush=True)
 for case in json.load(sys.stdin):
@@ -393,7 +381,8 @@ def test_migrate_command_then_the_other_stack_serves_canned_predictions(
     cases.append({'to': str(to), 'flags': data_flags, 'output': output,
                   'examples': serialized, 'steps': STEPS + 5})
     expected[canned] = (to, predicted)
-  served = subprocess.run([OTHER, '-c', _OTHER_STACK],
+  served = subprocess.run([OTHER, '-c', _OTHER_STACK,
+                           os.path.dirname(os.path.abspath(__file__))],
                           input=json.dumps(cases), capture_output=True,
                           text=True, timeout=900, check=False)
   assert served.returncode == 0, served.stderr[-3000:]

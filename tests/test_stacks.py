@@ -57,29 +57,16 @@ def _train_here(model_dir, idx_dir, steps):
 # `== served` and each one's logits as JSON.
 _OTHER_STACK = '''
 import json, pathlib, sys
-from absl import app, flags
-from estimator_trainer import errors, run
-import tensorflow as tf
 todo = json.loads(sys.argv[1])
 sys.path.append(todo['tests_dir'])
+from other_stack import cli  # Before TensorFlow: it picks the stack's Keras.
 import serve_export
-
-def cli(args):
-  # The last run's flags back to their defaults (all of them would reset
-  # --verbosity's logging level too).
-  for name in list(flags.FLAGS):
-    if flags.FLAGS[name].present:
-      flags.FLAGS[name].unparse()
-  try:
-    app.run(run.main, argv=['run', *args], flags_parser=errors.parse_flags)
-  except SystemExit as e:
-    if e.code:
-      raise
+import tensorflow as tf
 
 print('== version', tf.__version__, flush=True)
 for model_dir, args in todo['runs']:
   print('== run ' + model_dir, file=sys.stderr, flush=True)
-  cli(args)
+  cli(*args)
   print('== end ' + model_dir, file=sys.stderr, flush=True)
 for directory in todo['serve']:
   [export] = pathlib.Path(directory).iterdir()
