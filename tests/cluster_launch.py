@@ -4,11 +4,17 @@ file (kept_output.py): a failing cluster test names it, so that the next
 failure explains itself though an assertion shows only a tail."""
 
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
+from unittest import mock
 
+import tensorflow as tf
+
+from estimator_trainer import training_progress
+import cli_config
 import scripts_dir
 import kept_output
 
@@ -52,6 +58,34 @@ def restart_alone(command, cluster, index):
   result = _run(command, 300, env)
   assert result.returncode == 0, result.stderr[-3000:]
   return result.stderr
+
+
+def restart_alone_in_process(command, cluster, index, caplog):
+  """restart_alone's run in this process, a TensorFlow import less: the
+  engine's part. The CLI's part of such a restart (exit 0 at once, through
+  the listen shim) is test_cluster_runs'
+  test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator's.
+  The task must see training ended first, and make no multi-worker
+  strategy: one would wait for its peers in this process (its watchdog
+  killing the whole serial part), so a regression that makes one fails
+  here at once. Returns its log."""
+  cli = [sys.executable, '-m', 'estimator_trainer.run']
+  assert command[:len(cli)] == cli, command
+  argv = command[len(cli):]
+  env = {name: value for name, value in os.environ.items()
+         if name != 'TF_CONFIG'}
+  env['TF_CONFIG'] = json.dumps(
+      {'cluster': cluster, 'task': {'type': 'worker', 'index': index}})
+  caplog.clear()
+  with caplog.at_level(logging.INFO), mock.patch.dict(
+      os.environ, env, clear=True), mock.patch.object(
+          tf.distribute.experimental, 'MultiWorkerMirroredStrategy',
+          side_effect=AssertionError(
+              'a task restarted after the end made a multi-worker '
+              'strategy')):
+    assert training_progress.training_ended(cli_config.config_from(argv))
+    cli_config.run_in_process(argv)
+  return caplog.text
 
 
 def task_lines(output, text):

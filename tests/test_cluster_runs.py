@@ -18,12 +18,11 @@ from estimator_trainer import export_policy
 from estimator_trainer import layout
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 from cluster_launch import (LAUNCHER, launch, launched_cluster, restart_alone,
-                            task_lines)
+                            restart_alone_in_process, task_lines)
 import cli_config
 import cnn_weights
 import serve_export
 import scripts_dir
-from test_faults import _restart_alone_in_process
 
 # Clusters on free ports, picked before they bind; their tasks race.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -361,5 +360,5 @@ def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
   assert ('Training already finished at step 40: nothing left to do for '
           'worker:1') in restart_alone(command, cluster, 1)
   assert 'Training already finished at step 40 and ' in (
-      _restart_alone_in_process(command, cluster, 0, caplog))
+      restart_alone_in_process(command, cluster, 0, caplog))
   assert _files(model_dir) == files

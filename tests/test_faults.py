@@ -21,9 +21,9 @@ from estimator_trainer import checkpoints
 from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
-from estimator_trainer import training_progress
 from estimator_trainer.config import TrainConfig
 from conftest import MNIST_SMALL_TEST_EXAMPLES
+from cluster_launch import restart_alone_in_process
 import cli_config
 import scripts_dir
 import tabular_sets
@@ -479,31 +479,6 @@ def _start_cluster(command, logs, cluster=None):
           for index, log in enumerate(logs)]
 
 
-def _restart_alone_in_process(command, cluster, index, caplog):
-  """cluster_launch.restart_alone's run (worker `index` of `cluster`
-  restarted after the end, its peers gone) in this process, a TensorFlow
-  import less: the engine's part. The CLI's part of such a restart (exit 0
-  at once, through the listen shim) is checked by test_cluster_runs'
-  test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator.
-  The task must see training ended first, and make no multi-worker
-  strategy: one would wait for its peers in this process (its watchdog
-  killing the whole serial part), so a regression that makes one fails
-  here at once. Returns its log."""
-  assert command[:len(_CLI)] == _CLI, command
-  argv = command[len(_CLI):]
-  caplog.clear()
-  with caplog.at_level(logging.INFO), mock.patch.dict(os.environ, {
-      **_ENV, 'TF_CONFIG': json.dumps({'cluster': cluster, 'task': {
-          'type': 'worker', 'index': index}})}, clear=True), mock.patch.object(
-              tf.distribute.experimental, 'MultiWorkerMirroredStrategy',
-              side_effect=AssertionError(
-                  'a task restarted after the end made a multi-worker '
-                  'strategy')):
-    assert training_progress.training_ended(cli_config.config_from(argv))
-    cli_config.run_in_process(argv)
-  return caplog.text
-
-
 def _kill_a_worker_while_training(command, model_dir, tmp_path):
   """Starts `command`'s two workers, kills worker 1 once a checkpoint after
   step 0 is whole, checks the chief's exit (the cause in one line, at once)
@@ -562,10 +537,10 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
 
   # Restarted, each alone: the worker has nothing left to do, the chief the
   # final evaluation, export and metrics.json.
-  output = _restart_alone_in_process(command, cluster, 1, caplog)
+  output = restart_alone_in_process(command, cluster, 1, caplog)
   assert ('Training already finished at step 200: nothing left to do for '
           'worker:1') in output
-  output = _restart_alone_in_process(command, cluster, 0, caplog)
+  output = restart_alone_in_process(command, cluster, 0, caplog)
   assert ('Training already finished at step 200: its final evaluation and '
           'export are left') in output
   metrics = json.loads((model_dir / 'metrics.json').read_text())
