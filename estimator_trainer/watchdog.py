@@ -81,11 +81,22 @@ PEER_LOST = ('a peer of this multi_worker_mirrored task stopped or became '
              'checkpoint')
 
 
+def _collective(config):
+  """Whether `config` trains in a cluster on collective ops."""
+  return (config.cluster is not None
+          and config.strategy == 'multi_worker_mirrored')
+
+
+def peer_lost_hooks(config):
+  """The Estimator engine's training hooks for PEER_LOST (PeerLostHook)."""
+  return [PeerLostHook()] if _collective(config) else []
+
+
 @contextlib.contextmanager
 def peer_lost_fails(config):
   """A TF2 engine's training: under multi_worker_mirrored in a cluster, the
   UnavailableError of its collective ops fails with PEER_LOST."""
-  if config.cluster is None or config.strategy != 'multi_worker_mirrored':
+  if not _collective(config):
     yield
     return
   try:

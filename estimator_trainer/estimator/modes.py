@@ -16,8 +16,8 @@ from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
-from estimator_trainer.watchdog import PeerLostHook, WatchdogHook
-from estimator_trainer.watchdog import cluster_watchdog
+from estimator_trainer.watchdog import WatchdogHook, cluster_watchdog
+from estimator_trainer.watchdog import peer_lost_hooks
 
 _logger = logging.getLogger(__name__)
 
@@ -71,10 +71,8 @@ def _train_in_cluster(config):
     # The chief's step 0 too, which only it writes into model_dir.
     with (checkpoints.none_untrained(config.model_dir)
           if config.cluster.is_chief else contextlib.nullcontext()):
-      hooks = [WatchdogHook(watchdog)]
-      if config.strategy == 'multi_worker_mirrored':
-        hooks.append(PeerLostHook())
-      tf.estimator.train_and_evaluate(job.estimator, *job.specs(hooks))
+      tf.estimator.train_and_evaluate(job.estimator, *job.specs(
+          [WatchdogHook(watchdog), *peer_lost_hooks(config)]))
   cluster_roles.remove_scratch_dir(config)
   # Before the finished mark, after which a running evaluator ends.
   evaluator = config.cluster.has_evaluator or (
