@@ -1,6 +1,7 @@
 """Real clusters of trainer processes on loopback, via the local launcher."""
 
 import collections
+import gzip
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import tensorflow as tf
 from estimator_trainer import early_stopping
 from estimator_trainer import export_policy
 from estimator_trainer import layout
-from conftest import MNIST_SMALL_TEST_EXAMPLES
+from conftest import MNIST_SMALL_TEST_EXAMPLES, write_idx
 from cluster_launch import (LAUNCHER, launch, launched_cluster, restart_alone,
                             restart_alone_in_process, task_lines)
 import cli_config
@@ -91,8 +92,32 @@ def test_workers_read_disjoint_shards_covering_the_split(tmp_path,
       shards[1]) == everything
 
 
+# The test split of mnist_short_eval_dir.
+SHORT_EVAL_EXAMPLES = 200
+
+
+@pytest.fixture(scope='module')
+def mnist_short_eval_dir(tmp_path_factory, mnist_small_dir):
+  """mnist_small_dir's train split, and the first SHORT_EVAL_EXAMPLES of its
+  test split: the workers of a cluster with an evaluator train on while each
+  evaluation runs, so each evaluation 10x shorter is steps fewer in both."""
+  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
+  directory = tmp_path_factory.mktemp('mnist_short_eval')
+  for name in sources.IDX_FILES[sources.TRAIN]:
+    (directory / name).symlink_to(mnist_small_dir / name)
+  for name, magic, dims in zip(sources.IDX_FILES[sources.TEST],
+                               (2051, 2049), ((28, 28), ())):
+    header = 4 * (2 + len(dims))
+    payload = np.frombuffer(gzip.decompress(
+        (mnist_small_dir / name).read_bytes())[header:], np.uint8)
+    write_idx(directory / name, magic, dims,
+              payload.reshape(-1, *dims)[:SHORT_EVAL_EXAMPLES])
+  return directory
+
+
 @pytest.mark.estimator
-def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
+def test_early_stopping_in_a_multi_worker_cluster(tmp_path,
+                                                  mnist_short_eval_dir):
   """The evaluator ends on the evaluation that meets the rule (metrics.json
   and the last export are of it); both workers, which follow its
   evaluations, stop together soon after. And what any cluster of 2 workers
@@ -100,7 +125,7 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
   not: test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it)."""
   model_dir = tmp_path / 'model'
   result = launch(['--workers=2', '--evaluator'], _flags(
-      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
+      model_dir, mnist_short_eval_dir, '--strategy=multi_worker_mirrored',
       '--optimizer=sgd', '--learning_rate=1e-12', '--lr_decay=none',
       '--train_steps=2000', '--save_checkpoints_steps=20',
       '--throttle_secs=0', '--early_stopping_evals=1', '--export=latest'))
@@ -131,7 +156,7 @@ def test_early_stopping_in_a_multi_worker_cluster(tmp_path, mnist_small_dir):
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] < 2000
-  assert metrics['num_examples'] == MNIST_SMALL_TEST_EXAMPLES
+  assert metrics['num_examples'] == SHORT_EVAL_EXAMPLES
   # The rule is met at metrics.json's evaluation, not before it.
   accuracies = early_stopping.eval_accuracies(str(model_dir / 'eval'))
   steps = sorted(step for step in accuracies
