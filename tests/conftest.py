@@ -72,14 +72,20 @@ def mnist_small_dir(tmp_path_factory, fashion_mnist_dir):
 
   Lets TRAIN-mode code run on real images without the 60k train split.
   """
-  directory = tmp_path_factory.mktemp('mnist_small')
+  return write_small_mnist(tmp_path_factory.mktemp('mnist_small'),
+                           fashion_mnist_dir, MNIST_SMALL_TEST_EXAMPLES)
+
+
+def write_small_mnist(directory, fashion_mnist_dir, test_examples):
+  """Writes mnist_small_dir's files into `directory`, its test split the
+  first `test_examples`; returns `directory`."""
   for src, dst in zip(sources.IDX_FILES[sources.TEST],
                       sources.IDX_FILES[sources.TRAIN]):
     shutil.copy(fashion_mnist_dir / src, directory / dst)
   images, labels = (
       gzip.decompress((fashion_mnist_dir / name).read_bytes())[header:]
       for name, header in zip(sources.IDX_FILES[sources.TEST], (16, 8)))
-  test = slice(MNIST_SMALL_TEST_EXAMPLES)
+  test = slice(test_examples)
   write_idx(directory / sources.IDX_FILES[sources.TEST][0], 2051, (28, 28),
             np.frombuffer(images, np.uint8).reshape(-1, 28, 28)[test])
   write_idx(directory / sources.IDX_FILES[sources.TEST][1], 2049, (),

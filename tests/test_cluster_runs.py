@@ -1,7 +1,6 @@
 """Real clusters of trainer processes on loopback, via the local launcher."""
 
 import collections
-import gzip
 import hashlib
 import json
 import os
@@ -17,7 +16,7 @@ import tensorflow as tf
 from estimator_trainer import early_stopping
 from estimator_trainer import export_policy
 from estimator_trainer import layout
-from conftest import MNIST_SMALL_TEST_EXAMPLES, write_idx
+from conftest import MNIST_SMALL_TEST_EXAMPLES, write_small_mnist
 from cluster_launch import (LAUNCHER, launch, launched_cluster, restart_alone,
                             restart_alone_in_process, task_lines)
 import cli_config
@@ -97,22 +96,12 @@ SHORT_EVAL_EXAMPLES = 200
 
 
 @pytest.fixture(scope='module')
-def mnist_short_eval_dir(tmp_path_factory, mnist_small_dir):
-  """mnist_small_dir's train split, and the first SHORT_EVAL_EXAMPLES of its
-  test split: the workers of a cluster with an evaluator train on while each
-  evaluation runs, so each evaluation 10x shorter is steps fewer in both."""
-  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
-  directory = tmp_path_factory.mktemp('mnist_short_eval')
-  for name in sources.IDX_FILES[sources.TRAIN]:
-    (directory / name).symlink_to(mnist_small_dir / name)
-  for name, magic, dims in zip(sources.IDX_FILES[sources.TEST],
-                               (2051, 2049), ((28, 28), ())):
-    header = 4 * (2 + len(dims))
-    payload = np.frombuffer(gzip.decompress(
-        (mnist_small_dir / name).read_bytes())[header:], np.uint8)
-    write_idx(directory / name, magic, dims,
-              payload.reshape(-1, *dims)[:SHORT_EVAL_EXAMPLES])
-  return directory
+def mnist_short_eval_dir(tmp_path_factory, fashion_mnist_dir):
+  """mnist_small_dir with a test split of SHORT_EVAL_EXAMPLES: the workers of
+  a cluster with an evaluator train on while each evaluation runs, so each
+  evaluation 10x shorter is steps fewer in both."""
+  return write_small_mnist(tmp_path_factory.mktemp('mnist_short_eval'),
+                           fashion_mnist_dir, SHORT_EVAL_EXAMPLES)
 
 
 @pytest.mark.estimator
