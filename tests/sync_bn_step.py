@@ -1,6 +1,7 @@
 """Helper of test_own_model_and_data, run in its own process (collective
 all-reduces of several strategies and dtypes in one process conflict): the
-gradient of one ResNet-20 step on 1 and on 2 replicas (same global batch of
+gradient of one step of MODEL (a --model value; ResNet-20 by default) on 1
+and on 2 replicas (same global batch of
 32, the package's loss scaling), and prints the largest relative difference
 of a variable's gradient. `reordered` instead compares 1 replica with 1
 replica fed the same batch in another order: what rounding alone moves.
@@ -8,7 +9,7 @@ replica fed the same batch in another order: what rounding alone moves.
 1-replica gradient: on one device the statistics are the batch's either
 way; two MirroredStrategies of one dtype do not conflict).
 
-    python sync_bn_step.py float64|float32 sync|per_replica|reordered
+    python sync_bn_step.py float64|float32 sync|per_replica|reordered [MODEL]
 """
 
 import sys
@@ -21,9 +22,10 @@ from estimator_trainer import models
 from estimator_trainer.strategy import configure_cpu_replicas
 
 
-def gradients(strategy, precision, sync_batch_norm, images, labels):
+def gradients(model_name, strategy, precision, sync_batch_norm, images,
+              labels):
   with strategy.scope():
-    model = models.build('resnet20', images.shape[1:], 10, seed=1,
+    model = models.build(model_name, images.shape[1:], 10, seed=1,
                          precision=precision,
                          sync_batch_norm=sync_batch_norm)
 
@@ -39,21 +41,22 @@ def gradients(strategy, precision, sync_batch_norm, images, labels):
   return [strategy.reduce('SUM', g, axis=None).numpy() for g in per_replica]
 
 
-def main(precision, mode):
+def main(precision, mode, model_name='resnet20'):
   configure_cpu_replicas(2)
   rng = np.random.default_rng(0)
   images = rng.random((32, 28, 28, 1)).astype(precision)
   labels = rng.integers(0, 10, 32)
   one_device = tf.distribute.OneDeviceStrategy('/cpu:0')
-  one = gradients(one_device, precision, mode != 'per_replica', images,
+  one = gradients(model_name, one_device, precision, mode != 'per_replica', images,
                   labels)
   for each in mode.split(','):
     if each == 'reordered':
       order = rng.permutation(len(images))
-      two = gradients(one_device, precision, True, images[order],
+      two = gradients(model_name, one_device, precision, True, images[order],
                       labels[order])
     else:
-      two = gradients(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
+      two = gradients(model_name,
+                      tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1']),
                       precision, each == 'sync', images, labels)
     print(max(float(np.linalg.norm(a - b) / np.linalg.norm(a))
               for a, b in zip(one, two)))

@@ -16,6 +16,7 @@ import tensorflow_datasets as tfds
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import make_input_fn
+from estimator_trainer import models
 from estimator_trainer import sources
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
@@ -397,11 +398,11 @@ def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
   assert synced < 1e-5
 
 
-def _sync_bn_step(precision, *modes):
+def _sync_bn_step(precision, model, *modes):
   """sync_bn_step.py's score of each mode, from one process."""
   result = subprocess.run(
       [sys.executable, str(TESTS / 'sync_bn_step.py'), precision,
-       ','.join(modes)],
+       ','.join(modes), model],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   return [float(line)
@@ -412,9 +413,20 @@ def _sync_bn_step(precision, *modes):
 def test_sync_batch_norm_gradients_are_the_1_replica_gradients():
   """The TF2 engines' path (`strategy.run` in a tf.function): with
   synchronized statistics the 2-replica gradient is the 1-replica one (in
-  float64, as above); with per-replica statistics it is not."""
-  synced, per_replica = _sync_bn_step('float64', 'sync', 'per_replica')
-  print(f'resnet20 gradient, 1 vs 2 replicas (float64): {synced:.1e} '
+  float64, as above); with per-replica statistics it is not. What does not
+  depend on the depth, on two convolutions (ResNet-20's three gradients
+  cost 3x: `sync_bn_step.py float64 sync,per_replica` gives them, as
+  docs/guide/performance.md records); that ResNet-20 passes
+  --sync_batch_norm to each of its batch norms is checked here."""
+  synced, per_replica = _sync_bn_step('float64', 'builders:bn_cnn_float64',
+                                      'sync', 'per_replica')
+  print(f'bn_cnn_float64 gradient, 1 vs 2 replicas: {synced:.1e} '
         f'synchronized, {per_replica:.1e} per replica')
   assert synced < 1e-5
   assert per_replica > 0.1
+  for sync_batch_norm in (True, False):
+    model = models.build('resnet20', (28, 28, 1), 10,
+                         sync_batch_norm=sync_batch_norm)
+    batch_norms = [layer.synchronized for layer in model.layers
+                   if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    assert batch_norms == [sync_batch_norm] * 19
