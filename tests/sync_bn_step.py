@@ -1,8 +1,8 @@
 """Helper of test_own_model_and_data, run in its own process (collective
 all-reduces of several strategies and dtypes in one process conflict): the
 gradient of one step of MODEL (a --model value; ResNet-20 by default) on 1
-and on 2 replicas (same global batch of
-32, the package's loss scaling), and prints the largest relative difference
+and on 2 replicas (same global batch of 32, the package's loss scaling), and
+prints the largest relative difference
 of a variable's gradient. `reordered` instead compares 1 replica with 1
 replica fed the same batch in another order: what rounding alone moves.
 `sync,per_replica` prints both, a line each, from one process (one
@@ -47,8 +47,8 @@ def main(precision, mode, model_name='resnet20'):
   images = rng.random((32, 28, 28, 1)).astype(precision)
   labels = rng.integers(0, 10, 32)
   one_device = tf.distribute.OneDeviceStrategy('/cpu:0')
-  one = gradients(model_name, one_device, precision, mode != 'per_replica', images,
-                  labels)
+  one = gradients(model_name, one_device, precision, mode != 'per_replica',
+                  images, labels)
   for each in mode.split(','):
     if each == 'reordered':
       order = rng.permutation(len(images))

@@ -362,8 +362,8 @@ def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
   """The largest relative difference of a variable's change over `steps`
   SGD steps between 1 and 2 replicas (same global batch), with two
   convolutions and batch norms computing in float64 (what does not depend
-  on the depth: ResNet-20's synchronized gradients are
-  test_sync_batch_norm_gradients_are_the_1_replica_gradients)."""
+  on the depth; ResNet-20's own wiring of synchronized statistics is
+  test_sync_batch_norm_gradients_are_the_1_replica_gradients')."""
   estimator = pytest.importorskip('estimator_trainer.estimator',
                                   exc_type=ImportError)
   changes = {}
@@ -413,11 +413,11 @@ def _sync_bn_step(precision, model, *modes):
 def test_sync_batch_norm_gradients_are_the_1_replica_gradients():
   """The TF2 engines' path (`strategy.run` in a tf.function): with
   synchronized statistics the 2-replica gradient is the 1-replica one (in
-  float64, as above); with per-replica statistics it is not. What does not
-  depend on the depth, on two convolutions (ResNet-20's three gradients
-  cost 3x: `sync_bn_step.py float64 sync,per_replica` gives them, as
-  docs/guide/performance.md records); that ResNet-20 passes
-  --sync_batch_norm to each of its batch norms is checked here."""
+  float64, as above); with per-replica statistics it is not. On two
+  convolutions: the property does not depend on the depth (ResNet-20's
+  gradients, `sync_bn_step.py float64 sync,per_replica`, are the
+  performance page's figures); that ResNet-20 passes --sync_batch_norm to
+  each of its batch norms is checked on the built model."""
   synced, per_replica = _sync_bn_step('float64', 'builders:bn_cnn_float64',
                                       'sync', 'per_replica')
   print(f'bn_cnn_float64 gradient, 1 vs 2 replicas: {synced:.1e} '
