@@ -102,14 +102,15 @@ def _signal_running(procs, signum):
 
 
 def run_cluster(cluster, tasks, trainer_args, python=sys.executable,
-                list_evaluator=True):
+                list_evaluator=True, popen=subprocess.Popen):
   """Runs every task to completion; returns the launcher's exit code. Ctrl-C
   or SIGTERM (a scheduler stopping the launcher) is passed on to every task:
   each saves its step and stops (as interrupted or preempted), none is left
   running; a second Ctrl-C is passed on too, which stops them at once.
   Without `list_evaluator`, no task's TF_CONFIG lists the evaluator (the
   evaluator's own gives it only its task), as TensorFlow's
-  train_and_evaluate documentation writes it."""
+  train_and_evaluate documentation writes it. `popen` starts each task, as
+  subprocess.Popen does (the tests start them warm)."""
   previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
   # Ctrl-C's KeyboardInterrupt even where SIGINT came ignored (a job a
   # non-interactive shell started with &: Python then keeps it ignored).
@@ -125,7 +126,7 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable,
     for task_type, index in tasks:
       env = dict(os.environ, TF_CONFIG=json.dumps(
           {'cluster': cluster, 'task': {'type': task_type, 'index': index}}))
-      proc = subprocess.Popen(
+      proc = popen(
           [python, '-m', 'estimator_trainer.run', *trainer_args], env=env,
           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
           start_new_session=True)
@@ -175,7 +176,7 @@ def run_cluster(cluster, tasks, trainer_args, python=sys.executable,
   return code
 
 
-def main(argv=None):
+def main(argv=None, popen=subprocess.Popen):
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n\n')[0],
       usage='%(prog)s [options] -- TRAINER_FLAGS...')
@@ -198,7 +199,7 @@ def main(argv=None):
                                 args.evaluator or args.unlisted_evaluator)
   print(f'[launcher] cluster {json.dumps(cluster)}', flush=True)
   return run_cluster(cluster, tasks, args.trainer_args,
-                     list_evaluator=not args.unlisted_evaluator)
+                     list_evaluator=not args.unlisted_evaluator, popen=popen)
 
 
 if __name__ == '__main__':

@@ -1,14 +1,19 @@
-"""Clusters of real processes on loopback, through scripts/local_cluster.py,
+"""Clusters of real processes on loopback, through scripts/local_cluster.py
+(its run_cluster in this process, each task started warm: warm_process.py),
 and what their tasks printed. Every launch's whole output is kept in a
 file (kept_output.py): a failing cluster test names it, so that the next
 failure explains itself though an assertion shows only a tail."""
 
+import _thread
+import contextlib
+import io
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
+import threading
 from unittest import mock
 
 import tensorflow as tf
@@ -17,16 +22,17 @@ from estimator_trainer import training_progress
 import cli_config
 import scripts_dir
 import kept_output
+import warm_process
 
 LAUNCHER = scripts_dir.SCRIPTS / 'local_cluster.py'
+local_cluster = scripts_dir.load('local_cluster')
 
 
 def _run(command, timeout, env=None):
   """Runs `command` to its end, its output kept; returns the finished
   process."""
   try:
-    result = subprocess.run(command, capture_output=True, text=True,
-                            timeout=timeout, check=False, env=env)
+    result = warm_process.run(command, timeout, env)
   except subprocess.TimeoutExpired as e:
     kept_output.keep(command, e.stdout, e.stderr,
                      f'timed out after {timeout} s')
@@ -38,9 +44,29 @@ def _run(command, timeout, env=None):
 
 def launch(cluster_args, trainer_flags, timeout=600):
   """Runs the launcher with `cluster_args` (--workers=2, ...), every task
-  with `trainer_flags`; returns the finished process."""
-  return _run([sys.executable, str(LAUNCHER), *cluster_args, '--',
-               *trainer_flags], timeout)
+  with `trainer_flags`; returns what it printed and its exit code, as a
+  finished process. Past `timeout` s the launcher gets Ctrl-C (it stops its
+  tasks) and TimeoutExpired is raised."""
+  argv = [*cluster_args, '--', *trainer_flags]
+  command = [sys.executable, str(LAUNCHER), *argv]
+  output = io.StringIO()
+  expired = threading.Event()
+  def expire():
+    expired.set()
+    _thread.interrupt_main()
+  timer = threading.Timer(timeout, expire)
+  timer.start()
+  try:
+    with contextlib.redirect_stdout(output):
+      code = local_cluster.main(argv, popen=warm_process.popen)
+  finally:
+    timer.cancel()
+  if expired.is_set():
+    kept_output.keep(command, output.getvalue(), '',
+                     f'timed out after {timeout} s')
+    raise subprocess.TimeoutExpired(command, timeout, output.getvalue())
+  kept_output.keep(command, output.getvalue(), '', f'exit code {code}')
+  return subprocess.CompletedProcess(command, code, output.getvalue(), '')
 
 
 def launched_cluster(output):

@@ -23,6 +23,7 @@ import cli_config
 import cnn_weights
 import serve_export
 import scripts_dir
+import warm_process
 
 # Clusters on free ports, picked before they bind; their tasks race.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
@@ -43,12 +44,11 @@ def test_a_missing_worker_fails_within_the_timeout(tmp_path, mnist_small_dir):
   port, = launcher.free_ports(1)
   tf_config['cluster']['worker'][0] = f'127.0.0.1:{port}'
   start = time.monotonic()
-  result = subprocess.run(
+  result = warm_process.run(
       [sys.executable, '-m', 'estimator_trainer.run',
        *_flags(tmp_path, mnist_small_dir, '--strategy=multi_worker_mirrored',
                '--train_steps=50')[:-1], '--cluster_timeout_secs=20'],
-      capture_output=True, text=True, timeout=300, check=False,
-      env={**os.environ, 'TF_CONFIG': json.dumps(tf_config)})
+      300, {**os.environ, 'TF_CONFIG': json.dumps(tf_config)})
   elapsed = time.monotonic() - start
   assert result.returncode == -9  # Killed by its watchdog.
   assert result.stderr.strip().splitlines()[-1] == (

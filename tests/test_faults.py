@@ -27,6 +27,7 @@ from cluster_launch import restart_alone_in_process
 import cli_config
 import scripts_dir
 import tabular_sets
+import warm_process
 
 # Kills and signals trainers at real moments, and bounds how long they take.
 pytestmark = pytest.mark.serial
@@ -65,8 +66,8 @@ def _no_trainer_left():
 def _start(command, log, env=None):
   """The trainer in the background, its whole output in `log`."""
   with open(log, 'w') as f:
-    proc = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT,
-                            env=env or _ENV, start_new_session=True)
+    proc = warm_process.popen(command, stdout=f, stderr=subprocess.STDOUT,
+                              env=env or _ENV, start_new_session=True)
   _STARTED.append(proc)
   return proc
 
@@ -446,10 +447,9 @@ def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
       learning_rate=0.1, train_steps=100, save_checkpoints_steps=50))
   assert _check_checkpoints(model_dir) == [0, 50, 100]
   # ... then resumed at a learning rate that blows up within a few steps.
-  result = subprocess.run(
+  result = warm_process.run(
       _command(model_dir, mnist_small_dir, *sgd, '--learning_rate=1e6',
-               '--train_steps=400'),
-      capture_output=True, text=True, timeout=600, check=False, env=_ENV)
+               '--train_steps=400'), 600, _ENV)
   assert result.returncode == 1, result.stderr[-3000:]
   assert 'Traceback' not in result.stderr
   last_line = result.stderr.strip().splitlines()[-1]
