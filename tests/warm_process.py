@@ -219,7 +219,10 @@ class WarmPopen:
     self._process = context.Process(target=_child, args=(
         module, argv, dict(os.environ if env is None else env), cwd,
         _sys_path(cwd), start_new_session,
-        [_Inherited(out), _Inherited(err)]))
+        [_Inherited(out), _Inherited(err)]),
+        # One left running is stopped when the tests end (multiprocessing
+        # would wait for it), as the tests stop what they start.
+        daemon=True)
     try:
       self._process.start()
     finally:
