@@ -363,7 +363,7 @@ def invariance_score(tmp_path, mnist_small_dir, sync_batch_norm, steps):
   SGD steps between 1 and 2 replicas (same global batch), with two
   convolutions and batch norms computing in float64 (what does not depend
   on the depth; ResNet-20's own wiring of synchronized statistics is
-  test_sync_batch_norm_gradients_are_the_1_replica_gradients')."""
+  test_sync_batch_norm_gradients_are_the_1_replica_gradients)."""
   estimator = pytest.importorskip('estimator_trainer.estimator',
                                   exc_type=ImportError)
   changes = {}
