@@ -129,6 +129,13 @@ def _child(module, argv, env, cwd, path, new_session, fds):
   sys.argv = [module, *argv]
   sys.orig_argv = [sys.executable, '-m', module, *argv]
   _confine(argv)
+  # A module the server imported (listen: by the engines) runs as a cold
+  # process runs it, as __main__ alone: not also as itself, which runpy
+  # warns of.
+  if sys.modules.pop(module, None) is not None:
+    package, _, name = module.rpartition('.')
+    if package:
+      vars(sys.modules[package]).pop(name, None)
   code = 0
   try:
     runpy.run_module(module, run_name='__main__', alter_sys=True)
