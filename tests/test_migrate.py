@@ -5,7 +5,6 @@ errors. The SavedModel parity of a carried-over model is in test_export."""
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +16,7 @@ from estimator_trainer.tf2 import ctl
 from estimator_trainer.tf2 import migration
 from cnn_weights import cnn_weights
 import cli_config
+import warm_process
 
 STEPS, MORE = 20, 10
 
@@ -66,9 +66,8 @@ def test_training_continues_as_estimator_would(estimator, tmp_path, mnist_small_
 
 
 def _migrate(*flags):
-  return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.migrate', *flags],
-      capture_output=True, text=True, timeout=600, check=False)
+  return warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.migrate', *flags], 600)
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import csv
 import gzip
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -24,6 +23,7 @@ from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import source as source_lib
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular.spec import Column, Cross, FeatureSpec
+import warm_process
 
 TRAIN, TEST = sources.TRAIN, sources.TEST
 CENSUS_ROWS = 240
@@ -359,9 +359,8 @@ def test_infer_reads_integers_codes_and_labels_as_a_person_would(tmp_path):
 
 def _run_infer(*args):
   # From this checkout's root: `-m` imports the package of the tested code.
-  return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.tabular.infer', *args],
-      capture_output=True, text=True, timeout=120, check=False,
+  return warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.tabular.infer', *args], 120,
       cwd=pathlib.Path(__file__).resolve().parents[1])
 
 

@@ -10,7 +10,6 @@ import json
 import logging
 import pathlib
 import shutil
-import subprocess
 import sys
 
 from absl import flags
@@ -35,6 +34,7 @@ from estimator_trainer.tf2 import migration
 import cli_config
 import engine_params
 import tabular_sets
+import warm_process
 from tabular_sets import examples
 from test_engines import _summary_values
 
@@ -553,10 +553,9 @@ def test_an_estimator_model_dir_carried_to_ctl_evaluates_alike(
   (shares / 'digest-1-of-2.pickle').write_bytes(b'')
   # The real command: the one on structured data (test_migrate.py's are on
   # images; test_wide_deep_optimizers.py's in-process).
-  result = subprocess.run(
+  result = warm_process.run(
       [sys.executable, '-m', 'estimator_trainer.migrate', f'--from={source}',
-       f'--to={to}', *_flags(data)],
-      capture_output=True, text=True, timeout=600, check=False)
+       f'--to={to}', *_flags(data)], 600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip() == f'{to}/ckpt-{FLAGS["train_steps"]}'
   for name in ('statistics.json', 'training_files.json'):
