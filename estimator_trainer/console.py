@@ -13,6 +13,7 @@ level is read once, at import, and the start-up lines are printed then.
 """
 
 import contextlib
+import gc
 import importlib
 import importlib.util
 import logging
@@ -88,6 +89,26 @@ class _LibraryInfoFilter(logging.Filter):
             not record.pathname.startswith(self._library_dirs))
 
 
+def _import_tensorflow():
+  """Imports TensorFlow into a process without it (the CLI's). Its ~350,000
+  objects live as long as the process: the garbage collector, which
+  rescanned them as the heap grew (a quarter of the import: 3.4 -> 2.6
+  CPU-seconds on a 2-core AMD EPYC, TensorFlow 2.15), waits until they are
+  made, and they are then frozen out of later collections. Where the caller
+  has imported TensorFlow already, its collector is left as it is."""
+  if 'tensorflow' in sys.modules:
+    return
+  enabled = gc.isenabled()
+  gc.disable()
+  try:
+    importlib.import_module('tensorflow')
+    gc.collect()  # What the import left as garbage is not kept frozen.
+    gc.freeze()
+  finally:
+    if enabled:
+      gc.enable()
+
+
 @contextlib.contextmanager
 def _without_startup_lines():
   """Holds back this process's stderr (fd 2), then replays it without the
@@ -112,13 +133,13 @@ def _without_startup_lines():
 def quiet_tensorflow(verbose):
   """Imports TensorFlow, with its noise hidden unless `verbose`."""
   if verbose:
-    importlib.import_module('tensorflow')
+    _import_tensorflow()
     return
   # C++ INFO and WARNING lines off, errors on; a user's setting wins.
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   for message in _INTERNAL_WARNINGS:
     warnings.filterwarnings('ignore', message=message)
   with _without_startup_lines():
-    importlib.import_module('tensorflow')
+    _import_tensorflow()
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
   logging.getLogger('absl').addFilter(_LibraryInfoFilter())

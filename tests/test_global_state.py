@@ -1,6 +1,7 @@
 """A program that imports the package and calls it keeps its global state:
 the package adds no logging handler, sets no level, environment variable,
-warning filter or Keras policy; only the CLI does (issue 33, item 12)."""
+warning filter, Keras policy or garbage collector setting; only the CLI
+does (issue 33, item 12)."""
 
 import json
 import pathlib
@@ -22,7 +23,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # TensorFlow is imported first, and saves a checkpoint on its own before the
 # package trains: what TensorFlow does is its own, not the package's.
 _PIPELINE = '''
-import json, logging, os, sys, warnings
+import gc, json, logging, os, sys, warnings
 import tensorflow as tf
 
 def state():
@@ -36,6 +37,7 @@ def state():
       'warnings': repr(warnings.filters),
       'dtype_policy': tf.keras.mixed_precision.global_policy().name,
       'absl_verbosity': __import__('absl.logging').logging.get_verbosity(),
+      'collector': [gc.isenabled(), gc.get_threshold(), gc.get_freeze_count()],
   }
 
 def changed(before, after):
@@ -77,6 +79,22 @@ def tiny_idx_dir(tmp_path):
               rng.integers(0, 256, (count, 28, 28)))
     write_idx(tmp_path / labels, 2049, (), rng.integers(0, 10, count))
   return tmp_path
+
+
+def test_the_cli_imports_tensorflow_then_collects_as_before():
+  """The CLI's import of TensorFlow (console.quiet_tensorflow, the first in
+  its process) with the garbage collector paused: on again after it, with
+  the import's objects frozen out of its collections. A program that
+  imported TensorFlow first keeps its collector as it was (the pipeline's
+  check below)."""
+  code = ('import gc; from estimator_trainer import console; '
+          'console.quiet_tensorflow(verbose=False); '
+          'print(gc.isenabled(), gc.get_freeze_count() > 100_000)')
+  result = subprocess.run([sys.executable, '-c', code], cwd=REPO,
+                          capture_output=True, text=True, check=False,
+                          timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split() == ['True', 'True']
 
 
 @pytest.mark.slow
