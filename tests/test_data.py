@@ -1,6 +1,8 @@
 import collections
+import gc
 import gzip
 import hashlib
+import weakref
 
 import numpy as np
 import pytest
@@ -241,6 +243,24 @@ def _tfrecord_source(directory, file_sizes):
   return sources.TFRecordSource(
       {sources.TRAIN: pattern, sources.TEST: pattern}, fmt,
       sources.DatasetSpec('numbered', (4, 4, 1), 10))
+
+
+def test_a_source_goes_with_what_it_read(mnist_small_dir, tmp_path):
+  """A source's counts and file sizes are kept on it, not in a cache of
+  its class: a pipeline that makes a source per run does not hold them all
+  (functools.lru_cache on a method held every source for the process's
+  life)."""
+  idx = sources.make_source(TrainConfig(
+      model_dir='/tmp/x', dataset='mnist', idx_dir=str(mnist_small_dir)))
+  tfrecord = _tfrecord_source(tmp_path, [3, 2])
+  assert idx.num_examples(sources.TEST) == MNIST_SMALL_TEST_EXAMPLES
+  assert list(tfrecord.file_sizes(sources.TRAIN)) == [3, 2]
+  # Asked again, from what the source kept.
+  assert list(tfrecord.file_sizes(sources.TRAIN)) == [3, 2]
+  kept = [weakref.ref(idx), weakref.ref(tfrecord)]
+  del idx, tfrecord
+  gc.collect()
+  assert [ref() for ref in kept] == [None, None]
 
 
 def _numbers(ds):

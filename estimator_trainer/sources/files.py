@@ -1,12 +1,29 @@
 """Helpers the sources share: file globs, TFRecord compression, how a
-split's files shard, and eager work from inside Estimator's graph."""
+split's files shard, eager work from inside Estimator's graph, and a
+method's results kept on its source."""
 
 import concurrent.futures
+import functools
 
 import tensorflow as tf
 
 from estimator_trainer.errors import DataError
 from estimator_trainer.sources.spec import TRAIN
+
+def memoized(method):
+  """`method`'s result for each of its arguments, kept on the instance: a
+  source reads a file's sizes or flags once, and they go when the source
+  does. functools.lru_cache on a method keeps every instance it was called
+  on, with its results, for the process's life (a pipeline that makes a
+  source per run would hold them all)."""
+  @functools.wraps(method)
+  def cached(self, *args):
+    results = vars(self).setdefault(f'_memoized_{method.__name__}', {})
+    if args not in results:
+      results[args] = method(self, *args)
+    return results[args]
+  return cached
+
 
 def compression(files):
   """TFRecordDataset's compression_type: gzipped files end in .gz."""

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import DataError
+from estimator_trainer.sources.files import memoized
 from estimator_trainer.sources.spec import (KNOWN_CLASS_NAMES, TEST, TRAIN,
                                             DatasetSpec)
 
@@ -47,7 +48,7 @@ class IdxSource:
         if os.path.exists(self._paths(split)[1]))
     return DatasetSpec(self.name, (*dims, 1), num_classes)
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def _labels(self, split):
     path = self._paths(split)[1]
     data = _read_gz(path)
@@ -55,7 +56,7 @@ class IdxSource:
     _check_length(path, data, 8, count, 1)
     return np.frombuffer(data, np.uint8)[8:]
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def num_examples(self, split):
     """Validates the split's two files and returns their example count."""
     images_path, labels_path = self._paths(split)

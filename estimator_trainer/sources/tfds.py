@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import DataError, UsageError, first_line
+from estimator_trainer.sources.files import memoized
 from estimator_trainer.sources.spec import TEST, TRAIN, DatasetSpec
 
 class TfdsSource:
@@ -66,7 +67,7 @@ class TfdsSource:
             'with the original IDX .gz files') from None
       self._prepared = True
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def num_examples(self, split):
     self._prepare()
     try:

@@ -1,6 +1,5 @@
 """TFRecord files of tf.Example and their DatasetSpec."""
 
-import functools
 import os
 
 import numpy as np
@@ -9,7 +8,8 @@ import tensorflow as tf
 from estimator_trainer import examples
 from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources.files import (compression, eagerly,
-                                             glob_files, whole_files)
+                                             glob_files, memoized,
+                                             whole_files)
 from estimator_trainer.sources.spec import SPEC_FILE, TEST, TRAIN, DatasetSpec
 
 _DECODE_BATCH = 1024  # Records counted per batch.
@@ -27,7 +27,7 @@ class TFRecordSource:
   def __str__(self):
     return f'TFRecord files {self.patterns[TRAIN]} / {self.patterns[TEST]}'
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def files(self, split):
     return glob_files(self.patterns[split])
 
@@ -38,7 +38,7 @@ class TFRecordSource:
         lambda f: tf.data.TFRecordDataset(
             f, compression_type=compression(files)).map(lambda r: (r, f)))
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def file_sizes(self, split):
     """Records per file of the split, in files' order. Checks the split's
     first record first (every engine reads the size of the splits it reads

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError
+from estimator_trainer.sources.files import memoized
 from estimator_trainer.tabular import numpy_columns
 from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import spec as spec_lib
@@ -69,7 +70,7 @@ class TabularSource:
     return (f'{kind} files {self.patterns[sources.TRAIN]} / '
             f'{self.patterns[sources.TEST]}')
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def files(self, split):
     return sources.glob_files(self.patterns[
         sources.TRAIN if self._held_out else split])
@@ -109,7 +110,7 @@ class TabularSource:
               for name in names]
     return tf.reduce_all(tf.stack([count > 0 for count in counts]), axis=0)
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def _record_flags(self, path):
     """Each record's hash bucket (int64) and whether it has its label, of
     the file at `path`: one read of it serves both splits' masks and the
@@ -167,7 +168,7 @@ class TabularSource:
   def header(self):
     return table_files.csv_file(self._first_file)[0]
 
-  @functools.lru_cache(maxsize=None)
+  @memoized
   def file_sizes(self, split):
     """Records per file of `split`, in files' order. Checks every file has
     the columns the spec names: a CSV file in its header (at the places of
