@@ -24,7 +24,7 @@ os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 # collection scans that growing heap every few tests. Rarer full collections,
 # with the imports frozen out of them (pytest_collection_finish), took
 # test_engines.py from 58 to 53 CPU-s on a 2-core AMD EPYC (its peak RSS
-# 1.26 -> 1.30 GB): the garbage collector had taken 5.6 of the 58.
+# 1.20 -> 1.24 GiB): the garbage collector had taken 5.6 of the 58.
 gc.set_threshold(10_000, 10, 100)
 
 from estimator_trainer import sources  # pylint: disable=g-import-not-at-top

@@ -254,9 +254,10 @@ def test_a_source_goes_with_what_it_read(mnist_small_dir, tmp_path):
       model_dir='/tmp/x', dataset='mnist', idx_dir=str(mnist_small_dir)))
   tfrecord = _tfrecord_source(tmp_path, [3, 2])
   assert idx.num_examples(sources.TEST) == MNIST_SMALL_TEST_EXAMPLES
-  assert list(tfrecord.file_sizes(sources.TRAIN)) == [3, 2]
-  # Asked again, from what the source kept.
-  assert list(tfrecord.file_sizes(sources.TRAIN)) == [3, 2]
+  sizes = tfrecord.file_sizes(sources.TRAIN)
+  assert list(sizes) == [3, 2]
+  # Asked again: what the source kept, not a second read of the files.
+  assert tfrecord.file_sizes(sources.TRAIN) is sizes
   kept = [weakref.ref(idx), weakref.ref(tfrecord)]
   del idx, tfrecord
   gc.collect()

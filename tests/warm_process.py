@@ -1,7 +1,8 @@
 """`python -m estimator_trainer.run ...` started warm: forked from a server
 process that has already imported TensorFlow, as subprocess.Popen would
 start it otherwise. A TensorFlow import is most of a small trainer's CPU
-(a 2-step run: 8.1 CPU-seconds cold, 4.4 warm on the AMD EPYC); about 65
+(a 2-step run: 8.1 CPU-seconds cold, 4.4 warm on the AMD EPYC, before the
+CLI's import paused the garbage collector: ~1.3 less cold since); about 65
 of the ~135 processes of one suite run that imported TensorFlow (counted
 at their exit) start here: the clusters' tasks, the fault tests', and the
 migrate and infer commands' few.
@@ -10,8 +11,8 @@ The server is multiprocessing's forkserver, started from this process's
 environment as it was when the tests began (conftest.py) and with the
 listen shim preloaded, inert until a task's environment names its address.
 It only imports: no eager context exists in it (checked on both stacks),
-so no runtime whose threads a fork would not carry. A warm process is a real process of its
-own (its pid takes signals, its exit code or signal is its status) that
+so no runtime whose threads a fork would not carry. A warm process is a
+real process of its own (its pid takes signals, its exit code or signal is its status) that
 runs the module as `python -m` runs it; what differs is only what happens
 before the module's first line, so a command whose environment changes
 that (PYTHONPATH, LD_PRELOAD, TensorFlow's import-time variables: any
