@@ -173,6 +173,16 @@ def test_missing_idx_file_is_named(tmp_path):
     sources.IdxSource('mnist', str(tmp_path)).num_examples(sources.TEST)
 
 
+def test_the_spec_reads_the_header_and_the_split_the_whole_file(tmp_path):
+  """The spec (every run asks for it) inflates the test images' header, not
+  all of them; the split's count still reads and checks every byte."""
+  source = sources.IdxSource(
+      'mnist', str(_write_split(tmp_path, truncate_images=100)))
+  assert source.spec.image_shape == (28, 28, 1)
+  with pytest.raises(DataError, match='not a complete gzip file'):
+    source.num_examples(sources.TEST)
+
+
 def test_make_input_fn_validates_before_building_any_graph(tmp_path):
   _write_split(tmp_path, label_magic=7)
   config = TrainConfig(model_dir='/tmp/x', dataset='mnist',

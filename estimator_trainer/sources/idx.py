@@ -20,6 +20,9 @@ IDX_FILES = {
 # Where Debian's `dataset-fashion-mnist` package installs the original files.
 DEBIAN_IDX_DIRS = {'fashion_mnist': '/usr/share/datasets/fashion-mnist'}
 _IMAGES_MAGIC, _LABELS_MAGIC = 2051, 2049
+# The spec reads only this much: the whole file is read and checked where
+# a split is (num_examples).
+_IMAGES_HEADER_BYTES = 16
 _DECODE_BATCH = 1024  # Records decoded per batch.
 
 
@@ -42,7 +45,8 @@ class IdxSource:
     """Shape from the test images' header (every mode reads the test split);
     10 classes for MNIST and Fashion-MNIST, else 1 + the largest label."""
     path = self._paths(TEST)[0]
-    _, dims = _idx_header(_read_gz(path), path, _IMAGES_MAGIC, 2)
+    _, dims = _idx_header(_read_gz(path, _IMAGES_HEADER_BYTES), path,
+                          _IMAGES_MAGIC, 2)
     num_classes = len(KNOWN_CLASS_NAMES.get(self.name, ())) or 1 + max(
         int(self._labels(split).max(initial=0)) for split in (TRAIN, TEST)
         if os.path.exists(self._paths(split)[1]))
@@ -95,10 +99,11 @@ class IdxSource:
     return tf.data.Dataset.zip((images, labels)).shard(num_shards, index)
 
 
-def _read_gz(path):
+def _read_gz(path, size=-1):
+  """The first `size` bytes of a gzipped file, or all of them."""
   try:
     with gzip.open(path, 'rb') as f:
-      return f.read()
+      return f.read(size)
   except FileNotFoundError:
     raise DataError(f'{path}: no such file') from None
   except (OSError, EOFError, zlib.error) as e:
