@@ -12,12 +12,13 @@ environment as it was when the tests began (conftest.py) and with the
 listen shim preloaded, inert until a task's environment names its address.
 It only imports: no eager context exists in it (checked on both stacks),
 so no runtime whose threads a fork would not carry. A warm process is a
-real process of its own (its pid takes signals, its exit code or signal is its status) that
-runs the module as `python -m` runs it; what differs is only what happens
-before the module's first line, so a command whose environment changes
-that (PYTHONPATH, LD_PRELOAD, TensorFlow's import-time variables: any
-variable but TF_CONFIG) or whose output before its first line is the test's
-subject (the console's start-up) starts cold, as a real `python` process.
+real process of its own (its pid takes signals, its exit code or signal is
+its status) that runs the module as `python -m` runs it; what differs is
+only what happens before the module's first line, so a command whose
+environment changes that (PYTHONPATH, LD_PRELOAD, TensorFlow's import-time
+variables: any variable but TF_CONFIG) or whose output before its first
+line is the test's subject (the console's start-up) starts cold, as a real
+`python` process.
 
 A cluster task runs confined as the CLI confines it
 (estimator_trainer.listen): the CLI would execute itself again with the
