@@ -6,6 +6,7 @@ weight column and a feature spec each."""
 import csv
 import dataclasses
 import json
+import pathlib
 
 import numpy as np
 from sklearn import datasets
@@ -204,6 +205,24 @@ def _census(directory, weight):
   return Set(str(directory / 'census-train.tfrecord'),
              str(directory / 'census-eval.tfrecord'),
              str(directory / f'census-{weight}.json'), spec, parts['eval'])
+
+
+# The census columns a test of a step reads where the property is not the
+# width's: one of each kind the set has (a normalized number, a vocabulary,
+# the hashed id), each with missing values and embeddings where ids are.
+# The other 11 only add graph to trace (a 2-replica step: 5.3 -> 2.2
+# CPU-seconds on ctl, 9.4 -> 4.0 on keras, 2-core AMD EPYC).
+CENSUS_COLUMNS = ('age', 'workclass', 'user_id')
+
+
+def narrowed(data, directory, columns=CENSUS_COLUMNS):
+  """`data` read by a spec of `columns` alone, written under `directory`."""
+  spec = {**data.spec, 'columns': {name: data.spec['columns'][name]
+                                   for name in columns}}
+  directory.mkdir(parents=True, exist_ok=True)
+  path = directory / pathlib.Path(data.feature_spec).name
+  path.write_text(json.dumps(spec))
+  return dataclasses.replace(data, feature_spec=str(path), spec=spec)
 
 
 def write(directory):

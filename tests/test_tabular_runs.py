@@ -353,7 +353,8 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
 # --- 1 vs 2 replicas: the loss scaling, with weights ------------------------
 
 # The head -> its set: binary on the census-like set (string labels,
-# missing values, a hashed id of 1024 bins; CENSUS_COLUMNS of it).
+# missing values, a hashed id of 1024 bins; tabular_sets.CENSUS_COLUMNS of
+# it).
 INVARIANCE = {'binary': 'census', 'multiclass': 'multiclass',
               'regression': 'regression', 'multilabel': 'multilabel'}
 
@@ -405,14 +406,8 @@ def _relative(a, b):
 # every step clips, its step still large enough that float32 rounds
 # its smallest weights' changes alike (on all 14 columns, at 1e-3 a
 # clipped step rebuilt unclipped scored 1.1e-2 against a run's unclipped
-# step, at 0.1 1e-4; on CENSUS_COLUMNS 5e-6).
+# step, at 0.1 1e-4; on tabular_sets.CENSUS_COLUMNS 5e-6).
 CLIP = 0.1
-# The census columns those steps read: one of each kind the set has (a
-# normalized number, a vocabulary, the hashed id), each with missing values
-# and embeddings where ids are. The other 11 columns only added graph to
-# trace (the 2-replica step: 5.3 -> 2.2 CPU-seconds on ctl, 9.4 -> 4.0 on
-# keras).
-CENSUS_COLUMNS = ('age', 'workclass', 'user_id')
 # The census runs the binary invariance and the clipped-step tests share
 # (name -> the set, replicas, flags beyond CLIP's): a clipped SGD step is
 # the unclipped one scaled to norm rate x CLIP, so 3 x the weights step
@@ -431,20 +426,13 @@ def census_steps(sets, tmp_path_factory):
   trained on first use."""
   done, specs = {}, tmp_path_factory.mktemp('census_columns')
 
-  def columns(data):
-    """`data` read by a spec of CENSUS_COLUMNS alone."""
-    spec = {**data.spec, 'columns': {name: data.spec['columns'][name]
-                                     for name in CENSUS_COLUMNS}}
-    path = specs / pathlib.Path(data.feature_spec).name
-    path.write_text(json.dumps(spec))
-    return dataclasses.replace(data, feature_spec=str(path), spec=spec)
-
   def step(name, engine):
     if (name, engine) not in done:
       data, replicas, flags = CENSUS_STEPS[name]
       model_dir = tmp_path_factory.mktemp(f'census_{name}_{engine}')
-      changes = one_step(model_dir, columns(sets[data]), engine, replicas,
-                         clip_global_norm=CLIP, save_summary_steps=1, **flags)
+      changes = one_step(model_dir, tabular_sets.narrowed(sets[data], specs),
+                         engine, replicas, clip_global_norm=CLIP,
+                         save_summary_steps=1, **flags)
       norm = _summary_values(model_dir, 'gradient_norm')
       assert list(norm) == [1] and norm[1] > CLIP, norm  # It clipped.
       done[name, engine] = changes, norm[1]
