@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import pathlib
+import re
 import shutil
 import sys
 
@@ -74,9 +75,11 @@ def metrics(model_dir):
   return json.loads((pathlib.Path(model_dir) / 'metrics.json').read_text())
 
 
-# The runs whose export a test reads (the served tests'): every
-# Estimator's and ctl's; keras's export is ctl's code (tf2/export.py).
+# The runs whose export a test reads: every Estimator's and ctl's; of
+# keras's, whose export is ctl's code (tf2/export.py), the served tests'
+# and each head's (test_the_export_pages_signatures_are_the_exports').
 KERAS_SERVED = ('binary', 'regression', 'users_names')
+KERAS_EXPORTED = (*KERAS_SERVED, 'multiclass', 'multilabel')
 
 
 @pytest.fixture(scope='module')
@@ -90,7 +93,7 @@ def trained(sets, tmp_path_factory):
     if (name, engine) not in done:
       data, flags = RUNS[name]
       model_dir = tmp_path_factory.mktemp(f'{name}_{engine}')
-      served = engine != 'keras' or name in KERAS_SERVED
+      served = engine != 'keras' or name in KERAS_EXPORTED
       engines.ENGINES[engine].run(config(
           model_dir, sets[data], engine=engine,
           export='final' if served else 'none', **FLAGS, **flags))
@@ -348,6 +351,68 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
   expected = loaded(**{key: tf.constant(examples(rows))})[output]
   np.testing.assert_allclose(np.load(tmp_path / f'{output}.npy'),
                              expected.numpy(), rtol=1e-6)
+
+
+# --- docs/guide/export.md's signature tables ---------------------------------
+
+# Issue 47, item 4: the page gave the estimator engine's input as `inputs`
+# for every signature and the TF2 exports "the same outputs".
+PAGE = pathlib.Path(__file__).resolve().parents[1] / 'docs/guide/export.md'
+
+
+def _table(marker):
+  """The rows (lists of cells) of the page's table after `<!-- marker -->`."""
+  text = PAGE.read_text().split(f'<!-- {marker} -->\n', 1)[1]
+  lines = text.split('\n\n', 1)[0].splitlines()[2:]  # Past the header.
+  return [[cell.strip() for cell in line.strip('|').split('|')]
+          for line in lines]
+
+
+def _names(cell):
+  return re.findall(r'`([^`]+)`', cell)
+
+
+def documented(engine, head, columns):
+  """signature -> (inputs, outputs) that the page gives `engine` and
+  `head`, `columns` the data's feature columns."""
+  predictions = {row[0].strip('`'): set(_names(row[1]))
+                 for row in _table('predictions')}
+  signatures = {}
+  for engines_cell, heads_cell, names, inputs, outputs in _table(
+      'signatures'):
+    if engine not in _names(engines_cell) or not (
+        heads_cell == 'every head' or head in _names(heads_cell)):
+      continue
+    for name in _names(names):
+      assert name not in signatures, f'{name} twice for {engine} {head}'
+      signatures[name] = (
+          columns if inputs == 'the columns' else set(_names(inputs)),
+          predictions[head] if outputs == "the head's predictions"
+          else set(_names(outputs)))
+  return signatures
+
+
+def exported(model_dir):
+  """signature -> (inputs, outputs) of model_dir's final export, as
+  `saved_model_cli show` reads them."""
+  meta = saved_model_utils.get_meta_graph_def(str(export_dir(model_dir)),
+                                              'serve')
+  return {name: (set(signature.inputs), set(signature.outputs))
+          for name, signature in meta.signature_def.items()
+          if name != '__saved_model_init_op'}
+
+
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('ctl',)))
+@pytest.mark.parametrize('head', ('binary', 'multiclass', 'multilabel',
+                                  'regression'))
+def test_the_export_pages_signatures_are_the_exports(trained, sets, head,
+                                                     engine):
+  """Each head's run of RUNS, as the page's tables give its engine."""
+  data = sets[head]
+  columns = {tabular_dataset.signature_key(name)
+             for name in data.spec['columns']}
+  assert exported(trained(head, engine)) == documented(engine, head, columns)
 
 
 # --- 1 vs 2 replicas: the loss scaling, with weights ------------------------
