@@ -263,8 +263,9 @@ def pytest_collection_modifyitems(config, items):
     # last are short and neither worker idles long while the other ends a
     # long one (a clean-clone run's CPU lists replayed, 2-core Intel Xeon:
     # TensorFlow 2.15's part ends at 880 CPU-seconds a worker instead of
-    # 911, 2.21's at 217 instead of 232). A module's module fixtures serve its slow tests (conftest's
-    # FAST_CPU_SECONDS marks a test reading one slow): still made once.
+    # 911, 2.21's at 217 instead of 232). A module fixture that trains
+    # serves slow tests only (a test reading one is marked slow), which
+    # stay together: it is still made once a worker.
     keep.sort(key=lambda item: not _costly(item))
   items[:] = keep
 
