@@ -1,7 +1,8 @@
 """Structured data end to end (issue 34): each head through every engine on
 scikit-learn's bundled datasets and a census-like set, written here to CSV
 and TFRecords; canned-Estimator metrics, engines agreeing, weights in the
-loss and the metrics, 1 vs 2 replicas, the export served, the migration to
+loss and the metrics, 1 vs 2 replicas, the export served and its
+signatures as docs/guide/export.md's tables give them, the migration to
 ctl and a resume on changed data."""
 
 import csv
