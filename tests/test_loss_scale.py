@@ -67,9 +67,14 @@ def _weights(model_dir, engine):
   return [w.numpy() for w in model.weights]
 
 
+# The TF2 engines: keras, on both stacks. The skip, the scale and the
+# skipped steps' count are updates.py's step (Keras's LossScaleOptimizer
+# under it), which ctl's loop calls as fit's train_step does; ctl's loop in
+# float16: test_clip_and_accumulate's all-controls case.
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', engine_params.engines_with(
-    both_stacks=('keras',)))
+@pytest.mark.parametrize('engine', [
+    engine_params.param('estimator'),
+    engine_params.param('keras', both_stacks=True)])
 def test_an_overflowing_step_is_skipped_and_the_scale_adapts(
     tmp_path, mnist_small_dir, engine, monkeypatch):
   """Step 1 overflows on both replicas: nothing applied, the step counted,
