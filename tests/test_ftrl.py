@@ -1,7 +1,7 @@
 """FTRL keeps a constant rate under --lr_decay=cosine, as canned Estimators
 do: its weights are a closed form of its accumulators over the current rate,
 so a rate decayed to 0 would end them at 0 (a linear model at AUC 0.5, a
-wide & deep whose wide part is silently gone), in every engine."""
+wide & deep whose wide part is silently gone), in both kinds of engine."""
 
 import numpy as np
 import pytest
@@ -27,8 +27,14 @@ def sets(tmp_path_factory):
           'census': tabular_sets.write_census(directory / 'census')}
 
 
+# The two kinds of engine: keras's fit steps with ctl's Job, whose
+# optimizers (optimizers.py: FTRL's constant rate) and step (tf2/updates.py:
+# each part's optimizer) are the same; fit's own loop is test_engines.py's.
+KINDS = [engine_params.param('estimator'), engine_params.param('ctl')]
+
+
 @pytest.mark.both_stacks
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine', KINDS)
 def test_a_linear_model_under_the_default_schedule_scores(sets, tmp_path,
                                                           engine):
   """--model=linear --optimizer=ftrl on breast cancer, 200 steps (8
@@ -45,7 +51,7 @@ def _served_logits(loaded, serialized):
   return loaded.signatures['predict'](examples=serialized)['logits'].numpy()
 
 
-@pytest.mark.parametrize('engine', engine_params.ENGINES)
+@pytest.mark.parametrize('engine', KINDS)
 def test_wide_deep_keeps_its_wide_part(sets, tmp_path, engine):
   """--model=wide_deep --linear_optimizer=ftrl (Adagrad for the deep part,
   canned wide & deep's pair), 60 steps: the wide weights are not ~0, and
