@@ -97,19 +97,17 @@ def test_ratios_pair_the_runs_of_each_round():
 @pytest.mark.default_stack_only
 @pytest.mark.slow
 def test_smoke_run(tmp_path):
-  """An engine's configuration and fit, the benchmark's own Keras peer, run
-  end to end in their subprocesses (the engine's CLI and rate events, fit's
-  RESULT line: a workload's path), at --precision=mixed_float16 (GPUs'
-  rows): one run of the script for both (a run was a TensorFlow process of
-  its own for the FLOP count); the table has their rows. One engine: the
-  benchmark runs each alike (`runs.command`: --precision as every setup
-  value), ctl is test_stacks's, an engine's rate events are test_engines's,
-  every engine's float16 run, its loss scale, test_loss_scale's. The other
-  workloads run in this process: a process each adds a TensorFlow import,
-  not a path; their rows' ratios, FLOP and targets are
+  """fit, the benchmark's own Keras peer, run end to end in its subprocess
+  (a workload's path: its RESULT line), at --precision=mixed_float16 (GPUs'
+  rows); the table has its row, with the FLOP count. An engine's path
+  (the CLI, its rate events) is test_census_smoke_run's keras_default: the
+  benchmark runs each engine alike (`runs.command`: --precision as every
+  setup value), an engine's rate events are test_engines's, every engine's
+  float16 run, its loss scale, test_loss_scale's. The other workloads run
+  in this process: a process each adds a TensorFlow import, not a path;
+  their rows' ratios, FLOP and targets are
   test_summarize_ratios_and_failures's."""
-  engine = 'estimator' if stack.has_estimator() else 'ctl'
-  configs = [f'{engine}_default', 'fit_default']
+  configs = ['fit_default']
   output = tmp_path / 'result.json'
   result = subprocess.run(
       [sys.executable, str(SCRIPT), '--steps=6', '--summary_steps=2',
@@ -120,8 +118,8 @@ def test_smoke_run(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.strip().splitlines()
   assert lines[1].split()[:2] == ['configuration', 'examples/s']
-  assert [line.split()[0] for line in lines[3:5]] == configs
-  assert 'failed' not in lines[3] + lines[4]
+  assert [line.split()[0] for line in lines[3:]] == configs
+  assert 'failed' not in lines[3]
   saved = json.loads(output.read_text())
   assert saved['flop_per_example'] == 15_168_000
   assert [row['config'] for row in saved['rows']] == configs
@@ -131,9 +129,10 @@ def test_smoke_run(tmp_path):
     assert row['peak_rss_mb'] > 100, row  # TensorFlow's, not this script's.
   # Model dirs are cleaned up as the runs go.
   assert not list((tmp_path / 'work').iterdir())
-  # The other kinds, on the setup the script gives them: rates a steady
-  # rate is read from.
-  kinds = ['fit', 'input', 'step'] + (
+  # The other kinds (fit's workload is fit_default's, precision the
+  # model's), on the setup the script gives them: rates a steady rate is
+  # read from.
+  kinds = ['input', 'step'] + (
       ['plain_estimator'] if stack.has_estimator() else [])
   for kind in kinds:
     rates = workloads.run(kind, {'model': 'cnn', 'precision': 'float32'},

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import stack
+from estimator_trainer.benchmark import census
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tf2 import migration
 from estimator_trainer.tf2 import restore
@@ -178,17 +179,27 @@ def test_the_migration_tools_output_trains_on_the_other_stack(estimator,
 
 
 def test_the_benchmark_runs_each_configuration_on_both_stacks(tmp_path):
+  """--pythons runs a configuration under each stack's Python, its rows
+  named by their TensorFlow version; on a --census_dir written here (the
+  script writing its own is test_census_smoke_run's). Its cheapest
+  configuration, the engines' TRAIN input_fn: --pythons is the same for
+  every one (`runs.run_rounds`), an engine's subprocess is
+  test_census_smoke_run's, ctl on the other stack the module fixture's."""
+  census.write(str(tmp_path / 'census'), rows=200, num_shards=1)
   result = subprocess.run(
       [sys.executable, str(scripts_dir.SCRIPTS / 'benchmark.py'),
+       '--workload=census', f'--census_dir={tmp_path / "census"}',
        '--steps=8', '--summary_steps=2', '--batch_size=8',
-       '--configs=ctl_default',
+       '--configs=tabular_input',
        f'--pythons={sys.executable},{OTHER}',
        f'--work_dir={tmp_path / "work"}'],
       capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  rows = result.stdout.strip().splitlines()[3:5]
+  lines = result.stdout.strip().splitlines()
+  assert lines[0].startswith('census-like set (200 train, 20 test rows')
+  rows = lines[3:5]
   versions = [row.split()[2] for row in rows]
-  assert [row.split()[:2] for row in rows] == [['ctl_default', 'TF']] * 2
+  assert [row.split()[:2] for row in rows] == [['tabular_input', 'TF']] * 2
   assert len(set(versions)) == 2, rows
 
 
