@@ -193,6 +193,12 @@ class Job:
       if self.config.warm_start_from and not tf.train.latest_checkpoint(
           self.config.model_dir):
         restore_lib.warm_start(self)
+      # The slots now (the checkpoint's values restored into them as they
+      # are made), not in the step's first call: a tf.function whose first
+      # call makes variables is traced twice (ctl's steps, fit's).
+      with self.strategy.scope():
+        for optimizer, variables in self.optimizer_parts:
+          optimizer.build(variables)
       if self.is_chief:
         checkpoints.record_model(self.config.model_dir, self.config,
                                  self.source.spec)
