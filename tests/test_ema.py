@@ -1,5 +1,6 @@
-"""--ema_decay in every engine: evaluation, metrics.json and the export
-are of the average, which the checkpoint keeps and a resume continues."""
+"""--ema_decay: evaluation, metrics.json and the export are of the average,
+which the checkpoint keeps and a resume continues (the two kinds of
+engine); every engine averages a warm-started run's own weights."""
 
 import dataclasses
 import json
