@@ -193,12 +193,9 @@ class Job:
       if self.config.warm_start_from and not tf.train.latest_checkpoint(
           self.config.model_dir):
         restore_lib.warm_start(self)
-      # The slots now (the checkpoint's values restored into them as they
-      # are made), not in the step's first call: a tf.function whose first
-      # call makes variables is traced twice (ctl's steps, fit's).
-      with self.strategy.scope():
-        for optimizer, variables in self.optimizer_parts:
-          optimizer.build(variables)
+      # After the restore: the checkpoint's values go into them as they
+      # are made.
+      self.make_slots()
       if self.is_chief:
         checkpoints.record_model(self.config.model_dir, self.config,
                                  self.source.spec)
@@ -206,6 +203,14 @@ class Job:
           self._progress.write_train_spec(self.max_steps,
                                           self.global_batch_size)
     return step
+
+  def make_slots(self):
+    """Makes each part's optimizer slots (once), before the first step: a
+    tf.function whose first call makes variables is traced twice (ctl's
+    steps, fit's)."""
+    with self.strategy.scope():
+      for optimizer, variables in self.optimizer_parts:
+        optimizer.build(variables)
 
   def check_checkpoint(self):
     """Fails unless model_dir's latest checkpoint holds this job's model;

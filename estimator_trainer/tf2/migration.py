@@ -72,9 +72,9 @@ def convert(config, source, estimator_engine=False):
   if job.linear_optimizer:
     flag_of[job.linear_optimizer] = ('linear_optimizer',
                                      config.linear_optimizer)
+  job.make_slots()
   for optimizer, part in job.optimizer_parts:
     flag, name = flag_of[optimizer]
-    optimizer.build(part)
     optimizer.iterations.assign(step)
     if name == 'adam':
       _check_adam_steps(reader, checkpoint, step)
