@@ -23,3 +23,9 @@ def engines_with(both_stacks):
 
 
 ENGINES = engines_with(both_stacks=())
+# The two kinds of engine, Estimator's and the tf2 Job's. Keras's fit trains
+# ctl's Job (its optimizers and step, tf2/updates.py; restore and warm start;
+# the Controller's checkpoints, evaluation, export and record): a test of
+# that code runs here, one of fit's own (its loop and callback, micro-batch
+# split, compiled loss and metrics) in keras too.
+KINDS = [param('estimator'), param('ctl')]

@@ -94,12 +94,10 @@ def _on(replicas):
 ENGINES_AND_REPLICAS = [
     *(engine_params.param(name, 1) for name in engines.ENGINES),
     engine_params.param('estimator', 2), engine_params.param('ctl', 2)]
-# The two kinds of engine. Keras's fit trains the model of ctl's tf2 Job,
-# whose Controller.checkpoint calls the Job's save: the warning, the check
-# at the last step, the recompute and --ema_decay's averages (job.py,
-# updates.py) are ctl's code. Its own micro-batch split:
+# The two kinds of engine (engine_params.KINDS): the warning, the check at
+# the last step, the recompute and --ema_decay's averages (job.py,
+# updates.py) are ctl's code in keras's fit too. Its own micro-batch split:
 # test_accumulated_micro_batches_update_the_statistics_in_a_row[keras-1].
-KINDS = [engine_params.param('estimator'), engine_params.param('ctl')]
 KINDS_AND_REPLICAS = [case for case in ENGINES_AND_REPLICAS
                       if case.values[0] != 'keras']
 
@@ -182,7 +180,7 @@ def _warnings(caplog, kind):
 
 @pytest.mark.slow
 @pytest.mark.both_stacks
-@pytest.mark.parametrize('engine', KINDS)
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_recomputed_statistics_make_the_evaluation_right(
     tmp_path, colors16, engine, caplog):
   """Momentum 0.999 over 60 steps keeps 94 % of the initial statistics:
@@ -230,7 +228,7 @@ def test_the_average_is_evaluated_with_statistics_recomputed_for_it(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', KINDS)
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_stale_statistics_are_measured_at_the_end(
     tmp_path, colors16, engine, caplog):
   """Momentum 0.99 over 100 steps keeps only 37 % of the initial

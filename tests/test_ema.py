@@ -62,13 +62,10 @@ def _computed_average(model_dir, steps=STEPS):
   return average
 
 
-# The two kinds of engine. Keras's fit steps through updates.py's step as
-# ctl does (the average moved in it: test_a_warm_started_run_averages_its_
-# own_weights[keras] checks it step by step), and the same Controller
-# checkpoints, evaluates and exports the averages.
+# Keras's fit moves the average in updates.py's step as ctl does (checked
+# step by step by test_a_warm_started_run_averages_its_own_weights[keras]).
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', [engine_params.param('estimator'),
-                                    engine_params.param('ctl')])
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_evaluation_and_export_are_of_the_average(tmp_path, mnist_small_dir,
                                                   engine):
   """On 2 mirrored replicas, a run stopped at step 2 and resumed continues its

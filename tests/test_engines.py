@@ -112,7 +112,8 @@ def test_a_resumed_ctl_run_has_its_slots_before_its_first_step(
   """Job.restore() makes the optimizer's slots, the checkpoint's values
   restored into them as they are made, so the step function makes no
   variable: it is traced once, not twice (a tf.function whose first call
-  makes variables is traced again; ctl's runs took about 18 % more CPU).
+  makes variables is traced again: ctl's cases of two test files took
+  17-22 % more CPU).
   Resumed, Adam's slots are the checkpoint's before the first step."""
   trainers = []
   made = ctl._Trainer.__init__  # pylint: disable=protected-access

@@ -28,6 +28,7 @@ from estimator_trainer.examples import EXAMPLES_SIGNATURE
 from estimator_trainer.tf2 import migration
 from conftest import write_idx
 import builders
+import engine_params
 
 NUM_IMAGES = 1000
 
@@ -217,10 +218,10 @@ def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
 # --- --export: the same rule in every engine ---------------------------------
 
 
-# The two kinds of engine. Keras's fit reaches the same Controller, whose
-# exporter follows each evaluation (its callback's cadence of evaluations:
-# test_engines.py's early stopping and resume cases of keras).
-ENGINES = [pytest.param('estimator', marks=pytest.mark.estimator), 'ctl']
+# Keras's fit reaches the same Controller, whose exporter follows each
+# evaluation (its callback's cadence of evaluations: test_engines.py's
+# early stopping and resume cases of keras).
+ENGINES = engine_params.KINDS
 
 
 def _records(base_dir):

@@ -27,14 +27,8 @@ def sets(tmp_path_factory):
           'census': tabular_sets.write_census(directory / 'census')}
 
 
-# The two kinds of engine: keras's fit steps with ctl's Job, whose
-# optimizers (optimizers.py: FTRL's constant rate) and step (tf2/updates.py:
-# each part's optimizer) are the same; fit's own loop is test_engines.py's.
-KINDS = [engine_params.param('estimator'), engine_params.param('ctl')]
-
-
 @pytest.mark.both_stacks
-@pytest.mark.parametrize('engine', KINDS)
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_a_linear_model_under_the_default_schedule_scores(sets, tmp_path,
                                                           engine):
   """--model=linear --optimizer=ftrl on breast cancer, 200 steps (8
@@ -51,7 +45,7 @@ def _served_logits(loaded, serialized):
   return loaded.signatures['predict'](examples=serialized)['logits'].numpy()
 
 
-@pytest.mark.parametrize('engine', KINDS)
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_wide_deep_keeps_its_wide_part(sets, tmp_path, engine):
   """--model=wide_deep --linear_optimizer=ftrl (Adagrad for the deep part,
   canned wide & deep's pair), 60 steps: the wide weights are not ~0, and

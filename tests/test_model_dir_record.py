@@ -81,12 +81,10 @@ def _config_line(stderr):
   return lines[0].split('Config: ', 1)[1]
 
 
-# The two kinds of engine: keras's record, evaluate, predict and export
-# modes are ctl's (run_record.py, controller.engine_modes); its resume
-# through fit is test_engines.py's.
+# Keras's record and modes are ctl's (run_record.py,
+# controller.engine_modes); its resume through fit is test_engines.py's.
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', [engine_params.param('estimator'),
-                                    engine_params.param('ctl')])
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_evaluate_predict_export_and_resume_take_the_run_from_model_dir(
     tmp_path, data, engine):
   model_dir = tmp_path / 'model'

@@ -821,11 +821,10 @@ def wide_deep_sources(sets, tmp_path_factory):
   return source
 
 
-# The two kinds of engine: keras's fit trains ctl's Job, warm-started in its
-# restore() (tf2/restore.py) before either loop starts.
+# Keras's fit trains ctl's Job, warm-started in its restore()
+# (tf2/restore.py) before either loop starts.
 @pytest.mark.parametrize('new_value', [None, 'huge'])
-@pytest.mark.parametrize('engine', [pytest.param('estimator', marks=(
-    pytest.mark.estimator)), 'ctl'])
+@pytest.mark.parametrize('engine', engine_params.KINDS)
 def test_a_warm_start_on_a_reordered_vocabulary_evaluates_as_its_source(
     sets, wide_deep_sources, tmp_path, engine, new_value, caplog):
   """The warm-started model's size tables (the embedding and the linear
