@@ -77,8 +77,8 @@ _MIGRATE_FLAGS = (
     'image_key', 'label_key', 'image_shape', 'num_classes', 'feature_spec',
     'head',
     'huber_delta', 'model', 'model_kwargs', 'sync_batch_norm', 'precision',
-    'weight_decay', 'optimizer', 'linear_optimizer', 'linear_learning_rate',
-    'ema_decay')
+    'weight_decay', 'optimizer', 'optimizer_kwargs', 'linear_optimizer',
+    'linear_learning_rate', 'linear_optimizer_kwargs', 'ema_decay')
 
 
 def _flag(name, value):

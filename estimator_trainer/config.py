@@ -19,16 +19,8 @@ from estimator_trainer.config_checks import (  # pylint: disable=unused-import
     DEFAULT_LEARNING_RATE, DEFAULT_TRAIN_EPOCHS, HEADS, IMAGE_LABEL_SMOOTHING,
     LINEAR_LEARNING_RATE, MIN_STRUCTURED_STEPS, OPTIMIZERS, STRUCTURED_MODEL,
     check_head_flags)
-
-
-def _option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
-            parse=None):
-  """A field with its flag's help; `choices`, `above` (>) and `at_least`
-  (>=) are checked on construction. `parse` turns the flag's text (or a
-  --config file's value) into the field's value."""
-  return dataclasses.field(default=default, metadata=dict(
-      help=help, choices=choices, above=above, at_least=at_least,
-      parse=parse))
+# A field with its flag's help, choices, bounds and parser (config_checks).
+_option = config_checks.option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +173,14 @@ class TrainConfig:
       None, "The wide part's learning rate with --linear_optimizer "
       '(default: --learning_rate), on the same schedule (ftrl: constant).',
       above=0)
+  optimizer_kwargs: Optional[Dict[str, Any]] = _option(
+      None, "JSON object of --optimizer's further parameters, by Keras's "
+      'names: ' + '; '.join(f'{name} {", ".join(keys)}' for name, keys in
+                            config_checks.OPTIMIZER_KWARGS.items()),
+      parse=config_checks.json_object_of('optimizer_kwargs'))
+  linear_optimizer_kwargs: Optional[Dict[str, Any]] = _option(
+      None, '--optimizer_kwargs of --linear_optimizer.',
+      parse=config_checks.json_object_of('linear_optimizer_kwargs'))
   lr_decay: str = _option(
       'cosine', 'cosine: decay --learning_rate to 0 over the training steps; '
       'none: constant. ftrl keeps a constant rate, as canned Estimators '

@@ -37,6 +37,20 @@ OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
 # closed form of its accumulators over the current rate, so a cosine to 0
 # would end them at 0 (canned Estimators keep its rate constant too).
 CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
+_INF = float('inf')
+# --optimizer_kwargs: each optimizer's further parameters, by the Keras
+# optimizers' names, that both engines' optimizers (tf.compat.v1.train's
+# and Keras's) take -> their bounds ((None, None): true or false).
+OPTIMIZER_KWARGS = {
+    'adam': {'beta_1': (0, 1), 'beta_2': (0, 1), 'epsilon': (0, _INF)},
+    'adagrad': {'initial_accumulator_value': (0, _INF)},
+    'ftrl': {'learning_rate_power': (-_INF, 0),
+             'initial_accumulator_value': (0, _INF),
+             'l1_regularization_strength': (0, _INF),
+             'l2_regularization_strength': (0, _INF),
+             'l2_shrinkage_regularization_strength': (0, _INF),
+             'beta': (0, _INF)},
+    'sgd': {'momentum': (0, 1), 'nesterov': (None, None)}}
 # The flags that only one head reads (heads/) -> that head: given to a run
 # of another head, a usage error, never shown as applied.
 HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
@@ -69,15 +83,55 @@ def ints(name, count):
   return parse
 
 
-def json_object(value):
-  if isinstance(value, str):
-    try:
-      value = json.loads(value)
-    except ValueError as e:
-      raise UsageError(f'--model_kwargs: not JSON ({e})') from None
-  if not isinstance(value, dict):
-    raise UsageError(f'--model_kwargs must be a JSON object, got {value!r}')
-  return value
+def option(default, help, choices=None, above=None, at_least=None,  # pylint: disable=redefined-builtin
+           parse=None):
+  """A TrainConfig field with its flag's help; `choices`, `above` (>) and
+  `at_least` (>=) are checked on construction (check_field). `parse` turns
+  the flag's text (or a --config file's value) into the field's value."""
+  return dataclasses.field(default=default, metadata=dict(
+      help=help, choices=choices, above=above, at_least=at_least,
+      parse=parse))
+
+
+def json_object_of(name):
+  """A parser of flag `name`'s JSON object."""
+  def parse(value):
+    if isinstance(value, str):
+      try:
+        value = json.loads(value)
+      except ValueError as e:
+        raise UsageError(f'--{name}: not JSON ({e})') from None
+    if not isinstance(value, dict):
+      raise UsageError(f'--{name} must be a JSON object, got {value!r}')
+    return value
+  return parse
+
+
+json_object = json_object_of('model_kwargs')
+
+
+def _check_optimizer_kwargs(flag, optimizer, kwargs):
+  """--optimizer_kwargs (or --linear_optimizer_kwargs) `kwargs` of
+  `optimizer` (its flag's value): OPTIMIZER_KWARGS' keys, each in its
+  bounds."""
+  if kwargs is None:
+    return
+  if optimizer is None:
+    raise UsageError(f'--{flag} needs --{flag[:-len("_kwargs")]}')
+  for key, value in kwargs.items():
+    if key not in OPTIMIZER_KWARGS[optimizer]:
+      raise UsageError(f'--{flag}: {optimizer} takes '
+                       f'{", ".join(OPTIMIZER_KWARGS[optimizer])}, not '
+                       f'{key!r}')
+    low, high = OPTIMIZER_KWARGS[optimizer][key]
+    if low is None:  # nesterov: true or false.
+      ok = isinstance(value, bool)
+    else:
+      ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and low <= value <= high)
+    if not ok:
+      bounds = 'true or false' if low is None else f'in [{low}, {high}]'
+      raise UsageError(f'--{flag}: {key} must be {bounds}, got {value!r}')
 
 
 def check(config):
@@ -150,6 +204,10 @@ def check(config):
         f'--label_smoothing must be < 1, got {config.label_smoothing}')
   if config.linear_learning_rate and not config.linear_optimizer:
     raise UsageError('--linear_learning_rate needs --linear_optimizer')
+  _check_optimizer_kwargs('optimizer_kwargs', config.optimizer,
+                          config.optimizer_kwargs)
+  _check_optimizer_kwargs('linear_optimizer_kwargs', config.linear_optimizer,
+                          config.linear_optimizer_kwargs)
   if config.ema_decay is not None and config.ema_decay >= 1:
     raise UsageError(f'--ema_decay must be < 1, got {config.ema_decay}')
   if config.train_steps is not None and config.train_epochs is not None:

@@ -7,15 +7,15 @@ IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
           'num_classes')
 STRUCTURED = ('eval_fraction', 'skip_rows_without_label', 'feature_spec',
               'head', 'huber_delta', 'linear_optimizer',
-              'linear_learning_rate')
+              'linear_learning_rate', 'linear_optimizer_kwargs')
 # Listed too, so that a new field must be placed (tests/test_config.py).
 BOTH = ('model_dir', 'mode', 'engine', 'model', 'model_kwargs',
         'sync_batch_norm', 'bn_recompute_batches', 'train_files',
         'eval_files', 'label_key', 'strategy', 'eval_strategy',
         'communication', 'cpu_replicas', 'intra_op_threads',
         'inter_op_threads', 'batch_size_per_replica', 'global_batch_size',
-        'optimizer', 'learning_rate', 'lr_decay', 'weight_decay',
-        'clip_global_norm', 'accumulate_steps', 'ema_decay',
+        'optimizer', 'optimizer_kwargs', 'learning_rate', 'lr_decay',
+        'weight_decay', 'clip_global_norm', 'accumulate_steps', 'ema_decay',
         'label_smoothing', 'precision', 'train_steps', 'train_epochs',
         'shuffle_buffer', 'seed', 'steps_per_loop', 'save_checkpoints_steps',
         'save_summary_steps', 'log_step_count_steps', 'keep_checkpoint_max',

@@ -3,7 +3,7 @@ per engine (tf.compat.v1.train for the Estimator graph, Keras for the TF2
 engines), the same algorithm and numbers in both."""
 
 import dataclasses
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
@@ -22,20 +22,35 @@ SLOTS = {'adam': (('Adam', '_momentums'), ('Adam_1', '_velocities')),
          'adagrad': (('Adagrad', '_accumulators'),),
          'ftrl': (('Ftrl', '_accumulators'), ('Ftrl_1', '_linears')),
          'sgd': ()}
+_MOMENTUM_SLOTS = (('Momentum', 'momentums'),)
+# --optimizer_kwargs by the Keras optimizers' names -> tf.compat.v1.train's.
+_V1_NAMES = {'beta_1': 'beta1', 'beta_2': 'beta2'}
+
+
+def slots(name, kwargs=None):
+  """SLOTS of optimizer `name` with its --optimizer_kwargs `kwargs`: SGD
+  has a momentum slot only with a momentum."""
+  if name == 'sgd' and (kwargs or {}).get('momentum'):
+    return _MOMENTUM_SLOTS
+  return SLOTS[name]
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` (config_checks.OPTIMIZERS: Adam, plain SGD, and the canned Estimators' defaults:
-  Adagrad for DNNs, FTRL for linear models, whose sparse updates touch only
-  the embedding rows a batch looks up) with `learning_rate`, decayed by a
+  """`name` (config_checks.OPTIMIZERS: Adam, SGD, and the canned
+  Estimators' defaults: Adagrad for DNNs, FTRL for linear models, whose
+  sparse updates touch only the embedding rows a batch looks up) with
+  `learning_rate`, decayed by a
   cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
-  'none' and for config_checks.CONSTANT_RATE_OPTIMIZERS (FTRL)."""
+  'none' and for config_checks.CONSTANT_RATE_OPTIMIZERS (FTRL); `kwargs`,
+  its further parameters (config_checks.OPTIMIZER_KWARGS, by the Keras
+  optimizer's names: FTRL's l1 and l2 strengths, SGD's momentum...)."""
 
   name: str
   learning_rate: float
   lr_decay: str = 'none'
   decay_steps: Optional[int] = None
+  kwargs: Optional[Dict[str, Any]] = None
 
   def __post_init__(self):
     if self.lr_decay == 'cosine' and not self.decay_steps:
@@ -54,7 +69,14 @@ class OptimizerSpec:
   def from_params(cls, params):
     """The spec in model_fn's `params` (an estimator.params.ModelParams)."""
     return cls(params.optimizer, params.learning_rate, params.lr_decay,
-               params.decay_steps)
+               params.decay_steps, params.optimizer_kwargs)
+
+  def _kwargs(self, v1=False):
+    kwargs = dict(self.kwargs or {})
+    if v1:
+      kwargs = {_V1_NAMES.get(key, key): value
+                for key, value in kwargs.items()}
+    return kwargs
 
   def v1(self):
     """(tf.compat.v1.train optimizer, its learning rate) for Estimator; the
@@ -66,15 +88,18 @@ class OptimizerSpec:
             self.learning_rate,
             tf.compat.v1.train.get_or_create_global_step(), self.decay_steps)
       return tf.constant(self.learning_rate)
+    kwargs = self._kwargs(v1=True)
     if self.name == 'adam':
-      optimizer = tf.compat.v1.train.AdamOptimizer(
-          learning_rate, beta1=ADAM_BETA_1, epsilon=ADAM_EPSILON)
+      optimizer = tf.compat.v1.train.AdamOptimizer(learning_rate, **{
+          'beta1': ADAM_BETA_1, 'epsilon': ADAM_EPSILON, **kwargs})
     elif self.name == 'adagrad':
-      optimizer = tf.compat.v1.train.AdagradOptimizer(
-          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+      optimizer = tf.compat.v1.train.AdagradOptimizer(learning_rate, **{
+          'initial_accumulator_value': INITIAL_ACCUMULATOR, **kwargs})
     elif self.name == 'ftrl':
-      optimizer = _FtrlOptimizer(
-          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+      optimizer = _FtrlOptimizer(learning_rate, **{
+          'initial_accumulator_value': INITIAL_ACCUMULATOR, **kwargs})
+    elif kwargs.get('momentum'):
+      optimizer = _KerasMomentum(learning_rate, **kwargs)
     else:
       optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
     return optimizer, learning_rate
@@ -93,25 +118,28 @@ class OptimizerSpec:
           self.learning_rate, self.decay_steps)
     else:
       learning_rate = ConstantLearningRate(self.learning_rate)
+    kwargs = self._kwargs()
     if self.name == 'adam':
-      return tf.keras.optimizers.Adam(learning_rate, beta_1=ADAM_BETA_1,
-                                      epsilon=ADAM_EPSILON)
+      return tf.keras.optimizers.Adam(learning_rate, **{
+          'beta_1': ADAM_BETA_1, 'epsilon': ADAM_EPSILON, **kwargs})
     if self.name == 'adagrad':
-      return tf.keras.optimizers.Adagrad(
-          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR,
-          epsilon=0.0)
+      return tf.keras.optimizers.Adagrad(learning_rate, **{
+          'initial_accumulator_value': INITIAL_ACCUMULATOR, 'epsilon': 0.0,
+          **kwargs})
     if self.name == 'ftrl':
-      return tf.keras.optimizers.Ftrl(
-          learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
-    return tf.keras.optimizers.SGD(learning_rate)
+      return tf.keras.optimizers.Ftrl(learning_rate, **{
+          'initial_accumulator_value': INITIAL_ACCUMULATOR, **kwargs})
+    if kwargs.get('momentum'):
+      return _LazyMomentumSGD(learning_rate, **kwargs)
+    return tf.keras.optimizers.SGD(learning_rate, **kwargs)
 
-  def for_linear_part(self, name, learning_rate=None):
+  def for_linear_part(self, name, learning_rate=None, kwargs=None):
     """The wide part's spec (canned wide & deep's `linear_optimizer`):
-    optimizer `name` at `learning_rate` (default: this spec's), on this
-    spec's schedule (FTRL: constant)."""
+    optimizer `name` at `learning_rate` (default: this spec's) with its
+    `kwargs`, on this spec's schedule (FTRL: constant)."""
     return dataclasses.replace(self, name=name,
                                learning_rate=learning_rate or
-                               self.learning_rate)
+                               self.learning_rate, kwargs=kwargs)
 
 
 def by_part(optimizer, variables, linear=None):
@@ -153,6 +181,77 @@ class _FtrlOptimizer(tf.compat.v1.train.FtrlOptimizer):
       super()._prepare()
     finally:
       self._learning_rate = rate
+
+
+# SGD's momentum, one step in every engine: Keras's (and canned's, Keras's
+# legacy SGD), v = momentum * v - rate * gradient, then w += v (nesterov:
+# w += momentum * v - rate * gradient), a sparse gradient (an embedding's
+# looked-up rows) moving only its rows. tf.compat.v1.train's
+# MomentumOptimizer keeps the gradients' sum instead, times the current
+# rate, which differs once the rate changes; Keras's own SGD decays every
+# row of a sparse gradient's variable.
+
+
+def _momentum_step(velocity, gradient, rate, momentum, nesterov):
+  """(the new velocity, the weights' change) of the velocity's rows."""
+  velocity = velocity * momentum - rate * gradient
+  return velocity, (velocity * momentum - rate * gradient if nesterov
+                    else velocity)
+
+
+class _KerasMomentum(tf.compat.v1.train.Optimizer):
+  """tf.compat.v1.train SGD with Keras's momentum (above); its slot
+  `Momentum` is Keras's velocity."""
+
+  def __init__(self, learning_rate, momentum, nesterov=False):
+    super().__init__(use_locking=False, name='Momentum')
+    self._rate, self._momentum, self._nesterov = (learning_rate, momentum,
+                                                  nesterov)
+
+  def _create_slots(self, var_list):
+    for variable in var_list:
+      self._zeros_slot(variable, 'Momentum', self._name)
+
+  def _prepare(self):
+    self._rate_tensor = tf.convert_to_tensor(
+        self._call_if_callable(self._rate))
+
+  def _constants(self, variable):
+    dtype = variable.dtype.base_dtype
+    return (tf.cast(self._rate_tensor, dtype),
+            tf.constant(self._momentum, dtype), self._nesterov)
+
+  def _resource_apply_dense(self, grad, handle):
+    slot = self.get_slot(handle, 'Momentum')
+    velocity, change = _momentum_step(slot, grad, *self._constants(handle))
+    with tf.control_dependencies([slot.assign(velocity)]):
+      return handle.assign_add(change)
+
+  def _resource_apply_sparse(self, grad, handle, indices):
+    slot = self.get_slot(handle, 'Momentum')
+    velocity, change = _momentum_step(tf.gather(slot, indices), grad,
+                                      *self._constants(handle))
+    with tf.control_dependencies([slot.scatter_update(
+        tf.IndexedSlices(velocity, indices))]):
+      return handle.scatter_add(tf.IndexedSlices(change, indices))
+
+
+@tf.keras.utils.register_keras_serializable('estimator_trainer')
+class _LazyMomentumSGD(tf.keras.optimizers.SGD):
+  """Keras's SGD with momentum whose sparse gradients move only their
+  rows (above)."""
+
+  def update_step(self, gradient, variable):
+    if not isinstance(gradient, tf.IndexedSlices):
+      return super().update_step(gradient, variable)
+    slot = self.momentums[self._index_dict[self._var_key(variable)]]
+    velocity, change = _momentum_step(
+        tf.gather(slot, gradient.indices), gradient.values,
+        tf.cast(self.learning_rate, variable.dtype),
+        tf.cast(self.momentum, variable.dtype), self.nesterov)
+    slot.scatter_update(tf.IndexedSlices(velocity, gradient.indices))
+    variable.scatter_add(tf.IndexedSlices(change, gradient.indices))
+    return None
 
 
 @tf.keras.utils.register_keras_serializable('estimator_trainer')

@@ -47,10 +47,7 @@ def read(values, given):
   its kwargs, the image shape and classes) is a usage error.
   """
   model_dir = values['model_dir']
-  if values['mode'] in config_checks.TRAINING_MODES and not layout.has_checkpoint(
-      model_dir):
-    return values, {}
-  record = layout.read_model_file(model_dir)
+  record = _record(values)
   if record is None:
     return values, {}
   # Records written before the run was: the model alone.
@@ -93,6 +90,36 @@ def read(values, given):
         f'{stack.tensorflow_version()}: run it on the default install, or '
         'carry it over to the TF2 engines with estimator_trainer.migrate')
   return {**values, **taken}, taken
+
+
+def _record(values):
+  """The record of values['model_dir'] that a run of `values` reads (None:
+  none): any model_dir's to evaluate, predict or export, one with a
+  checkpoint to train."""
+  model_dir = values['model_dir']
+  if values['mode'] in config_checks.TRAINING_MODES and not (
+      layout.has_checkpoint(model_dir)):
+    return None
+  return layout.read_model_file(model_dir)
+
+
+def overridden(values, given):
+  """name -> the recorded value, of each setting that a flag of `given`
+  gives otherwise than the run values['model_dir'] records (e.g. a carried
+  canned model's learning rate): the run says that it takes the flag. Not
+  the length: a run resumed for more steps is the usual case."""
+  run = (_record(values) or {}).get('run') or {}
+  found = {}
+  for name in sorted(given):
+    if (name not in run or name in _NOT_RECORDED or name in _DATA_SOURCE or
+        name in _CHECKPOINT_DEFINED or name in _ALTERNATIVES[1]):
+      continue
+    value = values[name]
+    if name.endswith('_kwargs') and isinstance(value, str):
+      value = config_checks.json_object_of(name)(value)
+    if value != run[name]:
+      found[name] = run[name]
+  return found
 
 
 # What a given flag must agree with: the checkpoint's model and data shape,

@@ -17,7 +17,7 @@ from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tabular import feature_columns
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tf2 import canned as canned_lib
+from estimator_trainer.tf2 import canned_settings
 from estimator_trainer.tf2 import migration
 import tabular_sets
 
@@ -174,7 +174,7 @@ def _config(model_dir, data_dir, spec_file, head, **flags):
   return TrainConfig(
       model_dir=str(model_dir), train_files=str(data_dir / 'train.csv'),
       eval_files=str(data_dir / 'eval.csv'), feature_spec=str(spec_file),
-      head=head, lr_decay='none', shuffle_buffer=0, **flags)
+      head=head, **{'lr_decay': 'none', 'shuffle_buffer': 0, **flags})
 
 
 @pytest.fixture(scope='module')
@@ -217,12 +217,11 @@ def test_carried_model_serves_canned_predictions(estimator, data, canned_runs,
 
 def _carried_config(model_dir, to, directory, spec_file, head, engine,
                     **flags):
-  model, kwargs, deep, wide = canned_lib.shape(tf.train.load_checkpoint(
-      str(model_dir / 'canned')).get_variable_to_shape_map())
-  return _config(to, directory, spec_file, head, engine=engine, model=model,
-                 model_kwargs=kwargs, optimizer=deep or wide,
-                 linear_optimizer=wide if model == 'wide_deep' else None,
-                 **flags)
+  checkpoint = tf.train.latest_checkpoint(str(model_dir / 'canned'))
+  settings = canned_settings.read(tf.train.load_checkpoint(checkpoint),
+                                  checkpoint).config_values()
+  return _config(to, directory, spec_file, head, engine=engine,
+                 **{**settings, **flags})
 
 
 @pytest.mark.slow

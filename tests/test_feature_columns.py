@@ -196,3 +196,54 @@ def test_indicator_column_enters_the_deep_part_one_hot(columns):
   assert model.get_layer('dnn/hidden_0').kernel.shape == (5, 2)
   one_hot = model.get_layer('dnn/one_hot_size')(tf.constant([0, 2]))
   assert one_hot.numpy().tolist() == [[1, 0, 0, 0], [0, 0, 1, 0]]
+
+
+def test_one_oov_bucket_is_canned_trained_bucket():
+  """num_oov_buckets=1 (the most common setting): an unknown value is
+  canned's out-of-vocabulary id (after the vocabulary), a row it trained,
+  not one it drops; of a string and of an integer vocabulary, one-hot as
+  wide as canned's indicator."""
+  columns = {
+      'color': fc.categorical_column_with_vocabulary_list(
+          'color', ['red', 'green', 'blue'], num_oov_buckets=1),
+      'size': fc.categorical_column_with_vocabulary_list(
+          'size', [3, 1, 2], dtype=tf.int64, num_oov_buckets=1),
+  }
+  spec = feature_columns.feature_spec_from_columns(
+      [fc.indicator_column(column) for column in columns.values()], 'y',
+      head='binary')
+  assert [(c.num_oov, c.one_hot) for c in spec.columns] == [(1, True)] * 2
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  raw = {'color': RAW['color'], 'size': RAW['size']}
+  stats = statistics_lib.compute(spec, {**raw, 'y': np.zeros(6, np.int64)})
+  encoder = encoder_lib.Encoder(spec, stats, labels=False)
+  encoded = encoder({k: tf.constant(v) for k, v in raw.items()})
+  for name, column in columns.items():
+    cardinality = encoder.inputs[name].cardinality
+    assert cardinality == 4  # canned's indicator: 3 values, 1 bucket.
+    rows = feature_columns.canned_ids(spec.columns[list(columns).index(
+        name)], cardinality)
+    ours = [rows[i] for i in encoded[name].numpy()]
+    canned = canned_id_of(column, raw).tolist()
+    assert 3 in canned, name  # An unknown value in canned's bucket.
+    assert ours == canned, name
+
+
+@pytest.mark.parametrize('deep, message', [
+    # A default_value on the wide part's column only.
+    (fc.categorical_column_with_vocabulary_list('city', ['rome', 'oslo']),
+     "'city': default_value 'oslo' in one column of it and None"),
+    (fc.categorical_column_with_vocabulary_list('city', ['rome', 'oslo'],
+                                                num_oov_buckets=1),
+     "'city': num_oov_buckets None in one column of it and 1"),
+])
+def test_two_columns_of_one_feature_must_agree(deep, message):
+  """A wide & deep model's two columns of one feature: the spec has one
+  column a feature, so a setting of one part only is refused, naming it
+  (not applied to both parts)."""
+  wide = fc.categorical_column_with_vocabulary_list(
+      'city', ['rome', 'oslo'], default_value=1)
+  with pytest.raises(UsageError, match=message) as raised:
+    feature_columns.feature_spec_from_columns(
+        [wide, fc.embedding_column(deep, 2)], 'y')
+  assert '\n' not in str(raised.value)

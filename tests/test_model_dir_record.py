@@ -300,3 +300,23 @@ def test_a_tf2_parameter_server_run_resumes_over_as_many_ps_tasks(tmp_path):
   with pytest.raises(UsageError, match='trained over 2 parameter servers; '
                      'this cluster has 3'):
     checkpoints.require_same_parameter_servers(config(3))
+
+
+def test_a_flag_given_over_a_recorded_setting_is_said(tmp_path, caplog):
+  """A carried canned model's record holds canned's training settings; a
+  flag given otherwise wins, and the run says so (not the steps: a resumed
+  run usually has more). A JSON flag equal to the record's is no change."""
+  (tmp_path / 'model.json').write_text(json.dumps({
+      'model': 'cnn', 'model_kwargs': None, 'run': {
+          'learning_rate': 0.05, 'optimizer': 'sgd', 'train_steps': 100,
+          'optimizer_kwargs': {'momentum': 0.9}}}))
+  with caplog.at_level(logging.INFO):
+    config = cli_config.config_from([
+        f'--model_dir={tmp_path}', '--mode=evaluate', '--learning_rate=0.5',
+        '--train_steps=200', '--optimizer_kwargs={"momentum": 0.9}'])
+  assert (config.learning_rate, config.optimizer, config.optimizer_kwargs,
+          config.train_steps) == (0.5, 'sgd', {'momentum': 0.9}, 200)
+  said = [r.getMessage() for r in caplog.records if 'given:' in
+          r.getMessage()]
+  assert said == [f'--learning_rate=0.5 given: the run in {tmp_path} had '
+                  '--learning_rate=0.05'], said

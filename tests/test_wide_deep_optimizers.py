@@ -25,6 +25,17 @@ WIDE_DEEP = {**FLAGS, 'model': 'wide_deep', 'mode': 'train',
 # Canned wide & deep's pair: FTRL for the wide part, Adagrad for the deep.
 CANNED = {'optimizer': 'adagrad', 'linear_optimizer': 'ftrl',
           'learning_rate': 0.05, 'linear_learning_rate': 0.2}
+# Each part's optimizer parameters (--optimizer_kwargs,
+# --linear_optimizer_kwargs): SGD's momentum (its sparse steps on the hashed
+# id's embedding rows a batch looks up) and FTRL's l1, l2 and power.
+WITH_KWARGS = {**CANNED, 'optimizer': 'sgd',
+               'optimizer_kwargs': {'momentum': 0.9},
+               'linear_optimizer_kwargs': {
+                   'l1_regularization_strength': 0.01,
+                   'l2_regularization_strength': 0.1,
+                   'learning_rate_power': -0.3}}
+SETTINGS = [pytest.param(CANNED, id='canned'),
+            pytest.param(WITH_KWARGS, id='kwargs')]
 
 
 @pytest.fixture(scope='module')
@@ -99,15 +110,17 @@ def test_each_part_steps_with_its_own_rate_and_optimizer(census, tmp_path,
       'model.json)'), error.value
 
 
-def test_the_engines_and_2_replicas_step_alike(census, tmp_path):
-  """FTRL + Adagrad at two rates, 3 steps: every engine, and ctl on 2
-  replicas, reach the same weights (each part steps with its own optimizer
-  and rate, of the global batch) and count 3 steps, not 3 per optimizer."""
+@pytest.mark.parametrize('settings', SETTINGS)
+def test_the_engines_and_2_replicas_step_alike(census, tmp_path, settings):
+  """FTRL + Adagrad at two rates (and FTRL + SGD with each one's
+  parameters), 3 steps: every engine, and ctl on 2 replicas, reach the
+  same weights (each part steps with its own optimizer and rate, of the
+  global batch) and count 3 steps, not 3 per optimizer."""
   runs = [('ctl', 1), ('ctl', 2), ('keras', 1)]
   if stack.has_estimator():
     runs.append(('estimator', 1))
   trained = {run: train(tmp_path / f'{run[0]}{run[1]}', census, *run,
-                        train_steps=3, **CANNED) for run in runs}
+                        train_steps=3, **settings) for run in runs}
   reference = trained['ctl', 1]
   for run, weights in trained.items():
     score = _relative(weights, reference, reference)
@@ -122,11 +135,14 @@ def test_the_engines_and_2_replicas_step_alike(census, tmp_path):
 # counts as it would without decay; the engines' constant rates alike are
 # test_the_engines_and_2_replicas_step_alike's.
 @pytest.mark.estimator
-def test_migrate_carries_both_optimizers_slots(census, tmp_path):
-  """An Estimator's wide & deep, FTRL + Adagrad, carried to ctl at step 2,
-  steps to 3 as the Estimator does: both slot sets placed, each with its
-  part, under the cosine (FTRL's rate constant in both)."""
-  canned = {**CANNED, 'lr_decay': 'cosine'}
+@pytest.mark.parametrize('settings', SETTINGS)
+def test_migrate_carries_both_optimizers_slots(census, tmp_path, settings):
+  """An Estimator's wide & deep, FTRL + Adagrad (and FTRL + SGD with
+  momentum, each with its parameters), carried to ctl at step 2, steps to 3
+  as the Estimator does: both slot sets placed, each with its part, under
+  the cosine (FTRL's rate constant in both; SGD's momentum one formulation
+  in both, whatever the rate)."""
+  canned = {**settings, 'lr_decay': 'cosine'}
   estimator_dir = tmp_path / 'estimator'
   train(estimator_dir, census, 'estimator', train_steps=2, **canned)
   carried = tmp_path / 'ctl'

@@ -195,7 +195,8 @@ def _train_spec(model, head, features, labels, params):
   optimizer, learning_rate = spec.v1()
   linear = params.linear_optimizer and (
       spec.for_linear_part(params.linear_optimizer,
-                           params.linear_learning_rate).v1()[0],
+                           params.linear_learning_rate,
+                           params.linear_optimizer_kwargs).v1()[0],
       tabular_models.linear_part(model))
   parts = optimizers.by_part(optimizer, model.trainable_variables,
                              linear or None)

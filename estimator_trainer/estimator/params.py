@@ -28,7 +28,8 @@ class ModelParams:
   columns: name -> EncodedInput's fields), `huber_delta` and
   `label_scale` (regression: heads.RegressionHead's), `label_smoothing`
   (multiclass; None: config_resolved.label_smoothing_of's default),
-  `linear_optimizer` and `linear_learning_rate` (wide & deep's wide part);
+  `optimizer_kwargs`; `linear_optimizer`, `linear_learning_rate` and
+  `linear_optimizer_kwargs` (wide & deep's wide part);
   `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
   `accumulate_steps` > 1 reads its further micro-batches from the iterator
@@ -40,6 +41,8 @@ class ModelParams:
   learning_rate: float = DEFAULT_LEARNING_RATE
   linear_optimizer: Optional[str] = None
   linear_learning_rate: Optional[float] = None
+  optimizer_kwargs: Optional[Dict[str, Any]] = None
+  linear_optimizer_kwargs: Optional[Dict[str, Any]] = None
   lr_decay: str = TrainConfig.lr_decay
   decay_steps: Optional[int] = None
   weight_decay: float = 0.0
@@ -94,6 +97,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       learning_rate=config.learning_rate, lr_decay=config.lr_decay,
       linear_optimizer=config.linear_optimizer,
       linear_learning_rate=config.linear_learning_rate,
+      optimizer_kwargs=config.optimizer_kwargs,
+      linear_optimizer_kwargs=config.linear_optimizer_kwargs,
       decay_steps=train_steps,
       weight_decay=weight_decay_of(config, spec),
       clip_global_norm=config.clip_global_norm,

@@ -35,6 +35,8 @@ PARTS = ('linear', 'dnn')
 _FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross',
            'one_hot')
 HIDDEN_UNITS = (128, 64)
+# batch_norm=true's; an object of either replaces it (a canned DNN's).
+_BATCH_NORM = {'momentum': layers.BN_MOMENTUM, 'epsilon': layers.BN_EPSILON}
 MAX_EMBEDDING_DIM = 16
 
 
@@ -145,13 +147,17 @@ def _linear_logits(keras_inputs, names, inputs, logits_dimension,
   return Bias(name=output_name, dtype='float32')(weighted_sum)
 
 
-def _check_dnn_kwargs(hidden_units, dropout, embedding_dim):
+def _check_dnn_kwargs(hidden_units, dropout, embedding_dim, batch_norm):
   if not hidden_units or any(int(u) != u or u < 1 for u in hidden_units):
     raise UsageError('--model_kwargs: hidden_units must be a non-empty list '
                      f'of positive integers, got {hidden_units!r}')
   if dropout is not None and not 0 <= dropout < 1:
     raise UsageError(f'--model_kwargs: dropout must be in [0, 1), got '
                      f'{dropout!r}')
+  if not isinstance(batch_norm, bool) and not (
+      isinstance(batch_norm, dict) and set(batch_norm) <= set(_BATCH_NORM)):
+    raise UsageError('--model_kwargs: batch_norm must be true, false or an '
+                     f'object of momentum and epsilon, got {batch_norm!r}')
   if embedding_dim is not None and (int(embedding_dim) != embedding_dim or
                                     embedding_dim < 1):
     raise UsageError('--model_kwargs: embedding_dim must be a positive '
@@ -163,7 +169,7 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
                 sync_batch_norm, embedding_dim, embed_crosses, output_name):
   """The deep part: ids embedded (crosses only if `embed_crosses`),
   concatenated with the dense inputs, through the hidden layers."""
-  _check_dnn_kwargs(hidden_units, dropout, embedding_dim)
+  _check_dnn_kwargs(hidden_units, dropout, embedding_dim, batch_norm)
   pieces = []
   for name in names:
     encoded = inputs[name]
@@ -197,7 +203,8 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
                                   name=f'dnn/dropout_{index}')(x)
     if batch_norm:
       x = tf.keras.layers.BatchNormalization(
-          momentum=layers.BN_MOMENTUM, epsilon=layers.BN_EPSILON,
+          **{**_BATCH_NORM, **(batch_norm if isinstance(batch_norm, dict)
+                               else {})},
           synchronized=sync_batch_norm, name=f'dnn/batch_norm_{index}')(x)
   # float32 logits: the loss and the sigmoid or softmax need its range.
   return tf.keras.layers.Dense(
@@ -220,8 +227,9 @@ def dnn(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
         sync_batch_norm=False, embedding_dim=None, embed_crosses=False):
   """DNNClassifier's model: ids embedded (width: the column's
   `embedding_dim`, else `embedding_dim`, else `default_embedding_dim`),
-  with the dense inputs, through `hidden_units` (dropout `dropout`, batch
-  norm if `batch_norm`), to the logits. Crosses are the wide part's: left
+  with the dense inputs, through `hidden_units` (activation `activation`, a
+  Keras name; dropout `dropout`; batch norm if `batch_norm`, true or its
+  {momentum, epsilon}), to the logits. Crosses are the wide part's: left
   out unless `embed_crosses`."""
   keras_inputs, names, inputs = _inputs(inputs)
   logits = _dnn_logits(keras_inputs, names, inputs, logits_dimension,

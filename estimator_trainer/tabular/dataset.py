@@ -127,12 +127,17 @@ class TabularData(pipeline.RunData):
   def num_examples(self, split):
     return self._source.num_examples(split)
 
-  def persist(self, model_dir):
+  def persist(self, model_dir, label_units=False):
     """Stores the statistics in model_dir (unless there already): when a
     training chief's checks have passed, so that bad input leaves nothing,
     and before the model's variables (whose creation under
-    multi_worker_mirrored waits for the tasks that wait for this file)."""
-    statistics_lib.store(model_dir, self._feature_spec, self.statistics,
+    multi_worker_mirrored waits for the tasks that wait for this file).
+    `label_units`: a regression's label scale stored as (0, 1), the model's
+    outputs in the label's own units (a canned regressor's, carried)."""
+    statistics = self.statistics
+    if label_units:
+      statistics = dataclasses.replace(statistics, label_scale=(0.0, 1.0))
+    statistics_lib.store(model_dir, self._feature_spec, statistics,
                          training_files.of(self._source))
 
   def make_input_fn(self, config, global_batch_size, seeded=True,

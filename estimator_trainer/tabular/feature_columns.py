@@ -9,7 +9,7 @@ inputs, their meaning kept:
                                        source the feature)
   categorical_column_with_vocabulary_  string/integer_categorical, the
     list / _file                       vocabulary in its order, num_oov
-                                       its num_oov_buckets (at least 1),
+                                       its num_oov_buckets (0: None),
                                        oov_value the default_value's value
   categorical_column_with_identity     integer_categorical of 0..n-1,
                                        oov_value its default_value
@@ -113,10 +113,11 @@ def _categorical(column):
       vocabulary = [v.decode() if isinstance(v, bytes) else str(v)
                     for v in vocabulary]
     # num_oov_buckets 0 (and no default_value): canned drops an unknown
-    # value (no weight); the package gives it out-of-vocabulary id 0, its
-    # weights carried as zero.
-    num_oov = column.num_oov_buckets or 1
-    if num_oov > 1 and dtype != 'string':
+    # value (no weight); the package gives it out-of-vocabulary id 0 (the
+    # spec's num_oov None), its weights carried as zero. 1 or more: canned's
+    # trained buckets (num_oov, which canned_ids places).
+    num_oov = column.num_oov_buckets or None
+    if num_oov and num_oov > 1 and dtype != 'string':
       _fail(column, f'num_oov_buckets {num_oov} of integers: canned hashes '
             'them, Keras IntegerLookup takes a modulo')
     # default_value (canned allows it only without num_oov_buckets): the
@@ -125,7 +126,7 @@ def _categorical(column):
     return spec_lib.Column(
         column.key, 'string_categorical' if dtype == 'string' else
         'integer_categorical', vocabulary=tuple(vocabulary),
-        num_oov=None if num_oov == 1 else num_oov,
+        num_oov=num_oov,
         oov_value=None if default in (None, -1) else vocabulary[default])
   if kind == 'BucketizedColumn':
     key, dtype, default = _numeric(column.source_column)
@@ -139,20 +140,31 @@ def _categorical(column):
   _fail(column, f'{kind} has no counterpart in the feature spec')
 
 
+# How one feature enters the deep part: the fields two canned columns of it
+# may set apart (a linear part's categorical column, the deep part's
+# embedding of it); every other field must be the same in both.
+_USES = ('embedding_dim', 'one_hot')
+# The spec's fields as the feature columns name them, for the error.
+_CANNED_FIELDS = {'oov_value': 'default_value', 'default': 'default_value',
+                  'num_oov': 'num_oov_buckets'}
+
+
 def _merged(old, new, name):
   """One spec item of two canned columns of the same feature (e.g. the
   linear part's categorical column and the deep part's embedding of it):
-  the fields one of them sets."""
+  their fields, which must agree but for how each part takes it."""
   merged = {}
   for field, was in old.__dict__.items():
     value = new.__dict__[field]
-    if was in (None, False) or was == value:
+    if was == value or field in _USES and was in (None, False):
       merged[field] = value
-    elif value in (None, False):
+    elif field in _USES and value in (None, False):
       merged[field] = was
     else:
-      _fail(name, f'{field} {was!r} and {value!r}: two columns of one '
-            'feature differ (the spec has one column a feature)')
+      shown = _CANNED_FIELDS.get(field, field)
+      _fail(name, f'{shown} {was!r} in one column of it and {value!r} in '
+            'another (e.g. one part\'s): the spec has one column a feature, '
+            'so both parts must agree')
   if merged.get('one_hot') and merged.get('embedding_dim'):
     _fail(name, 'both embedded and one-hot: the spec has one column a '
           'feature')
@@ -251,8 +263,9 @@ def canned_ids(column, cardinality):
   """For each of the package's ids of spec `column` (or cross), 0 to
   `cardinality` - 1, canned's id of the same values, -1 where canned has
   none (it drops a missing value, and an unknown one of a vocabulary
-  without num_oov_buckets or default_value): the row of a canned weight matrix that is the row of
-  the package's. Ids of other kinds are canned's."""
+  without num_oov_buckets or default_value): the row of a canned weight
+  matrix that is the row of the package's. Ids of other kinds are
+  canned's."""
   if getattr(column, 'vocabulary', None) is None:
     return list(range(cardinality))
   size = len(column.vocabulary)

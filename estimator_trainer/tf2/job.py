@@ -95,12 +95,14 @@ class Job:
       self.optimizer = self.linear_optimizer = None
       if training:
         spec = OptimizerSpec(config.optimizer, config.learning_rate,
-                             config.lr_decay, self.max_steps)
+                             config.lr_decay, self.max_steps,
+                             config.optimizer_kwargs)
         # Under mixed_float16, with dynamic loss scaling (updates.py clips).
         self.optimizer = loss_scale.keras(spec.keras(), config.precision)
         if config.linear_optimizer:
           linear = spec.for_linear_part(config.linear_optimizer,
-                                        config.linear_learning_rate)
+                                        config.linear_learning_rate,
+                                        config.linear_optimizer_kwargs)
           self.linear_optimizer = loss_scale.keras(linear.keras(),
                                                    config.precision)
       self.ema = config.ema_decay and ema.Average(self.model,

@@ -9,6 +9,7 @@ fails, naming it.
 """
 
 import dataclasses
+import json
 import logging
 import os
 
@@ -26,6 +27,7 @@ from estimator_trainer.layout import AVERAGE_SUFFIX
 from estimator_trainer.optimizers import ADAM_BETA_1
 from estimator_trainer.tabular import dataset
 from estimator_trainer.tf2 import canned
+from estimator_trainer.tf2 import canned_settings
 from estimator_trainer.tf2 import job as job_lib
 
 _logger = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ def convert(config, source, estimator_engine=False):
   if tf.train.latest_checkpoint(config.model_dir):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
-  if canned.is_canned(stored):
+  if canned_settings.is_canned(stored):
     return _convert_canned(config, checkpoint, reader, estimator_engine)
   trained = _optimizer_of(stored)
   if config.optimizer == 'adam' and trained != 'adam':
@@ -68,18 +70,21 @@ def convert(config, source, estimator_engine=False):
   placed = {*names, 'global_step'}
   name_of = {weight.ref(): name for weight, name in zip(job.model.weights,
                                                         names)}
-  flag_of = {job.optimizer: ('optimizer', config.optimizer)}
+  flag_of = {job.optimizer: ('optimizer', config.optimizer,
+                             config.optimizer_kwargs)}
   if job.linear_optimizer:
     flag_of[job.linear_optimizer] = ('linear_optimizer',
-                                     config.linear_optimizer)
+                                     config.linear_optimizer,
+                                     config.linear_optimizer_kwargs)
   job.make_slots()
   for optimizer, part in job.optimizer_parts:
-    flag, name = flag_of[optimizer]
+    flag, name, kwargs = flag_of[optimizer]
     optimizer.iterations.assign(step)
     if name == 'adam':
-      _check_adam_steps(reader, checkpoint, step)
+      _check_adam_steps(reader, checkpoint, step, (kwargs or {}).get(
+          'beta_1', ADAM_BETA_1))
       placed |= {'beta1_power', 'beta2_power'}
-    for v1_slot, keras_slots in optimizers.SLOTS[name]:
+    for v1_slot, keras_slots in optimizers.slots(name, kwargs):
       # Keras 2's optimizers keep a variable's slot at its index in the
       # built var_list (no public slot accessor); under mixed_float16, the
       # loss-scaling optimizer's inner one.
@@ -122,18 +127,29 @@ def _convert_canned(config, checkpoint, reader, estimator_engine):
     raise UsageError(f'--from {checkpoint} is a canned Estimator\'s: give '
                      '--feature_spec (feature_spec_from_columns of its '
                      'feature columns) and its --train_files')
-  model, kwargs, deep, wide = canned.shape(
-      reader.get_variable_to_shape_map())
+  settings = canned_settings.read(reader, checkpoint)
+  if config.model_kwargs is not None and (
+      config.model_kwargs != settings.model_kwargs):
+    raise UsageError(
+        f'--model_kwargs={json.dumps(config.model_kwargs)}: the canned '
+        f'model in {checkpoint} is of {json.dumps(settings.model_kwargs)} '
+        '(its checkpoint and graph say so); drop the flag')
+  # Canned's own training settings, recorded in the model_dir for runs on
+  # (by the engine whose checkpoint it writes).
   config = dataclasses.replace(
-      config, model=model, model_kwargs=kwargs, optimizer=deep or wide,
-      linear_optimizer=wide if model == 'wide_deep' else None)
+      config, **settings.config_values(),
+      engine='estimator' if estimator_engine else config.engine)
+  data = dataset.load(config, training=False)
+  if data.spec.head == 'regression':
+    # Canned's weights and slots are in the label's units: so is the model.
+    data.persist(config.model_dir, label_units=True)
   job = job_lib.Job(config)
-  names = {job.optimizer: config.optimizer}
+  canned_optimizers = {job.optimizer: settings.dnn or settings.linear}
   if job.linear_optimizer:
-    names[job.linear_optimizer] = config.linear_optimizer
-  step = canned.carry(job, reader, checkpoint, names)
+    canned_optimizers[job.linear_optimizer] = settings.linear
+  step = canned.carry(job, reader, checkpoint, canned_optimizers)
   if estimator_engine:
-    canned.save_for_estimator(job, names, step)
+    canned.save_for_estimator(job, canned_optimizers, step)
   else:
     job.save(step)
   return _recorded(job, config, checkpoint, step)
@@ -207,12 +223,12 @@ def _carry_preprocessing(source_dir, model_dir):
       tf.io.gfile.copy(path, os.path.join(target, name), overwrite=True)
 
 
-def _check_adam_steps(reader, checkpoint, step):
+def _check_adam_steps(reader, checkpoint, step, beta_1):
   """Estimator's Adam counts its steps in beta1_power (beta1 ** (steps + 1));
   Keras's in `iterations`, set to the global step. They must agree."""
   beta1_power = float(reader.get_tensor('beta1_power'))
-  if not np.isclose(beta1_power, ADAM_BETA_1 ** (step + 1), rtol=1e-4):
+  if not np.isclose(beta1_power, beta_1 ** (step + 1), rtol=1e-4):
     raise TrainerError(
-        f'{checkpoint}: beta1_power {beta1_power:.6g} is not {ADAM_BETA_1} '
+        f'{checkpoint}: beta1_power {beta1_power:.6g} is not {beta_1} '
         f'** (global_step {step} + 1): Adam did not step with the global '
         'step')

@@ -1,0 +1,332 @@
+"""Every setting a canned Estimator's model_dir records, carried (or refused
+in one line naming it): each canned estimator, each column kind, each
+optimizer with its parameters, in both kinds of engine. A carried model
+serves canned's own predictions, and one more step of `run` on the carried
+model_dir, with no flags but the batch and the step, moves every weight as
+canned's own next step moves canned's (tf2/canned_settings.py, the model_dir's
+record of canned's training settings)."""
+
+import dataclasses
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import heads
+from estimator_trainer import models
+from estimator_trainer import weights as weights_lib
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import feature_columns
+from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tf2 import canned as canned_lib
+from estimator_trainer.tf2 import canned_settings
+from estimator_trainer.tf2 import migration
+from cli_config import config_from, run_in_process
+import engine_params
+import tabular_sets
+
+pytestmark = [pytest.mark.estimator,
+              pytest.mark.xdist_group('canned_settings')]
+fc = tf.feature_column
+legacy = tf.keras.optimizers.legacy
+ROWS, EVAL_ROWS, STEPS, BATCH = 256, 64, 20, 32
+LABELS = ('y', 'price', 'grade')
+# Served values and a step's weights, relative to the values' size: float32
+# through other op orders.
+RELATIVE = 1e-6
+
+
+def _table(rng, rows):
+  table = {
+      'age': rng.uniform(18, 80, rows).astype(np.float32),
+      'hours': rng.uniform(0, 60, rows).astype(np.float32),
+      # 'pink' and 'teal' unknown: the out-of-vocabulary bucket.
+      'color': rng.choice(['red', 'green', 'blue', 'pink', 'teal'], rows),
+      # 7 unknown: the integer vocabulary's out-of-vocabulary bucket.
+      'size': rng.choice([1, 2, 3, 7], rows).astype(np.int64),
+      # 5 and 6 out of the identity column's range.
+      'slot': rng.integers(0, 7, rows).astype(np.int64),
+      'city': rng.choice(['rome', 'paris', 'oslo', 'lima'], rows),
+      'zone': rng.integers(0, 40, rows).astype(np.int64),
+  }
+  score = ((table['age'] - 45) / 20 + (table['color'] == 'red') -
+           (table['color'] == 'pink') - (table['size'] == 2) +
+           (table['size'] == 7) * 0.8 + (table['hours'] > 30) * 0.7)
+  noisy = score + rng.normal(0, 0.5, rows)
+  table['y'] = (noisy > 0.2).astype(np.int64)
+  # Labels of tens: a regression carried in the label's own units.
+  table['price'] = (noisy * 8 + 40).astype(np.float32)
+  table['grade'] = np.digitize(noisy, [-0.5, 0.8]).astype(np.int64)
+  return table
+
+
+def _columns():
+  """(linear part's, deep part's) feature columns: every kind, the most
+  common setting (num_oov_buckets=1) of a string and an integer
+  vocabulary."""
+  color = fc.categorical_column_with_vocabulary_list(
+      'color', ['red', 'green', 'blue'], num_oov_buckets=1)
+  size = fc.categorical_column_with_vocabulary_list(
+      'size', [3, 1, 2], dtype=tf.int64, num_oov_buckets=1)
+  city = fc.categorical_column_with_vocabulary_list(
+      'city', ['rome', 'paris', 'oslo'], default_value=1)
+  slot = fc.categorical_column_with_identity('slot', 5, default_value=4)
+  zone = fc.categorical_column_with_hash_bucket('zone', 16, dtype=tf.int64)
+  hours = fc.bucketized_column(fc.numeric_column('hours'), [10., 30., 45.])
+  age = fc.numeric_column('age')
+  linear = [hours, color, size, slot, city, zone,
+            fc.crossed_column(['color', 'city'], 24)]
+  dnn = [age, fc.embedding_column(color, 3), fc.indicator_column(size),
+         fc.embedding_column(zone, 2), fc.embedding_column(hours, 2),
+         fc.indicator_column(slot), fc.embedding_column(city, 2)]
+  return linear, dnn
+
+
+def _estimator(name, parts, model_dir, **kwargs):
+  """Canned estimator `name` on `parts` (linear, dnn or both) of _columns."""
+  linear, dnn = _columns()
+  cls = getattr(tf.estimator, name)
+  if parts == 'linear':  # A linear model takes numbers too.
+    return cls(linear + [fc.numeric_column('age')], str(model_dir), **kwargs)
+  if parts == 'dnn':
+    return cls([6, 4], dnn, str(model_dir), **kwargs)
+  # The package's wide part takes ids: the number is the deep part's.
+  return cls(str(model_dir), linear_feature_columns=linear,
+             dnn_feature_columns=dnn, dnn_hidden_units=[6, 4], **kwargs)
+
+
+def _spec_columns(parts):
+  linear, dnn = _columns()
+  return {'linear': linear + [fc.numeric_column('age')], 'dnn': dnn,
+          'both': linear + dnn}[parts]
+
+
+# case -> (canned estimator, its parts, label, head, its keyword arguments
+# (made anew for each estimator)): each optimizer with its parameters, a
+# second optimizer of one class, activations, dropout, batch norm, each
+# head.
+CASES = {
+    'LinearClassifier-ftrl-l1-l2-power': (
+        'LinearClassifier', 'linear', 'y', 'binary', lambda: dict(
+            optimizer=legacy.Ftrl(0.1, l1_regularization_strength=0.01,
+                                  l2_regularization_strength=0.02,
+                                  learning_rate_power=-0.4))),
+    'LinearRegressor-defaults': (
+        'LinearRegressor', 'linear', 'price', 'regression', dict),
+    'DNNClassifier-sgd-momentum-tanh-batch_norm': (
+        'DNNClassifier', 'dnn', 'y', 'binary', lambda: dict(
+            optimizer=legacy.SGD(0.05, momentum=0.9),
+            activation_fn=tf.nn.tanh, batch_norm=True)),
+    'DNNClassifier-adagrad-elu-dropout': (
+        'DNNClassifier', 'dnn', 'grade', 'multiclass', lambda: dict(
+            n_classes=3, optimizer='Adagrad', activation_fn=tf.nn.elu,
+            dropout=0.3)),
+    'DNNRegressor-adam': (
+        'DNNRegressor', 'dnn', 'price', 'regression', lambda: dict(
+            optimizer=legacy.Adam(0.01))),
+    'DNNLinearCombinedRegressor-defaults': (
+        'DNNLinearCombinedRegressor', 'both', 'price', 'regression', dict),
+    'DNNLinearCombinedClassifier-adagrad-both': (
+        'DNNLinearCombinedClassifier', 'both', 'grade', 'multiclass',
+        lambda: dict(n_classes=3, linear_optimizer='Adagrad',
+                     dnn_optimizer='Adagrad')),
+}
+# Dropout's step is random: its served predictions are compared, not a
+# step.
+RANDOM_STEP = {'DNNClassifier-adagrad-elu-dropout'}
+
+
+def _features(table):
+  return {k: v for k, v in table.items() if k not in LABELS}
+
+
+def _input_fn(table, label, repeat):
+  return lambda: tf.data.Dataset.from_tensor_slices(
+      (_features(table), table[label])).batch(BATCH).repeat(repeat)
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('canned_settings')
+  rng = np.random.default_rng(11)
+  train, test = _table(rng, ROWS), _table(rng, EVAL_ROWS)
+  for name, table in (('train', train), ('eval', test)):
+    tabular_sets._write_csv(directory / f'{name}.csv', table)  # pylint: disable=protected-access
+  return directory, train, test
+
+
+@pytest.fixture(scope='module')
+def canned(data, tmp_path_factory):
+  """canned(case) -> its model_dir, spec file, head, canned's predictions
+  of the eval set, and the model_dir of canned's own next step (a copy
+  trained one more step on the first batch); made on first use."""
+  directory, train, test = data
+  done = {}
+
+  def make(case):
+    if case not in done:
+      name, parts, label, head, kwargs = CASES[case]
+      model_dir = tmp_path_factory.mktemp(case)
+      estimator = lambda d: _estimator(
+          name, parts, model_dir / d, **kwargs(),
+          config=tf.estimator.RunConfig(tf_random_seed=1))
+      estimator('canned').train(_input_fn(train, label, None), steps=STEPS)
+      output = 'predictions' if head == 'regression' else 'probabilities'
+      predicted = np.array([p[output] for p in estimator('canned').predict(
+          _input_fn(test, label, 1))])
+      shutil.copytree(model_dir / 'canned', model_dir / 'next')
+      estimator('next').train(_input_fn(train, label, None), steps=1)
+      spec = feature_columns.feature_spec_from_columns(
+          _spec_columns(parts), label, head=head)
+      spec_file = model_dir / 'spec.json'
+      spec_file.write_text(spec_lib.to_json(spec))
+      done[case] = (model_dir, spec_file, head, output, predicted)
+    return done[case]
+
+  return make
+
+
+def _data_flags(directory, spec_file, head):
+  return [f'--train_files={directory / "train.csv"}',
+          f'--eval_files={directory / "eval.csv"}',
+          f'--feature_spec={spec_file}', f'--head={head}']
+
+
+def _served(model_dir, table, output):
+  exports = sorted((pathlib.Path(model_dir) / 'export').glob('*/*'))
+  assert len(exports) == 1, exports
+  serve = tf.saved_model.load(str(exports[0])).signatures['predict']
+  return serve(examples=tf.constant(tabular_sets.examples(
+      _features(table))))[output].numpy()
+
+
+def _package_weights(model_dir):
+  """The package's weights in model_dir's latest checkpoint, by name, with
+  the model that holds them (as its record builds it)."""
+  record = json.loads((pathlib.Path(model_dir) / 'model.json').read_text())
+  head = heads.make(record['head'], record['class_names'])
+  args = (record['model'], record['model_input'], head.logits_dimension,
+          record['model_kwargs'])
+  names = models.check(*args)
+  model = models.build(*args)
+  values = weights_lib.read_weights(
+      tf.train.latest_checkpoint(str(model_dir)), names,
+      lambda: models.build(*args))
+  return model, record, dict(zip(names, values))
+
+
+def _relative(ours, theirs):
+  return float(np.abs(ours - theirs).max() /
+               max(float(np.abs(theirs).max()), 1e-12))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(CASES))
+@pytest.mark.parametrize('engine', engine_params.KINDS)
+def test_carried_serves_and_steps_as_canned(estimator, data, canned, case,
+                                            engine, tmp_path):
+  del estimator  # The fixture: skips without tf.estimator.
+  directory, _, test = data
+  model_dir, spec_file, head, output, predicted = canned(case)
+  to = tmp_path / 'carried'
+  flags = _data_flags(directory, spec_file, head)
+  # migrate's config: --to the model_dir, engine ctl (migrate.main's).
+  migration.convert(dataclasses.replace(
+      config_from([f'--model_dir={to}', *flags]), engine='ctl', cluster=None),
+                    str(model_dir / 'canned'),
+                    estimator_engine=engine == 'estimator')
+  # The engine, the model and the optimizers: the record's (migrate's).
+  assert run_in_process([f'--model_dir={to}', '--mode=export']).engine == (
+      engine)
+  served = _served(to, test, output)
+  worst = _relative(served, predicted)
+  print(f'{case} carried, {engine}: served vs canned {worst:.2e} relative '
+        f'(max |canned| {np.abs(predicted).max():.3g})')
+  assert worst <= RELATIVE
+  if case in RANDOM_STEP:
+    return
+  # One more step on the first batch, the settings all the record's.
+  run_in_process([f'--model_dir={to}', '--mode=train',
+                  f'--train_steps={STEPS + 1}',
+                  f'--global_batch_size={BATCH}', '--shuffle_buffer=0'])
+  model, record, ours = _package_weights(to)
+  spec = spec_lib.read(str(spec_file))
+  inputs = {name: _Encoded(**value)
+            for name, value in record['model_input'].items()}
+  reader = tf.train.load_checkpoint(str(model_dir / 'next'))
+  before = tf.train.load_checkpoint(str(model_dir / 'canned'))
+  found = canned_lib.placements(model, spec, inputs,
+                                reader.get_variable_to_shape_map())
+  assert found, 'no weight placed'
+  worst, step = 0.0, 0.0
+  for name, placement in found.items():
+    theirs = canned_lib.value(placement, reader.get_tensor(placement.key),
+                              ours[name])
+    was = canned_lib.value(placement, before.get_tensor(placement.key),
+                           ours[name])
+    worst = max(worst, _relative(ours[name], theirs))
+    step = max(step, float(np.abs(theirs - was).max()))
+  print(f'{case} carried, {engine}: one step on, weights vs canned\'s '
+        f'{worst:.2e} relative (canned\'s largest change {step:.2e})')
+  assert step > 0
+  assert worst <= RELATIVE
+
+
+class _Encoded:
+  def __init__(self, **fields):
+    self.__dict__.update(fields)
+
+
+
+def _one_step(model_dir, **kwargs):
+  """The checkpoint of a canned DNNClassifier of one number, one step."""
+  rows = np.linspace(18, 80, 32).astype(np.float32)
+  estimator = tf.estimator.DNNClassifier(
+      [3], [fc.numeric_column('age')], str(model_dir), **kwargs)
+  estimator.train(lambda: tf.data.Dataset.from_tensor_slices((
+      {'age': rows}, (rows > 40).astype(np.int64))).batch(16), steps=1)
+  return tf.train.latest_checkpoint(str(model_dir))
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (lambda: dict(optimizer='RMSProp'), r'trained with the optimizer '
+     r'RMSprop \(training/RMSprop/\), which the package has not'),
+    (lambda: dict(optimizer=legacy.Adagrad(0.1, decay=0.01)),
+     r'training/Adagrad/decay is 0.01: Keras\'s per-step rate decay'),
+    (lambda: dict(activation_fn=tf.nn.swish), r'the activation of '
+     r'dnn/hiddenlayer_0 \(ops .*\) is none the package carries'),
+])
+def test_what_cannot_be_carried_is_refused_naming_it(estimator, tmp_path,
+                                                     kwargs, message):
+  """Not carried as something else (an RMSprop model as Adagrad, swish as
+  relu): a one-line usage error naming the setting."""
+  del estimator
+  checkpoint = _one_step(tmp_path / 'canned', **kwargs())
+  with pytest.raises(canned_settings.CannedError, match=message) as raised:
+    canned_settings.read(tf.train.load_checkpoint(checkpoint), checkpoint)
+  assert '\n' not in str(raised.value)
+
+
+def test_migrate_takes_the_model_off_the_checkpoint_not_a_flag(estimator,
+                                                              tmp_path):
+  """--model_kwargs that disagree with the canned model (here, its
+  activation) are a usage error; the settings read are the model's."""
+  del estimator
+  checkpoint = _one_step(tmp_path / 'canned', activation_fn=tf.nn.sigmoid,
+                         dropout=0.25, batch_norm=True)
+  settings = canned_settings.read(tf.train.load_checkpoint(checkpoint),
+                                  checkpoint)
+  assert settings.model_kwargs == {
+      'hidden_units': [3], 'activation': 'sigmoid', 'dropout': 0.25,
+      'batch_norm': {'momentum': 0.999, 'epsilon': 0.001}}
+  config = TrainConfig(model_dir=str(tmp_path / 'to'), train_files='x.csv',
+                       feature_spec='spec.json',
+                       model_kwargs={'hidden_units': [3]})
+  with pytest.raises(UsageError, match=r'--model_kwargs=.*: the canned model'
+                     r' in .* is of .*"activation": "sigmoid"'):
+    migration.convert(config, str(tmp_path / 'canned'))
+  assert not (tmp_path / 'to').exists()
