@@ -144,6 +144,8 @@ def test_default_value_ids_as_canned():
     (lambda: fc.crossed_column(
         [fc.bucketized_column(fc.numeric_column('n'), [1.]), 'k'], 9),
      'crosses of feature columns'),
+    (lambda: fc.crossed_column(['a', 'b'], 9),
+     "'a_X_b': crosses the raw feature 'a', which no other column reads"),
 ])
 def test_what_cannot_be_carried_is_named(make, message):
   with pytest.raises(UsageError, match=message) as raised:

@@ -236,6 +236,13 @@ def feature_spec_from_columns(feature_columns, label, head=None, label_vocabular
       builder.add(_categorical(column))
   if weight is not None and not isinstance(weight, str):
     weight = _numeric(weight)[0]
+  for cross in builder.items['crosses'].values():
+    missing = [key for key in cross.columns
+               if key not in builder.items['columns']]
+    if missing:
+      _fail(cross.name, f'crosses the raw feature {missing[0]!r}, which no '
+            "other column reads: the spec's crosses are of its columns "
+            '(give the model a column of it, or leave the cross out)')
   spec = spec_lib.FeatureSpec(
       tuple(builder.items['columns'].values()), label,
       tuple(builder.items['crosses'].values()),
