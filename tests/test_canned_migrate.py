@@ -2,11 +2,7 @@
 --from): trained by canned code on columns of every kind, the carried
 model's served predictions are canned's own on the whole eval set."""
 
-import json
-import os
 import pathlib
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -26,7 +22,6 @@ pytestmark = [pytest.mark.estimator, pytest.mark.xdist_group('canned_migrate')]
 fc = tf.feature_column
 ROWS, EVAL_ROWS, STEPS = 320, 64, 30
 TOLERANCE = 1e-5
-OTHER = os.environ.get('OTHER_STACK_PYTHON')
 
 
 def _table(rng, rows):
@@ -224,191 +219,9 @@ def _carried_config(model_dir, to, directory, spec_file, head, engine,
                  **{**settings, **flags})
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
-def test_training_continues_from_the_carried_step_and_slots(
-    estimator, data, canned_runs, tmp_path, engine):
-  """Wide & deep: FTRL's and Adagrad's accumulators carried as canned left
-  them; a run of MORE steps then starts at canned's step."""
-  del estimator
-  directory = data[0]
-  model_dir, spec_file, head, _, _ = canned_runs('DNNLinearCombinedClassifier')
-  to = tmp_path / 'carried'
-  path = migration.convert(
-      _config(to, directory, spec_file, head, engine='ctl'),
-      str(model_dir / 'canned'), estimator_engine=engine == 'estimator')
-  assert path.endswith(f'-{STEPS}')
-  canned = tf.train.load_checkpoint(str(model_dir / 'canned'))
-  carried = tf.train.load_checkpoint(path)
-  slots = {key: carried.get_tensor(key)
-           for key in carried.get_variable_to_shape_map()}
-  # The deep logits' Adagrad accumulator, the wide bias's FTRL ones.
-  expected = {
-      'Adagrad': canned.get_tensor(
-          'training/Adagrad/dnn/logits/kernel/accumulator'),
-      'Ftrl': canned.get_tensor(
-          'training/Ftrl/linear/linear_model/bias_weights/accumulator'),
-      'Ftrl_1': canned.get_tensor(
-          'training/Ftrl/linear/linear_model/bias_weights/linear')}
-  for slot, value in expected.items():
-    assert any(array.shape == value.shape and np.array_equal(array, value)
-               for key, array in slots.items()
-               if key.endswith((f'/{slot}', '.ATTRIBUTES/VARIABLE_VALUE'))
-               ), slot
-  more = 5
-  engines.ENGINES[engine].run(_carried_config(
-      model_dir, to, directory, spec_file, head, engine, mode='train',
-      train_steps=STEPS + more, learning_rate=0.05))
-  assert tf.train.latest_checkpoint(str(to)).endswith(f'-{STEPS + more}')
-
-
-@pytest.fixture(scope='module')
-def adam_next_step(data, canned_runs, tmp_path_factory):
-  """Canned's predictions of the eval set after its own next step on the
-  Adam DNNClassifier's model_dir (a copy): the first batch of its input_fn.
-  Made once for every engine's test."""
-  directory, train, test = data
-  model_dir, _, _, output, _ = canned_runs('DNNClassifier-Adam')
-  copy = tmp_path_factory.mktemp('adam_next_step') / 'canned'
-  shutil.copytree(model_dir / 'canned', copy)
-  linear, dnn = _columns(str(directory / 'cities.txt'))
-  canned = CANNED['DNNClassifier-Adam'][0](
-      tf.estimator, linear, dnn, str(copy),
-      config=tf.estimator.RunConfig(tf_random_seed=1))
-  canned.train(_input_fn(train, 'y', None), steps=1)
-  return np.array([p[output] for p in canned.predict(
-      _input_fn(test, 'y', 1))])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('engine', ['estimator', 'ctl'])
-def test_adam_carried_continues_as_canned(estimator, data, canned_runs,
-                                          adam_next_step, tmp_path, engine):
-  """A DNNClassifier of optimizer='Adam': its m and v carried (their rows
-  moved as their weights'), the global step as Adam's step count; one more
-  step on the same batch then moves the carried model as canned's own next
-  step moves canned's."""
-  del estimator
-  directory, _, test = data
-  model_dir, spec_file, head, output, _ = canned_runs('DNNClassifier-Adam')
-  expected = adam_next_step
-  to = tmp_path / 'carried'
-  path = migration.convert(
-      _config(to, directory, spec_file, head, engine='ctl'),
-      str(model_dir / 'canned'), estimator_engine=engine == 'estimator')
-  reader, carried = (tf.train.load_checkpoint(str(model_dir / 'canned')),
-                     tf.train.load_checkpoint(path))
-  arrays = [carried.get_tensor(key)
-            for key in carried.get_variable_to_shape_map()
-            if key != '_CHECKPOINTABLE_OBJECT_GRAPH']
-  for slot in ('m', 'v'):  # The logits' (in order: found by value).
-    value = reader.get_tensor(f'training/Adam/dnn/logits/kernel/{slot}')
-    assert any(a.shape == value.shape and np.array_equal(a, value)
-               for a in arrays), slot
-  # Canned's learning rate (Keras's Adam's default), one step of 32.
-  for mode, steps in (('train', STEPS + 1), ('export', None)):
-    engines.ENGINES[engine].run(_carried_config(
-        model_dir, to, directory, spec_file, head, engine, mode=mode,
-        train_steps=steps, learning_rate=0.001, global_batch_size=32))
-  # Size 7, which canned drops, is the package's out-of-vocabulary id: its
-  # weights, carried as zeros, train from then on (docs/guide/canned.md).
-  known = test['size'] != 7
-  worst = float(np.abs(_served(_export(to), test, output) -
-                       expected)[known].max())
-  print(f'Adam, one step on, {engine}: max |served - canned| {worst:.2e} '
-        f'({known.sum()} of {len(known)} examples)')
-  assert worst <= TOLERANCE
-
-
-# Run on the other stack, in one process (one TensorFlow import; argv[1]: the
-# tests' directory): for each carried model_dir of stdin's list, `estimator_trainer.run`'s command line
-# (its flags parsed again, the model_dir's record read as in a process of its
-# own) exports it, the export serves the examples, then a run trains on.
-# Prints `== version` and the TensorFlow version, then `== served` and each
-# export's outputs as JSON;
-# stderr has each training run's log between `== train` and `== end` lines.
-_OTHER_STACK = '''
-import json, pathlib, sys
-sys.path.append(sys.argv[1])
-from other_stack import cli  # Before TensorFlow: it picks the stack's Keras.
-import tensorflow as tf
-
-print('== version', tf.__version__, flush=True)
-for case in json.load(sys.stdin):
-  to, data_flags = case['to'], case['flags']
-  cli('--engine=ctl', '--mode=export', '--model_dir=' + to, *data_flags)
-  exports = sorted((pathlib.Path(to) / 'export').glob('*/*'))
-  assert len(exports) == 1, exports
-  serve = tf.saved_model.load(str(exports[0])).signatures['predict']
-  examples = tf.constant([bytes.fromhex(e) for e in case['examples']])
-  print('== served', json.dumps(
-      serve(examples=examples)[case['output']].numpy().tolist()), flush=True)
-  print('== train ' + to, file=sys.stderr, flush=True)
-  cli('--engine=ctl', '--mode=train', '--model_dir=' + to,
-      '--train_steps=%d' % case['steps'], *data_flags)
-  print('== end ' + to, file=sys.stderr, flush=True)
-'''
-
-
-# One TensorFlow process in all, the other stack's. Each canned model_dir is
-# carried by migrate's convert on the config migrate's main builds (--to the
-# model_dir, engine ctl), in process: the command's flags, output and exit
-# codes are the same for every --from (convert tells a canned one apart),
-# and the command as a process is test_tabular_runs's (structured data, with
-# --feature_spec) and test_migrate.py's.
-# Two of the canned models cross: wide & deep has every layer, column kind
-# and optimizer (FTRL, Adagrad) of the linear and DNN ones, the Adam one
-# the third optimizer's slots. What else differs (the regression head's
-# loss and output) is the package's code, which no stack changes: this
-# stack's tests serve every canned model carried.
-OTHER_STACK_CANNED = ('DNNClassifier-Adam', 'DNNLinearCombinedClassifier')
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
-                    "stack's python) unset")
-def test_migrate_command_then_the_other_stack_serves_canned_predictions(
-    estimator, data, canned_runs, tmp_path):
-  """migrate --from=CANNED_MODEL_DIR, then the TF 2.21 stack's command line
-  exports each carried model_dir of OTHER_STACK_CANNED (the model and
-  optimizers migrate read off the checkpoint are its record's) and serves
-  canned's predictions; a run there trains on from the carried step."""
-  del estimator
-  directory, _, test = data
-  serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
-  cases, expected = [], {}
-  for canned in OTHER_STACK_CANNED:
-    model_dir, spec_file, head, output, predicted = canned_runs(canned)
-    to = tmp_path / canned / 'carried'
-    data_flags = [f'--train_files={directory / "train.csv"}',
-                  f'--eval_files={directory / "eval.csv"}',
-                  f'--feature_spec={spec_file}', f'--head={head}',
-                  '--lr_decay=none', '--shuffle_buffer=0']
-    assert migration.convert(
-        _config(to, directory, spec_file, head, engine='ctl'),
-        str(model_dir / 'canned')) == f'{to}/ckpt-{STEPS}'
-    cases.append({'to': str(to), 'flags': data_flags, 'output': output,
-                  'examples': serialized, 'steps': STEPS + 5})
-    expected[canned] = (to, predicted)
-  served = subprocess.run([OTHER, '-c', _OTHER_STACK,
-                           os.path.dirname(os.path.abspath(__file__))],
-                          input=json.dumps(cases), capture_output=True,
-                          text=True, timeout=900, check=False)
-  assert served.returncode == 0, served.stderr[-3000:]
-  ours = [line.split(' ', 2)[1:] for line in served.stdout.splitlines()
-          if line.startswith('== ')]
-  (_, version), *lines = ours
-  assert len(lines) == len(cases), served.stdout[-3000:]
-  assert version != tf.__version__, version
-  for (canned, (to, predicted)), (_, values) in zip(expected.items(),
-                                                   lines):
-    worst = float(np.abs(np.array(json.loads(values)) - predicted).max())
-    print(f'{canned} carried, ctl, TF {version}: max |served - canned| '
-          f'{worst:.2e}')
-    assert worst <= TOLERANCE, canned
-    log = served.stderr.split(f'== train {to}\n')[1].split(
-        f'== end {to}\n')[0]
-    assert f'Restoring {to}/ckpt-{STEPS}' in log, (canned, log[-3000:])
+# One more step after the carry (every optimizer and its slots, the label's
+# units, both engines, and on the TensorFlow 2.21 stack) is
+# test_canned_settings.py's: every weight equals canned's own next step's.
 
 
 def _signatures(directory):

@@ -8,8 +8,10 @@ record of canned's training settings)."""
 
 import dataclasses
 import json
+import os
 import pathlib
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -38,6 +40,7 @@ LABELS = ('y', 'price', 'grade')
 # Served values and a step's weights, relative to the values' size: float32
 # through other op orders.
 RELATIVE = 1e-6
+OTHER = os.environ.get('OTHER_STACK_PYTHON')
 
 
 def _table(rng, rows):
@@ -224,35 +227,26 @@ def _relative(ours, theirs):
                max(float(np.abs(theirs).max()), 1e-12))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('case', sorted(CASES))
-@pytest.mark.parametrize('engine', engine_params.KINDS)
-def test_carried_serves_and_steps_as_canned(estimator, data, canned, case,
-                                            engine, tmp_path):
-  del estimator  # The fixture: skips without tf.estimator.
-  directory, _, test = data
-  model_dir, spec_file, head, output, predicted = canned(case)
-  to = tmp_path / 'carried'
-  flags = _data_flags(directory, spec_file, head)
-  # migrate's config: --to the model_dir, engine ctl (migrate.main's).
+def _carry(directory, canned_run, to, engine):
+  """migrate's convert of a canned run into `to`, on the config migrate's
+  main builds (--to the model_dir, engine ctl)."""
+  model_dir, spec_file, head, _, _ = canned_run
   migration.convert(dataclasses.replace(
-      config_from([f'--model_dir={to}', *flags]), engine='ctl', cluster=None),
-                    str(model_dir / 'canned'),
+      config_from([f'--model_dir={to}', *_data_flags(directory, spec_file,
+                                                     head)]),
+      engine='ctl', cluster=None), str(model_dir / 'canned'),
                     estimator_engine=engine == 'estimator')
-  # The engine, the model and the optimizers: the record's (migrate's).
-  assert run_in_process([f'--model_dir={to}', '--mode=export']).engine == (
-      engine)
-  served = _served(to, test, output)
-  worst = _relative(served, predicted)
-  print(f'{case} carried, {engine}: served vs canned {worst:.2e} relative '
-        f'(max |canned| {np.abs(predicted).max():.3g})')
-  assert worst <= RELATIVE
-  if case in RANDOM_STEP:
-    return
-  # One more step on the first batch, the settings all the record's.
-  run_in_process([f'--model_dir={to}', '--mode=train',
-                  f'--train_steps={STEPS + 1}',
-                  f'--global_batch_size={BATCH}', '--shuffle_buffer=0'])
+
+
+# One more step on the first batch, every other setting the record's.
+STEP_FLAGS = ('--mode=train', f'--train_steps={STEPS + 1}',
+              f'--global_batch_size={BATCH}', '--shuffle_buffer=0')
+
+
+def _step_difference(to, canned_run):
+  """(the largest difference of a weight in `to` from canned's own next
+  step's, relative to its values; canned's largest change of a weight)."""
+  model_dir, spec_file = canned_run[:2]
   model, record, ours = _package_weights(to)
   spec = spec_lib.read(str(spec_file))
   inputs = {name: _Encoded(**value)
@@ -270,6 +264,30 @@ def test_carried_serves_and_steps_as_canned(estimator, data, canned, case,
                            ours[name])
     worst = max(worst, _relative(ours[name], theirs))
     step = max(step, float(np.abs(theirs - was).max()))
+  return worst, step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(CASES))
+@pytest.mark.parametrize('engine', engine_params.KINDS)
+def test_carried_serves_and_steps_as_canned(estimator, data, canned, case,
+                                            engine, tmp_path):
+  del estimator  # The fixture: skips without tf.estimator.
+  directory, _, test = data
+  output, predicted = canned(case)[3:]
+  to = tmp_path / 'carried'
+  _carry(directory, canned(case), to, engine)
+  # The engine, the model and the optimizers: the record's (migrate's).
+  assert run_in_process([f'--model_dir={to}', '--mode=export']).engine == (
+      engine)
+  worst = _relative(_served(to, test, output), predicted)
+  print(f'{case} carried, {engine}: served vs canned {worst:.2e} relative '
+        f'(max |canned| {np.abs(predicted).max():.3g})')
+  assert worst <= RELATIVE
+  if case in RANDOM_STEP:
+    return
+  run_in_process([f'--model_dir={to}', *STEP_FLAGS])
+  worst, step = _step_difference(to, canned(case))
   print(f'{case} carried, {engine}: one step on, weights vs canned\'s '
         f'{worst:.2e} relative (canned\'s largest change {step:.2e})')
   assert step > 0
@@ -280,6 +298,71 @@ class _Encoded:
   def __init__(self, **fields):
     self.__dict__.update(fields)
 
+
+# Run by the other stack's Python (argv[1]: the tests' directory), one
+# TensorFlow import: for each carried model_dir of stdin's list, the
+# command line exports it (the record's engine, model and optimizers), the
+# export serves the examples (`== served` and its outputs as JSON), then
+# one more step as STEP_FLAGS.
+_OTHER_STACK = """
+import json, pathlib, sys
+sys.path.append(sys.argv[1])
+from other_stack import cli  # Before TensorFlow: it picks the stack's Keras.
+import tensorflow as tf
+
+print('== version', tf.__version__, flush=True)
+for case in json.load(sys.stdin):
+  cli('--mode=export', '--model_dir=' + case['to'])
+  exports = sorted((pathlib.Path(case['to']) / 'export').glob('*/*'))
+  serve = tf.saved_model.load(str(exports[0])).signatures['predict']
+  examples = tf.constant([bytes.fromhex(e) for e in case['examples']])
+  print('== served', json.dumps(
+      serve(examples=examples)[case['output']].numpy().tolist()), flush=True)
+  cli('--model_dir=' + case['to'], *case['step'])
+"""
+# The cases of every setting this module carries, but for dropout and a
+# second optimizer of one class (which differ in no code the stack
+# changes): FTRL's parameters, the label's units, Adam, SGD's momentum (the
+# TF2 engines' own SGD, on tf-keras there), an activation, batch norm, and
+# wide & deep's two optimizers (FTRL and Adagrad) of every column kind.
+OTHER_STACK_CASES = ('LinearClassifier-ftrl-l1-l2-power', 'DNNRegressor-adam',
+                     'DNNClassifier-sgd-momentum-tanh-batch_norm',
+                     'DNNLinearCombinedRegressor-defaults')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not OTHER, reason="OTHER_STACK_PYTHON (the other "
+                    "stack's python) unset")
+def test_the_other_stack_serves_and_steps_as_canned(estimator, data, canned,
+                                                    tmp_path):
+  """The ctl half on TensorFlow 2.21: canned models carried here, then that
+  stack's command line exports each (served = canned's) and steps it once
+  (every weight = canned's next step's)."""
+  del estimator
+  directory, _, test = data
+  serialized = [e.hex() for e in tabular_sets.examples(_features(test))]
+  cases = []
+  for case in OTHER_STACK_CASES:
+    to = tmp_path / case
+    _carry(directory, canned(case), to, 'ctl')
+    cases.append({'to': str(to), 'output': canned(case)[3],
+                  'examples': serialized, 'step': STEP_FLAGS})
+  ran = subprocess.run([OTHER, '-c', _OTHER_STACK,
+                        os.path.dirname(os.path.abspath(__file__))],
+                       input=json.dumps(cases), capture_output=True,
+                       text=True, timeout=900, check=False)
+  assert ran.returncode == 0, ran.stderr[-3000:]
+  (_, version), *served = [line.split(' ', 2)[1:] for line in
+                           ran.stdout.splitlines() if line.startswith('== ')]
+  assert version != tf.__version__ and len(served) == len(cases), (
+      ran.stdout[-3000:])
+  for case, (_, values) in zip(OTHER_STACK_CASES, served):
+    worst = _relative(np.array(json.loads(values)), canned(case)[4])
+    stepped, step = _step_difference(tmp_path / case, canned(case))
+    print(f'{case} carried, ctl, TF {version}: served vs canned '
+          f'{worst:.2e}, one step on {stepped:.2e} relative (canned\'s '
+          f'step {step:.2e})')
+    assert worst <= RELATIVE and stepped <= RELATIVE and step > 0, case
 
 
 def _one_step(model_dir, **kwargs):
