@@ -67,10 +67,11 @@ def _table(rng, rows):
   return table
 
 
-def _columns():
+def _columns(wide_deep=False):
   """(linear part's, deep part's) feature columns: every kind, the most
   common setting (num_oov_buckets=1) of a string and an integer
-  vocabulary."""
+  vocabulary. Of `wide_deep`, a feature each part takes otherwise and one
+  the wide part's alone."""
   color = fc.categorical_column_with_vocabulary_list(
       'color', ['red', 'green', 'blue'], num_oov_buckets=1)
   size = fc.categorical_column_with_vocabulary_list(
@@ -83,15 +84,21 @@ def _columns():
   age = fc.numeric_column('age')
   linear = [hours, color, size, slot, city, zone,
             fc.crossed_column(['color', 'city'], 24)]
+  deep_city, deep_slot = city, [fc.indicator_column(slot)]
+  if wide_deep:
+    # An unknown city: the wide part's 'paris', the deep part's bucket.
+    deep_city = fc.categorical_column_with_vocabulary_list(
+        'city', ['rome', 'paris', 'oslo'], num_oov_buckets=1)
+    deep_slot = []
   dnn = [age, fc.embedding_column(color, 3), fc.indicator_column(size),
          fc.embedding_column(zone, 2), fc.embedding_column(hours, 2),
-         fc.indicator_column(slot), fc.embedding_column(city, 2)]
+         *deep_slot, fc.embedding_column(deep_city, 2)]
   return linear, dnn
 
 
 def _estimator(name, parts, model_dir, **kwargs):
   """Canned estimator `name` on `parts` (linear, dnn or both) of _columns."""
-  linear, dnn = _columns()
+  linear, dnn = _columns(parts == 'both')
   cls = getattr(tf.estimator, name)
   if parts == 'linear':  # A linear model takes numbers too.
     return cls(linear + [fc.numeric_column('age')], str(model_dir), **kwargs)
@@ -103,7 +110,7 @@ def _estimator(name, parts, model_dir, **kwargs):
 
 
 def _spec_columns(parts):
-  linear, dnn = _columns()
+  linear, dnn = _columns(parts == 'both')
   return {'linear': linear + [fc.numeric_column('age')], 'dnn': dnn,
           'both': linear + dnn}[parts]
 
@@ -255,7 +262,9 @@ def _step_difference(to, canned_run):
   before = tf.train.load_checkpoint(str(model_dir / 'canned'))
   found = canned_lib.placements(model, spec, inputs,
                                 reader.get_variable_to_shape_map())
-  assert found, 'no weight placed'
+  # Every weight canned's: none of its own to train on otherwise (e.g. a
+  # deep embedding of a column canned's wide part alone takes).
+  assert set(found) == set(ours), sorted(set(ours) - set(found))
   worst, step = 0.0, 0.0
   for name, placement in found.items():
     theirs = canned_lib.value(placement, reader.get_tensor(placement.key),

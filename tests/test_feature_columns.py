@@ -231,21 +231,46 @@ def test_one_oov_bucket_is_canned_trained_bucket():
     assert ours == canned, name
 
 
-@pytest.mark.parametrize('deep, message', [
-    # A default_value on the wide part's column only.
-    (fc.categorical_column_with_vocabulary_list('city', ['rome', 'oslo']),
-     "'city': default_value 'oslo' in one column of it and None"),
-    (fc.categorical_column_with_vocabulary_list('city', ['rome', 'oslo'],
-                                                num_oov_buckets=1),
-     "'city': num_oov_buckets None in one column of it and 1"),
-])
-def test_two_columns_of_one_feature_must_agree(deep, message):
-  """A wide & deep model's two columns of one feature: the spec has one
-  column a feature, so a setting of one part only is refused, naming it
-  (not applied to both parts)."""
+def test_each_part_keeps_its_own_column_of_a_feature():
+  """Wide & deep: the wide part's column of a feature (a bare categorical
+  column) and the deep part's (an embedding or indicator of another) that
+  differ, e.g. a default_value of one part only, are two spec columns,
+  each part's alone: the deep one named as canned names it, reading the
+  feature; a feature one part takes is that part's alone."""
   wide = fc.categorical_column_with_vocabulary_list(
       'city', ['rome', 'oslo'], default_value=1)
+  deep = fc.categorical_column_with_vocabulary_list('city', ['rome', 'oslo'],
+                                                    num_oov_buckets=1)
+  slot = fc.categorical_column_with_identity('slot', 3)
+  color = fc.categorical_column_with_hash_bucket('color', 5)
+  # Deep first: the order given does not matter.
+  spec = feature_columns.feature_spec_from_columns(
+      [fc.embedding_column(deep, 2), fc.embedding_column(color, 2), slot,
+       wide, color], 'y')
+  by_name = {c.name: c for c in spec.columns}
+  assert set(by_name) == {'city', 'city_embedding', 'slot', 'color'}
+  assert (by_name['city'].parts, by_name['city'].oov_value,
+          by_name['city'].num_oov) == (('linear',), 'oslo', None)
+  assert (by_name['city_embedding'].parts, by_name['city_embedding'].source,
+          by_name['city_embedding'].oov_value,
+          by_name['city_embedding'].num_oov) == (('dnn',), 'city', None, 1)
+  assert by_name['slot'].parts == ('linear',)
+  assert by_name['color'].parts is None  # Both parts.
+  assert set(spec.names) == {'city', 'slot', 'color', 'y'}  # The data's.
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+
+
+@pytest.mark.parametrize('columns, message', [
+    # Two columns of one feature in one part: the spec has one a feature.
+    (lambda: [fc.numeric_column('age', default_value=30.0),
+              fc.numeric_column('age')],
+     "'age': default_value 30.0 in one column of it and None"),
+    (lambda: [fc.embedding_column(fc.categorical_column_with_vocabulary_list(
+        'city', ['rome'], default_value=0), 2), fc.indicator_column(
+            fc.categorical_column_with_vocabulary_list('city', ['rome']))],
+     "'city': default_value 'rome' in one column of it and None"),
+])
+def test_two_columns_of_one_feature_in_one_part_must_agree(columns, message):
   with pytest.raises(UsageError, match=message) as raised:
-    feature_columns.feature_spec_from_columns(
-        [wide, fc.embedding_column(deep, 2)], 'y')
+    feature_columns.feature_spec_from_columns(columns(), 'y')
   assert '\n' not in str(raised.value)

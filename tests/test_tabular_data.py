@@ -187,7 +187,7 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
     ({'columns': {'z': {'knd': 'float'}}},
      'columns.z.knd: unknown key; the keys: boundaries, default, dtype, '
      'embedding_dim, kind, max_vocabulary, min_frequency, missing_indicator, '
-     'num_bins, num_oov, one_hot, oov_value, source, vocabulary'),
+     'num_bins, num_oov, one_hot, oov_value, parts, source, vocabulary'),
     ({'columns': {'z': {'kind': 'string_categorical', 'oov_value': 'a',
                         'vocabulary': ['b', 'c']}}},
      "columns.z.oov_value: 'a' is not in the column's given vocabulary"),

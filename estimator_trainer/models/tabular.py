@@ -33,9 +33,8 @@ from estimator_trainer.models import layers
 
 PARTS = ('linear', 'dnn')
 _FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross',
-           'one_hot')
+           'one_hot', 'parts')
 HIDDEN_UNITS = (128, 64)
-# batch_norm=true's; an object of either replaces it (a canned DNN's).
 _BATCH_NORM = {'momentum': layers.BN_MOMENTUM, 'epsilon': layers.BN_EPSILON}
 MAX_EMBEDDING_DIM = 16
 
@@ -244,17 +243,21 @@ def wide_deep(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
               sync_batch_norm=False, embedding_dim=None,
               embed_crosses=False):
   """DNNLinearCombinedClassifier's model: the logits of a linear model of
-  the ids (categorical, hashed, discretized and crosses) plus those of
-  `dnn` (its arguments) over the dense and the embedded ids."""
+  the ids (categorical, hashed, discretized, crosses) plus `dnn`'s (its
+  arguments) of the dense and embedded ids; an input's `parts` (canned's
+  linear_ and dnn_feature_columns) in those parts alone."""
   keras_inputs, names, inputs = _inputs(inputs)
-  wide = [name for name in names if inputs[name].kind == 'ids']
+  parts = {name: getattr(inputs[name], 'parts', None) or (
+      PARTS if inputs[name].kind == 'ids' else ('dnn',)) for name in names}
+  wide = [name for name in names if 'linear' in parts[name]]
   if not wide:
     raise UsageError('--model wide_deep: no categorical, hashed or '
                      'discretized column for the wide part (use --model=dnn)')
   linear_logits = _linear_logits(keras_inputs, wide, inputs,
                                  logits_dimension, 'linear/bias')
   dnn_logits = _dnn_logits(
-      keras_inputs, names, inputs, logits_dimension, _Seeds(seed),
+      keras_inputs, [name for name in names if 'dnn' in parts[name]],
+      inputs, logits_dimension, _Seeds(seed),
       tuple(hidden_units), dropout, activation, batch_norm, sync_batch_norm,
       embedding_dim, embed_crosses, 'dnn/logits')
   logits = tf.keras.layers.Add(name='logits', dtype='float32')(

@@ -9,7 +9,7 @@ Estimator's scaffold initialises them as it does any table.
 """
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
@@ -28,7 +28,7 @@ class EncodedInput:
   [batch, width]) or 'ids' (int64 [batch] in [0, cardinality));
   `embedding_dim` from the feature spec (None: the model's default);
   `cross`: a hashed cross (the wide part's only); `one_hot`: ids the deep
-  part takes one-hot, not embedded."""
+  part takes one-hot, not embedded; `parts`: the feature spec column's."""
 
   kind: str
   width: Optional[int] = None
@@ -36,6 +36,7 @@ class EncodedInput:
   embedding_dim: Optional[int] = None
   cross: bool = False
   one_hot: bool = False
+  parts: Optional[Tuple[str, ...]] = None
 
 
 def _variance(variance):
@@ -86,7 +87,7 @@ class Encoder(tf.Module):
         encoded = EncodedInput(IDS, cardinality=column.num_bins,
                                embedding_dim=dim, one_hot=column.one_hot)
       self._layers[column.name] = layer
-      inputs[column.name] = encoded
+      inputs[column.name] = dataclasses.replace(encoded, parts=column.parts)
     for cross in feature_spec.crosses:
       self._layers[cross.name] = layers.HashedCrossing(num_bins=cross.num_bins)
       inputs[cross.name] = EncodedInput(IDS, cardinality=cross.num_bins,

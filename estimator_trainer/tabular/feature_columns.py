@@ -142,11 +142,22 @@ def _categorical(column):
 
 # How one feature enters the deep part: the fields two canned columns of it
 # may set apart (a linear part's categorical column, the deep part's
-# embedding of it); every other field must be the same in both.
+# embedding of it); every other field must be the same in both (else the
+# deep part's is a column of its own, below), but for `parts`, joined.
 _USES = ('embedding_dim', 'one_hot')
 # The spec's fields as the feature columns name them, for the error.
 _CANNED_FIELDS = {'oov_value': 'default_value', 'default': 'default_value',
                   'num_oov': 'num_oov_buckets'}
+
+
+def _conflict(old, new):
+  """The first field (other than how each part takes it) in which two
+  canned columns of one feature differ, as (field, old's, new's), or None."""
+  for field, was in old.__dict__.items():
+    value = new.__dict__[field]
+    if was != value and field not in _USES + ('parts',):
+      return field, was, value
+  return None
 
 
 def _merged(old, new, name):
@@ -156,7 +167,10 @@ def _merged(old, new, name):
   merged = {}
   for field, was in old.__dict__.items():
     value = new.__dict__[field]
-    if was == value or field in _USES and was in (None, False):
+    if field == 'parts':  # Both parts: None, as a column of no part.
+      joined = set(was or spec_lib.PARTS) | set(value or spec_lib.PARTS)
+      merged[field] = None if joined == set(spec_lib.PARTS) else was
+    elif was == value or field in _USES and was in (None, False):
       merged[field] = value
     elif field in _USES and value in (None, False):
       merged[field] = was
@@ -177,7 +191,9 @@ class _Builder:
   def __init__(self):
     self.items = {'columns': {}, 'crosses': {}}
 
-  def add(self, item, key='columns'):
+  def add(self, item, key='columns', deep_name=None):
+    """Adds spec `item`; `deep_name`: canned's name of the deep part's
+    column it is (an embedding or indicator column's)."""
     items = self.items[key]
     kinds = {item.kind, items[item.name].kind} if item.name in items else {}
     if kinds == {'float', 'float_discretized'}:
@@ -187,8 +203,16 @@ class _Builder:
         item, items[item.name] = items.pop(item.name), item
       item = dataclasses.replace(item, name=f'{item.name}_bucketized',
                                  source=item.name)
-    items[item.name] = (_merged(items[item.name], item, item.name)
-                        if item.name in items else item)
+    old = items.get(item.name)
+    if (old is not None and deep_name and old.parts == ('linear',) and
+        _conflict(old, item)):
+      # Wide & deep's two columns of one feature that differ (a
+      # default_value of one part): the deep part's reads it under its
+      # canned name, each part taking its own.
+      item = dataclasses.replace(item, name=deep_name, source=item.name)
+      old = items.get(deep_name)
+    items[item.name] = (_merged(old, item, item.name) if old is not None
+                        else item)
 
   def cross(self, column, embedding_dim=None):
     if column.hash_key is not None:
@@ -211,13 +235,16 @@ def feature_spec_from_columns(feature_columns, label, head=None, label_vocabular
   regression. Raises a one-line UsageError naming a column that cannot be
   carried. See the module's table."""
   builder = _Builder()
-  for column in feature_columns:
+  deep = ('EmbeddingColumn', 'IndicatorColumn')
+  # The wide part's columns first: a deep one that differs is then the
+  # second column of its feature, whatever the order given.
+  for column in sorted(feature_columns, key=lambda c: _kind_of(c) in deep):
     kind = _kind_of(column)
     if kind == 'NumericColumn':
       key, dtype, default = _numeric(column)
       builder.add(spec_lib.Column(key, 'float', default=default,
                                   dtype=dtype))
-    elif kind in ('EmbeddingColumn', 'IndicatorColumn'):
+    elif kind in deep:
       inner = column.categorical_column
       if kind == 'EmbeddingColumn':
         _check_embedding(column)
@@ -229,11 +256,13 @@ def feature_spec_from_columns(feature_columns, label, head=None, label_vocabular
           _fail(column, 'one-hot crosses have no counterpart; embed it')
         builder.cross(inner, column.dimension)
       else:
-        builder.add(dataclasses.replace(_categorical(inner), **fields))
+        builder.add(dataclasses.replace(_categorical(inner), **fields,
+                                        parts=('dnn',)), deep_name=column.name)
     elif kind == 'CrossedColumn':
       builder.cross(column)
-    else:
-      builder.add(_categorical(column))
+    else:  # A categorical column itself: the wide part's.
+      builder.add(dataclasses.replace(_categorical(column),
+                                      parts=('linear',)))
   if weight is not None and not isinstance(weight, str):
     weight = _numeric(weight)[0]
   for cross in builder.items['crosses'].values():

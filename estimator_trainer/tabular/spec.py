@@ -24,7 +24,7 @@ import yaml
 from estimator_trainer.errors import UsageError, first_line
 # The types and the checks, from their modules: callers read the feature
 # spec as a whole here.
-from estimator_trainer.tabular.spec_checks import check
+from estimator_trainer.tabular.spec_checks import PARTS, check  # pylint: disable=unused-import
 from estimator_trainer.tabular.spec_types import (  # pylint: disable=unused-import
     CATEGORICAL_KINDS, FLOAT_KINDS, HASHED_KINDS, HEADS, KINDS, MISSING_INT64,
     Column, Cross, FeatureSpec, kind_dtype)
@@ -34,7 +34,7 @@ _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
                 'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
                 'one_hot', 'oov_value', 'source', 'max_vocabulary',
-                'min_frequency'}
+                'min_frequency', 'parts'}
 _CROSS_KEYS = {'columns', 'num_bins', 'embedding_dim'}
 
 
@@ -188,7 +188,8 @@ def from_dict(values, origin='feature spec'):
         column.get('one_hot', False), column.get('oov_value'),
         column.get('source'),
         integer(column.get('max_vocabulary'), f'{key}.max_vocabulary'),
-        integer(column.get('min_frequency'), f'{key}.min_frequency')))
+        integer(column.get('min_frequency'), f'{key}.min_frequency'),
+        column.get('parts')))
   crosses = []
   if not isinstance(values.get('crosses', []), list):
     fail('crosses', f'expected a list, got {values["crosses"]!r}')

@@ -9,6 +9,7 @@ from estimator_trainer.tabular.spec_types import (CATEGORICAL_KINDS,
                                                   HEADS, KINDS, kind_dtype)
 
 _BINNED_KINDS = HASHED_KINDS + ('float_discretized',)
+PARTS = ('linear', 'dnn')  # wide_deep's (models/tabular.py).
 
 
 def check(spec, origin='feature spec'):
@@ -150,16 +151,27 @@ def _check_given(column, key, fail):
     fail(f'{key}.one_hot', f'expected true or false, got {column.one_hot!r}')
   if column.one_hot and column.kind in ('float', 'float_normalized'):
     fail(f'{key}.one_hot', f'a {column.kind} column has no ids')
+  parts = column.parts
+  if parts is not None and (not isinstance(parts, tuple) or not parts or
+                            not set(parts) <= set(PARTS) or
+                            len(set(parts)) != len(parts)):
+    fail(f'{key}.parts', f'a list of {" or ".join(PARTS)} (the parts of '
+         f'wide_deep that take it), got {parts!r}')
 
 
 def _check_source(column, source, fail):
   key = f'columns.{column.name}.source'
   if not source or source.source is not None:
     fail(key, f'no column {column.source!r} of the data in columns')
-  if column.kind != 'float_discretized' or column.boundaries is None or (
-      source.kind not in FLOAT_KINDS):
+  given = (column.kind == 'float_discretized' and column.boundaries and
+           source.kind in FLOAT_KINDS) or (
+               (column.kind in HASHED_KINDS or column.kind in
+                CATEGORICAL_KINDS and column.vocabulary) and
+               source.kind in CATEGORICAL_KINDS + HASHED_KINDS)
+  if not given:
     fail(key, 'only a float_discretized column of given boundaries reads '
-         'another float column')
+         'another float column, and only a hashed or categorical column of '
+         'a given vocabulary another categorical or hashed one')
   if (column.dtype, column.default) != (source.dtype, source.default):
     fail(key, f'its dtype and default are those of {source.name!r}')
 

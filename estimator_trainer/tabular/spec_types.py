@@ -36,10 +36,14 @@ class Column:
   enters the deep part one-hot (canned indicator_column), not embedded;
   `oov_value`, a value of the given vocabulary that an unknown value looks
   up as (canned's default_value), a missing one ('' or -1) still out of
-  vocabulary; `source`, the data's column a float_discretized column of
-  given boundaries reads if not its own (a second column of one feature:
-  canned's numeric_column('age') and a bucketized_column of it are 'age'
-  and 'age_bucketized' of source 'age').
+  vocabulary; `source`, the data's column a column reads if not its own
+  (a second column of one feature: canned's numeric_column('age') and a
+  bucketized_column of it are 'age' and 'age_bucketized' of source 'age';
+  a canned wide & deep model's deep categorical column of a feature whose
+  wide column differs, 'city_embedding' of source 'city'); `parts`, the
+  parts of wide_deep that take the column, ('linear',) or ('dnn',) (None:
+  both, a wide part taking ids only; canned's linear_feature_columns and
+  dnn_feature_columns).
 
   A computed vocabulary (string_categorical, integer_categorical) keeps
   the values seen `min_frequency` times or more (None: 1), the
@@ -62,11 +66,12 @@ class Column:
   source: Optional[str] = None
   max_vocabulary: Optional[int] = None
   min_frequency: Optional[int] = None
+  parts: Optional[Tuple[str, ...]] = None
 
   def __post_init__(self):
     if self.dtype is None:
       object.__setattr__(self, 'dtype', kind_dtype(self.kind))
-    for field in ('vocabulary', 'boundaries'):
+    for field in ('vocabulary', 'boundaries', 'parts'):
       if isinstance(getattr(self, field), list):  # JSON's lists.
         object.__setattr__(self, field, tuple(getattr(self, field)))
     if self.boundaries is not None and self.num_bins is None:

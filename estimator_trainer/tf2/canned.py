@@ -56,7 +56,8 @@ def _canned_name(item):
     return '_X_'.join(sorted(item.columns))
   if item.kind == 'float_discretized':
     return f'{item.source or item.name}_bucketized'
-  return item.name
+  # (A deep part's second column of a feature: its categorical column's.)
+  return item.source or item.name
 
 
 def _dnn_rows(model, items, inputs, stored):
@@ -66,6 +67,9 @@ def _dnn_rows(model, items, inputs, stored):
   layers = {layer.name for layer in model.layers}
   for name in sorted(inputs):
     encoded, item = inputs[name], items[name]
+    if model.name == 'wide_deep' and 'dnn' not in (
+        encoded.parts or ('dnn',)):  # The wide part's alone.
+      continue
     if encoded.kind == 'dense':
       canned[_canned_name(item)] = np.arange(encoded.width)
       package.append((_canned_name(item), np.arange(encoded.width)))
