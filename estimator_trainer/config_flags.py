@@ -105,9 +105,10 @@ def config_from_flags(flag_values=flags.FLAGS):
   given = {name for name in values if flag_values[name].present}
   values, taken = run_record.read(values, given)
   for name, recorded in run_record.overridden(values, given).items():
-    _logger.info('--%s=%s given: the run in %s had --%s=%s', name,
-                 run_record.shown(values[name]), values['model_dir'], name,
-                 run_record.shown(recorded))
+    _logger.info('--%s=%s given: the run in %s had %s', name,
+                 run_record.shown(values[name]), values['model_dir'],
+                 f'no --{name}' if recorded is None else
+                 f'--{name}={run_record.shown(recorded)}')
   if taken:
     _logger.info('From %s: %s', layout.model_file(values['model_dir']),
                  ' '.join(f'--{name}={run_record.shown(value)}'

@@ -132,6 +132,16 @@ _CHECKPOINT_DEFINED = {
 }
 # The optimizers whose slots the checkpoints hold, as the run recorded them.
 _RUN_DEFINED = ('optimizer', 'linear_optimizer')
+# Whose momentum (on or off) the slots the checkpoints hold follow.
+_SLOTS_DEFINED = ('optimizer_kwargs', 'linear_optimizer_kwargs')
+
+
+def _momentum(name, value):
+  """Whether --optimizer_kwargs (or --linear_...) `value` gives SGD a
+  momentum: its slots, which a checkpoint holds or not."""
+  if isinstance(value, str):
+    value = config_checks.json_object_of(name)(value)
+  return bool((value or {}).get('momentum'))
 
 
 def _check_given(model_dir, record, values, given):
@@ -142,6 +152,17 @@ def _check_given(model_dir, record, values, given):
       value, recorded = parse(values[name]), parse(record[name])
     elif name in _RUN_DEFINED and name in run:
       value, recorded = values[name], run[name]
+    elif name in _SLOTS_DEFINED and name in run:
+      value, recorded = (_momentum(name, values[name]),
+                         _momentum(name, run[name]))
+      if value != recorded:
+        run_of = 'with' if recorded else 'without'
+        raise UsageError(
+            f'--{name}={shown(values[name])} disagrees with {model_dir}, '
+            f'whose checkpoints are of a run {run_of} SGD\'s momentum (its '
+            f'slots; its {layout.MODEL_FILE}): drop the flag, or use another '
+            '--model_dir')
+      continue
     else:
       continue
     if value != recorded:

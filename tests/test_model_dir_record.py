@@ -320,3 +320,22 @@ def test_a_flag_given_over_a_recorded_setting_is_said(tmp_path, caplog):
           r.getMessage()]
   assert said == [f'--learning_rate=0.5 given: the run in {tmp_path} had '
                   '--learning_rate=0.05'], said
+
+
+def test_sgd_momentum_on_or_off_on_resume_is_a_usage_error(tmp_path):
+  """The checkpoints hold SGD's momentum slots or not: --optimizer_kwargs
+  turning it on (or off) on a resume disagrees with them, as
+  --optimizer would (the estimator engine had failed as 'a checkpoint of a
+  different model'); other parameters may change."""
+  (tmp_path / 'model.json').write_text(json.dumps({
+      'model': 'cnn', 'model_kwargs': None, 'run': {
+          'optimizer': 'sgd', 'optimizer_kwargs': None}}))
+  with pytest.raises(UsageError, match=(
+      r'^--optimizer_kwargs=\{"momentum": 0.9\} disagrees with .*, whose '
+      r"checkpoints are of a run without SGD's momentum")):
+    cli_config.config_from([f'--model_dir={tmp_path}', '--mode=evaluate',
+                            '--optimizer_kwargs={"momentum": 0.9}'])
+  assert cli_config.config_from([
+      f'--model_dir={tmp_path}', '--mode=evaluate',
+      '--optimizer_kwargs={"momentum": 0}']).optimizer_kwargs == {
+          'momentum': 0}
