@@ -4,6 +4,7 @@ across files, within the quantile sketch's rank error past the exact
 size, with a progress bar."""
 
 import concurrent.futures
+import pickle
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import shared_pass
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
@@ -129,8 +131,9 @@ def test_a_vocabulary_has_a_size_cap_and_a_frequency_threshold():
 
 def test_a_vocabulary_past_the_tracked_values_is_said_to_be_approximate(
     monkeypatch, caplog):
-  """Past MAX_TRACKED distinct values the rarest are dropped: the
-  vocabulary is of the most frequent, and the run says so."""
+  """Past MAX_TRACKED distinct values the counts are a Misra-Gries
+  summary's: the vocabulary is of the most frequent, and the run says so
+  with the counts' error."""
   monkeypatch.setattr(summaries, 'MAX_TRACKED', 4)
   spec = FeatureSpec((Column('c', 'string_categorical'),), 'y',
                      head='binary')
@@ -140,7 +143,8 @@ def test_a_vocabulary_past_the_tracked_values_is_said_to_be_approximate(
   stats = statistics.of_summary(spec, summary)
   assert stats.columns['c'].vocabulary[0] == 'a'
   assert len(stats.columns['c'].vocabulary) < 7
-  assert "Column 'c' has more than 4 distinct values" in caplog.text
+  assert ("Column 'c' has more than 4 distinct values: its counts are at "
+          'most 1 under the true ones') in caplog.text
   caplog.clear()
   monkeypatch.setattr(summaries, 'MAX_TRACKED', 100)
   summary = split_summary.SplitSummary(spec, 'binary')
@@ -213,6 +217,29 @@ def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
     assert trainer.result(timeout=60) == chiefs == alone
   assert '1 of 2 shares summarised by other tasks' in caplog.text
   assert not list(model_dir.glob('preprocessing/summaries/*'))
+
+
+def test_a_share_an_earlier_version_stored_is_not_taken(
+    data_dir, tmp_path, monkeypatch, caplog):
+  """A share of Counts without `error` (stored before issue 71, by a run
+  that failed before its chief merged it) is summarised again, not merged
+  (it would fail the merge)."""
+  source = _source(data_dir, 'csv')
+  model_dir = str(tmp_path / 'model')
+  with monkeypatch.context() as patch:
+    patch.setattr(summaries, 'FORMAT', summaries.FORMAT - 1)
+    shared_pass.store_share(model_dir, source, 'binary', 1, 2)
+  [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.*')
+  share = pickle.loads(path.read_bytes())
+  for counts in share.counts.values():
+    del counts.__dict__['error']
+    counts.__dict__['pruned'] = False
+  path.write_bytes(pickle.dumps(share))
+  with caplog.at_level('INFO'):
+    merged = shared_pass.summarise(model_dir, source, 'binary', 2)
+  assert '0 of 1 shares summarised by other tasks' in caplog.text
+  assert statistics.of_summary(SPEC, merged) == statistics.compute(
+      SPEC, source.columns(TRAIN))
 
 
 def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,

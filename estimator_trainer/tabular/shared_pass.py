@@ -6,8 +6,9 @@ stored yet (a worker late, down or done already), and merges them. The
 chief waits for no one: at worst the pass takes what one task's would, at
 best 1/n of it.
 
-A share's file name holds a digest of the spec, the head and the files
-with their sizes: a summary of other data is never taken.
+A share's file name holds a digest of the spec, the head, the files with
+their sizes and the summaries' format: a summary of other data, or one an
+earlier version stored, is never taken.
 """
 
 import hashlib
@@ -22,6 +23,7 @@ from estimator_trainer import outputs
 from estimator_trainer.sources import TRAIN
 from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import summaries
 
 _logger = logging.getLogger(__name__)
 _DIR = 'summaries'
@@ -30,7 +32,7 @@ _DIR = 'summaries'
 def _path(model_dir, source, head, index, count):
   files = source.files(TRAIN)
   key = repr((spec_lib.to_json(source.feature_spec), head, files,
-              source.file_sizes(TRAIN)))
+              source.file_sizes(TRAIN), summaries.FORMAT))
   digest = hashlib.sha256(key.encode()).hexdigest()[:16]
   return os.path.join(layout.preprocessing_dir(model_dir), _DIR,
                       f'{digest}-{index}-of-{count}.pickle')

@@ -70,10 +70,12 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
   counts = summary.counts[column.name]
   if counts.pruned:
     _logger.warning(
-        "Column '%s' has more than %d distinct values: its vocabulary is of "
-        'the most frequent, their counts approximate (a string_hashed or '
-        'integer_hashed kind fits such a column)', column.name,
-        summaries.MAX_TRACKED)
+        "Column '%s' has more than %d distinct values: its counts are at "
+        'most %d under the true ones (never over), so every value counted '
+        'more than %d times is kept and the vocabulary is of the most '
+        'frequent within that error (a string_hashed or integer_hashed kind '
+        'fits such a column)', column.name, summaries.MAX_TRACKED,
+        counts.error, counts.error)
   min_frequency = column.min_frequency or min_frequency
   vocabulary = counts.vocabulary(column.max_vocabulary or max_vocabulary,
                                  min_frequency, leave_out)

@@ -8,14 +8,17 @@ different files (tasks, Beam workers) merge into the same result.
   deviations; Chan et al.'s merge) and a KLL quantile sketch (Apache
   DataSketches) whose normalized rank error is `rank_error()`.
 - Counts: a categorical column's count per value (as tf.Transform's
-  vocabulary); beyond MAX_TRACKED distinct values only the most frequent
-  are kept.
+  vocabulary), exact up to MAX_TRACKED distinct values; beyond, a
+  Misra-Gries summary whose counts are at most `error` under the true ones.
 
 Every summary pickles (Beam's coders, a worker's file).
 """
 
 import numpy as np
 
+# The summaries' fields: a share stored by another format (shared_pass.py)
+# is not taken. 2: Counts' `error` (issue 71).
+FORMAT = 2
 # Present values of a column kept exactly: the result on at most this many
 # values equals the exact pass's; past it, 8 bytes a value would grow with
 # the data.
@@ -23,7 +26,9 @@ EXACT_VALUES = 1_000_000
 # KLL's size parameter: rank error about 0.33% (DataSketches' table), a few
 # tens of kilobytes per column.
 KLL_K = 800
-# Distinct values a Counts tracks before dropping the rarest half.
+# Distinct values a Counts tracks exactly; past them it keeps at most half
+# as many counters (half: a prune, which takes time in MAX_TRACKED, comes
+# after MAX_TRACKED // 2 new values at least, not every batch).
 MAX_TRACKED = 1_000_000
 
 
@@ -133,11 +138,19 @@ def _list(values):
 
 
 class Counts:
-  """Each distinct value's count."""
+  """Each distinct value's count; past MAX_TRACKED distinct values a
+  Misra-Gries summary, mergeable (Agarwal et al., "Mergeable summaries",
+  2012): every count is at most `error` under the true one, never over,
+  and `error` is at most the values counted / (MAX_TRACKED // 2 + 1); so
+  every value counted more than `error` times is kept."""
 
   def __init__(self):
     self.counts = {}
-    self.pruned = False  # Whether rare values were dropped (MAX_TRACKED).
+    self.error = 0  # 0: the counts are exact.
+
+  @property
+  def pruned(self):
+    return self.error > 0
 
   def add(self, values, counts=None):
     """`values` (numpy), or distinct values with their `counts`."""
@@ -147,13 +160,22 @@ class Counts:
     for value, count in zip(_list(values), _list(counts)):
       self.counts[value] = get(value, 0) + count
     if len(self.counts) > MAX_TRACKED:
-      keep = sorted(self.counts.items(), key=lambda item: -item[1])
-      self.counts = dict(keep[:MAX_TRACKED // 2])
-      self.pruned = True
+      self._prune(MAX_TRACKED // 2)
+
+  def _prune(self, kept):
+    """Takes the (kept + 1)-th largest count off every count, dropping
+    those left at 0: at least kept + 1 values lose it each time, so the sum
+    of what is taken, `error`, is at most the values counted / (kept + 1)."""
+    counts = np.fromiter(self.counts.values(), np.int64, len(self.counts))
+    cut = int(np.partition(counts, -kept - 1)[-kept - 1])
+    self.counts = {value: count - cut for value, count in self.counts.items()
+                   if count > cut}
+    self.error += cut
 
   def merge(self, other):
+    # A value's count is under by at most the sum of both errors.
+    self.error += other.error
     self.add(list(other.counts), list(other.counts.values()))
-    self.pruned |= other.pruned
     return self
 
   def vocabulary(self, max_size=None, min_count=1, leave_out=()):
