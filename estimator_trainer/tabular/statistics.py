@@ -57,9 +57,14 @@ def _column_statistics(column, summary, max_vocabulary, min_frequency):
       return ColumnStatistics(mean=mean, variance=variance, fill=mean)
     if column.kind == 'float_discretized':
       # Given boundaries (the spec's, e.g. a bucketized_column's) as given.
-      return ColumnStatistics(
-          boundaries=(boundaries if column.boundaries is None
-                      else column.boundaries), fill=mean)
+      if column.boundaries is not None:
+        return ColumnStatistics(boundaries=column.boundaries, fill=mean)
+      if len(boundaries) + 1 < column.num_bins:
+        _logger.warning(
+            "Column '%s' has %d bins, not the %d asked: values that many "
+            'rows share repeat quantiles (each of them a bin of its own)',
+            column.name, len(boundaries) + 1, column.num_bins)
+      return ColumnStatistics(boundaries=boundaries, fill=mean)
     return ColumnStatistics(fill=mean)
   if column.dtype == 'string':
     leave_out = {STRING_MISSING} if column.default is None else set()

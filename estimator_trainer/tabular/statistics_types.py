@@ -74,8 +74,15 @@ def differences(stored, fresh):
       if a is not None and not math.isclose(a, b, rel_tol=1e-6,
                                             abs_tol=1e-9):
         found.append(f"'{name}' {key} {a:.6g} now {b:.6g}")
-    if old.boundaries is not None and not np.allclose(
-        old.boundaries, new.boundaries, rtol=1e-6, atol=1e-9):
+    if old.boundaries is None:
+      continue
+    # Of other lengths (stored before repeats were merged), allclose would
+    # broadcast one boundary over many or fail.
+    if len(old.boundaries) != len(new.boundaries):
+      found.append(f"'{name}' {len(old.boundaries) + 1} bins now "
+                   f'{len(new.boundaries) + 1}')
+    elif not np.allclose(old.boundaries, new.boundaries, rtol=1e-6,
+                         atol=1e-9):
       found.append(f"'{name}' bin boundaries")
   if stored.num_classes != fresh.num_classes:
     found.append(f'{stored.num_classes} classes now {fresh.num_classes}')

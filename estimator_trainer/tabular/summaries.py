@@ -14,6 +14,8 @@ different files (tasks, Beam workers) merge into the same result.
 Every summary pickles (Beam's coders, a worker's file).
 """
 
+import collections
+
 import numpy as np
 
 # The summaries' fields: a share stored by another format (shared_pass.py)
@@ -103,23 +105,33 @@ class Numbers:
             np.zeros([0], np.float64))
 
   def result(self, num_bins=None):
-    """(mean, variance, boundaries of `num_bins` equal-count bins) of the
-    values; 0.0, 1.0 and quantiles of [0.0] when there are none, as the
-    exact pass gives."""
+    """(mean, variance, boundaries of `num_bins` equal-count bins or fewer:
+    _distinct_boundaries) of the values; 0.0, 1.0 and quantiles of [0.0]
+    when there are none, as the exact pass gives."""
     exact = self.values()
     quantiles = (np.linspace(0, 1, num_bins + 1)[1:-1] if num_bins else
                  np.zeros([0]))
     if exact is not None:
       if not exact.size:
-        return 0.0, 1.0, tuple(float(b) for b in np.quantile([0.0],
-                                                               quantiles))
-      return (float(exact.mean()), float(exact.var()),
-              tuple(float(b) for b in np.quantile(exact, quantiles)))
+        return 0.0, 1.0, _distinct_boundaries(np.quantile([0.0], quantiles),
+                                              lambda value: None)
+      return (float(exact.mean()), float(exact.var()), _distinct_boundaries(
+          np.quantile(exact, quantiles), lambda value: _above(exact, value)))
     boundaries = ()
     if num_bins:
-      boundaries = tuple(float(b) for b in self.sketch.get_quantiles(
-          quantiles.tolist(), True))
+      boundaries = _distinct_boundaries(
+          self.sketch.get_quantiles(quantiles.tolist(), True),
+          self._sketch_above)
     return self.mean, self.m2 / self.count, boundaries
+
+  def _sketch_above(self, value):
+    """The sketch's next value above `value`, None above its largest."""
+    rank = self.sketch.get_rank(value, True)
+    if rank >= 1.0:
+      return None
+    # Half a value past `value`'s rank: the sketch's next one.
+    return self.sketch.get_quantile(min(rank + 0.5 / self.sketch.n, 1.0),
+                                    True)
 
   def __getstate__(self):
     state = dict(self.__dict__)
@@ -131,6 +143,30 @@ class Numbers:
     if self.sketch is not None:
       import datasketches  # pylint: disable=g-import-not-at-top
       self.sketch = datasketches.kll_doubles_sketch.deserialize(self.sketch)
+
+
+def _above(values, value):
+  """The smallest of `values` above `value`, None if none is."""
+  above = values[values > value]
+  return float(above.min()) if above.size else None
+
+
+def _distinct_boundaries(quantiles, above):
+  """The `quantiles` (bin boundaries: a bin holds the values from one up to
+  the next) with each repeated one once, as tf.Transform's bucketize: fewer
+  bins. A repeated one is a value many share (a column 92 % zeros: [0, 0,
+  0]); unless the next boundary does, `above(value)`, the next value, bounds
+  its bin, so that the value has a bin of its own (else zeros and every
+  larger value would share one). Never more boundaries than quantiles."""
+  distinct = sorted({float(value) for value in quantiles})
+  repeated = {float(value) for value, repeats in
+              collections.Counter(quantiles).items() if repeats > 1}
+  boundaries = list(distinct)
+  for value, following in zip(distinct, distinct[1:] + [None]):
+    after = above(value) if value in repeated else None
+    if after is not None and (following is None or after < following):
+      boundaries.append(after)
+  return tuple(sorted(boundaries))
 
 
 def _list(values):
