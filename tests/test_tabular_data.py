@@ -283,6 +283,25 @@ def test_infer_on_census_like_data(census, file_format):
   assert {c.name: c.num_bins for c in spec.columns}['occupation'] == 32
 
 
+def test_a_file_two_globs_name_is_read_once(tmp_path):
+  """`train.csv,train*.csv` named train.csv twice: the statistics and the
+  training counted its records twice (issue 71, item 8)."""
+  for name, rows in (('train.csv', 1000), ('train-2.csv', 10)):
+    (tmp_path / name).write_text('x,y\n' + ''.join(
+        f'{i},{i % 2}\n' for i in range(rows)))
+  patterns = f'{tmp_path}/train.csv,{tmp_path}/train*.csv'
+  files = [str(tmp_path / 'train-2.csv'), str(tmp_path / 'train.csv')]
+  assert sources.glob_files(patterns) == files
+  _, lines = infer_lib.infer(patterns, 'y')
+  assert lines[0] == '1010 records in 2 files'
+  _, lines = infer_lib.infer(files + files[1:], 'y')
+  assert lines[0] == '1010 records in 2 files'
+  spec = FeatureSpec((Column('x', 'float_normalized'),), 'y', head='binary')
+  source = source_lib.TabularSource({TRAIN: patterns, TEST: patterns}, spec)
+  assert source.files(TRAIN) == files
+  assert source.num_examples(TRAIN) == 1010
+
+
 def test_infer_multilabel_and_a_given_head(tmp_path, census):
   rows = [{'x': float(i), 'a': i % 2, 'b': int(i % 3 == 0), 'c': 3 - i % 4}
           for i in range(40)]

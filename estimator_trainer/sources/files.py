@@ -51,9 +51,11 @@ def whole_files(sizes, split, num_shards):
 
 
 def glob_files(patterns):
-  """The files of comma-separated globs, sorted so every task agrees."""
-  files = sorted(f for pattern in patterns.split(',')
-                 for f in tf.io.gfile.glob(pattern.strip()))
+  """The files of comma-separated globs, sorted so every task agrees; a
+  file two globs match once (else its records would count, and train,
+  twice)."""
+  files = sorted({f for pattern in patterns.split(',')
+                  for f in tf.io.gfile.glob(pattern.strip())})
   if not files:
     raise DataError(f'no files match {patterns!r}')
   return files

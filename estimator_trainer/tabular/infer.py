@@ -72,7 +72,7 @@ def infer(source_or_files, label, weight=None, head=None,
   if isinstance(source_or_files, str):
     files = sources.glob_files(source_or_files)
   elif isinstance(source_or_files, (list, tuple)):
-    files = sorted(source_or_files)
+    files = sorted(set(source_or_files))  # A file named twice read once.
   else:
     files = source_or_files.files(sources.TRAIN)
   if all(table.is_csv(f) for f in files):
