@@ -68,7 +68,8 @@ def main(argv):
     from estimator_trainer.tf2 import migration
     print(migration.convert(
         config, source, estimator_engine=FLAGS['engine'].present and
-        FLAGS.engine == 'estimator'))
+        FLAGS.engine == 'estimator',
+        given={name for name in FLAGS if FLAGS[name].present}))
 
 
 if __name__ == '__main__':

@@ -406,7 +406,8 @@ def test_what_cannot_be_carried_is_refused_naming_it(estimator, tmp_path,
 def test_migrate_takes_the_model_off_the_checkpoint_not_a_flag(estimator,
                                                               tmp_path):
   """--model_kwargs that disagree with the canned model (here, its
-  activation) are a usage error; the settings read are the model's."""
+  activation), or a training flag given that disagrees with canned's (its
+  learning rate), are usage errors; the settings read are the model's."""
   del estimator
   checkpoint = _one_step(tmp_path / 'canned', activation_fn=tf.nn.sigmoid,
                          dropout=0.25, batch_norm=True)
@@ -421,4 +422,12 @@ def test_migrate_takes_the_model_off_the_checkpoint_not_a_flag(estimator,
   with pytest.raises(UsageError, match=r'--model_kwargs=.*: the canned model'
                      r' in .* is of .*"activation": "sigmoid"'):
     migration.convert(config, str(tmp_path / 'canned'))
+  config = TrainConfig(model_dir=str(tmp_path / 'to'), train_files='x.csv',
+                       feature_spec='spec.json', learning_rate=0.5)
+  with pytest.raises(UsageError, match=(
+      r'^--learning_rate=0.5: the canned model in .* is of --learning_rate='
+      f'{settings.dnn.learning_rate} ' r'\(its checkpoint and graph say '
+      r'so\), which migrate carries')):
+    migration.convert(config, str(tmp_path / 'canned'),
+                      given={'learning_rate'})
   assert not (tmp_path / 'to').exists()

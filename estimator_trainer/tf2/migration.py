@@ -9,7 +9,6 @@ fails, naming it.
 """
 
 import dataclasses
-import json
 import logging
 import os
 
@@ -21,6 +20,7 @@ from estimator_trainer import ema_recipe
 from estimator_trainer import layout
 from estimator_trainer import loss_scale
 from estimator_trainer import optimizers
+from estimator_trainer import run_record
 from estimator_trainer import weights
 from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.layout import AVERAGE_SUFFIX
@@ -33,12 +33,14 @@ from estimator_trainer.tf2 import job as job_lib
 _logger = logging.getLogger(__name__)
 
 
-def convert(config, source, estimator_engine=False):
+def convert(config, source, estimator_engine=False, given=()):
   """Writes into `config.model_dir` (which must hold no checkpoint) the TF2
   checkpoint of the Estimator checkpoint `source` (or its model_dir's
   latest), of `config`'s model and optimizer. Returns its path. A canned
   Estimator's (tf2/canned.py) may be carried to the package's estimator
-  engine instead: `estimator_engine`."""
+  engine instead: `estimator_engine`; its model and training settings are
+  its own, and one of `given` (the flags given) that differs is a usage
+  error."""
   checkpoint = (tf.train.latest_checkpoint(source)
                 if tf.io.gfile.isdir(source) else source)
   if not checkpoint or not tf.io.gfile.exists(f'{checkpoint}.index'):
@@ -52,7 +54,8 @@ def convert(config, source, estimator_engine=False):
     raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
                        'over into a new model_dir')
   if canned_settings.is_canned(stored):
-    return _convert_canned(config, checkpoint, reader, estimator_engine)
+    return _convert_canned(config, checkpoint, reader, estimator_engine,
+                           given)
   trained = _optimizer_of(stored)
   if config.optimizer == 'adam' and trained != 'adam':
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
@@ -119,31 +122,40 @@ def _recorded(job, config, checkpoint, step):
   return path
 
 
-def _convert_canned(config, checkpoint, reader, estimator_engine):
-  """A canned Estimator's checkpoint (tf2/canned.py): the model of its
-  shape, the optimizers of its slots; the flags' feature spec (its
-  columns'), data and head."""
+def _convert_canned(config, checkpoint, reader, estimator_engine, given):
+  """A canned Estimator's checkpoint (tf2/canned.py): the model and
+  optimizers canned_settings reads; the flags' feature spec (its columns'),
+  data and head."""
   if not config.feature_spec:
     raise UsageError(f'--from {checkpoint} is a canned Estimator\'s: give '
                      '--feature_spec (feature_spec_from_columns of its '
                      'feature columns) and its --train_files')
   settings = canned_settings.read(reader, checkpoint)
-  if config.model_kwargs is not None and (
-      config.model_kwargs != settings.model_kwargs):
-    raise UsageError(
-        f'--model_kwargs={json.dumps(config.model_kwargs)}: the canned '
-        f'model in {checkpoint} is of {json.dumps(settings.model_kwargs)} '
-        '(its checkpoint and graph say so); drop the flag')
+  values = settings.config_values()
+  for name, value in values.items():
+    if (name in given or name == 'model_kwargs' and
+        config.model_kwargs is not None) and getattr(config, name) != value:
+      shown = run_record.shown
+      raise UsageError(
+          f'--{name}={shown(getattr(config, name))}: the canned model in '
+          f'{checkpoint} is of --{name}={shown(value)} (its checkpoint and '
+          'graph say so), which migrate carries; drop the flag (give it to '
+          'run to train on otherwise)')
   # Canned's own training settings, recorded in the model_dir for runs on
   # (by the engine whose checkpoint it writes).
   config = dataclasses.replace(
-      config, **settings.config_values(),
+      config, **values,
       engine='estimator' if estimator_engine else config.engine)
   data = dataset.load(config, training=False)
   if data.spec.head == 'regression':
     # Canned's weights and slots are in the label's units: so is the model.
     data.persist(config.model_dir, label_units=True)
   job = job_lib.Job(config)
+  if data.spec.head == 'regression' and tuple(
+      job.source.spec.label_scale or ()) != (0.0, 1.0):
+    raise TrainerError(f'--to {config.model_dir} holds statistics of another'
+                       ' run (a label scale): carry over into a new '
+                       'model_dir')
   canned_optimizers = {job.optimizer: settings.dnn or settings.linear}
   if job.linear_optimizer:
     canned_optimizers[job.linear_optimizer] = settings.linear
