@@ -123,7 +123,8 @@ class TrainConfig:
   image_key: str = _option('image', 'tf.Example key of the image in '
                            'TFRecords: raw uint8 bytes or PNG/JPEG '
                            '(TF-Slim: image/encoded).')
-  label_key: str = _option('label', 'tf.Example key of the int64 label '
+  label_key: str = _option(config_checks.DEFAULT_LABEL_KEY,
+                           'tf.Example key of the int64 label '
                            '(TF-Slim: image/class/label); CSV files without '
                            '--feature_spec: the label column.')
   image_shape: Optional[Tuple[int, int, int]] = _option(

@@ -57,6 +57,7 @@ HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
 # The part of structured training files held out to evaluate on when no
 # --eval_files are given (the baselines' 80/20 split in docs/guide/tabular.md).
 DEFAULT_EVAL_FRACTION = 0.2
+DEFAULT_LABEL_KEY = 'label'
 
 # The flags of image data, which structured data (--feature_spec) does not
 # read: given with it, a usage error.

@@ -81,6 +81,17 @@ def read(values, given):
     # --label_key, an image flag beside a spec.
     for name in config_checks.IMAGE_FLAGS:
       taken.pop(name, None)
+    if 'label_key' in given:
+      # The run's own command repeated (CSV files, the label --label_key):
+      # its spec's label, else a flag that disagrees with the checkpoints.
+      label = _label_of(stored_spec)
+      if values['label_key'] != label:
+        raise UsageError(
+            f'--label_key={values["label_key"]} disagrees with {model_dir},'
+            f' whose checkpoints are of the label {label!r} (its feature '
+            f'spec, {stored_spec}): drop the flag, or use another '
+            '--model_dir')
+      taken['label_key'] = config_checks.DEFAULT_LABEL_KEY
   engine = engines.ENGINES.get(taken.get('engine'))
   if engine and engine.needs_estimator and not stack.has_estimator():
     raise UsageError(
@@ -90,6 +101,13 @@ def read(values, given):
         f'{stack.tensorflow_version()}: run it on the default install, or '
         'carry it over to the TF2 engines with estimator_trainer.migrate')
   return {**values, **taken}, taken
+
+
+def _label_of(spec_file):
+  """The label a stored feature spec (JSON, spec.to_json's) names."""
+  with open(spec_file) as f:
+    label = json.load(f).get('label')
+  return ','.join(label) if isinstance(label, list) else label
 
 
 def _record(values):

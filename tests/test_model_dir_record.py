@@ -339,3 +339,25 @@ def test_sgd_momentum_on_or_off_on_resume_is_a_usage_error(tmp_path):
       f'--model_dir={tmp_path}', '--mode=evaluate',
       '--optimizer_kwargs={"momentum": 0}']).optimizer_kwargs == {
           'momentum': 0}
+
+
+def test_a_csv_runs_own_command_repeated_takes_its_spec(tmp_path):
+  """A run on CSV files alone (its spec inferred and stored, the label
+  --label_key) repeated as it was given: the stored spec, whose label the
+  flag names, not '--label_key is for images'; another label is the usage
+  error naming both (issue 76, item 2)."""
+  (tmp_path / 'model.json').write_text(json.dumps({
+      'model': 'linear', 'model_kwargs': None, 'head': 'binary', 'run': {
+          'train_files': str(tmp_path / 'data.csv'), 'label_key': 'y'}}))
+  spec = layout.feature_spec_file(str(tmp_path))
+  os.makedirs(os.path.dirname(spec))
+  with open(spec, 'w') as f:
+    json.dump({'columns': {'age': {'kind': 'float'}}, 'label': 'y'}, f)
+  command = [f'--model_dir={tmp_path}', f'--train_files={tmp_path}/data.csv',
+             '--mode=evaluate']
+  config = cli_config.config_from([*command, '--label_key=y'])
+  assert (config.feature_spec, config.label_key) == (spec, 'label')
+  with pytest.raises(UsageError, match=(
+      r"^--label_key=age disagrees with .*, whose checkpoints are of the "
+      r"label 'y' \(its feature spec")):
+    cli_config.config_from([*command, '--label_key=age'])
