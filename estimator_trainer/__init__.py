@@ -35,7 +35,7 @@ _API = {
     'make_model_fn': 'estimator_trainer.estimator',
     'make_run_config': 'estimator_trainer.estimator',
     'model_params': 'estimator_trainer.estimator',
-    'train_and_evaluate': 'estimator_trainer.estimator',
+    'train_and_evaluate': 'estimator_trainer.engines',
     'trainer_fn': 'estimator_trainer.estimator',
 }
 __all__ = sorted(_API)

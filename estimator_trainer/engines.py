@@ -38,3 +38,13 @@ ENGINES = {
     'keras': Engine('estimator_trainer.tf2.keras_fit'),
 }
 TF2_ENGINES = ('ctl', 'keras')
+
+
+def train_and_evaluate(config):
+  """The whole job of `config` (a TrainConfig) in its engine
+  (`config.engine`: estimator, ctl or keras): trains, evaluates and exports
+  as its mode train_and_evaluate does; returns metrics.json's dict (None on
+  a cluster task that writes none). The package root's
+  `train_and_evaluate`."""
+  return ENGINES[config.engine].run(dataclasses.replace(
+      config, mode='train_and_evaluate'))

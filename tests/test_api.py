@@ -173,3 +173,20 @@ def test_make_input_fn_train_window_is_deprecated(mnist_small_dir):
   features, labels = next(iter(input_fn(ModeKeys.TRAIN)))
   assert features['image'].shape == [3, 8, 28, 28, 1]  # Windows, as 0.2.0.
   assert labels.shape == [3, 8]
+
+
+@pytest.mark.both_stacks
+def test_train_and_evaluate_runs_the_configs_engine(tmp_path):
+  """The package root's train_and_evaluate trains in TrainConfig.engine
+  (issue 76, item 1: engine='ctl' had trained with Estimator on TF 2.15,
+  and on 2.21 the README's whole job raised EstimatorMissing)."""
+  data = tmp_path / 'data.csv'
+  rows = [f'{i % 7},{(i * 3) % 5},{int(i % 7 > 3)}' for i in range(64)]
+  data.write_text('a,b,y\n' + '\n'.join(rows) + '\n')
+  metrics = estimator_trainer.train_and_evaluate(TrainConfig(
+      model_dir=str(tmp_path / 'model'), engine='ctl', train_files=str(data),
+      label_key='y', train_steps=3, export='none', mode='train'))
+  assert metrics['global_step'] == 3
+  written = sorted(path.name for path in (tmp_path / 'model').iterdir())
+  assert 'ckpt-3.index' in written, written  # The TF2 engines' checkpoint.
+  assert not [name for name in written if name.startswith('model.ckpt')]
