@@ -115,7 +115,7 @@ def require_object_based(path, config):
   if weights.is_object_based(dict(tf.train.list_variables(path))):
     return
   to = f'{config.model_dir.rstrip("/")}_tf2'
-  raise TrainerError(
+  raise UsageError(  # The command to run first: a usage error (exit 2).
       f'{config.model_dir} holds an Estimator checkpoint '
       f'({os.path.basename(path)}), which --engine={config.engine} cannot '
       f'read: carry it over to a new model_dir with `'

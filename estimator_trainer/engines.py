@@ -27,7 +27,10 @@ class Engine:
   def run(self, config):
     """Runs `config.mode`; imports the engine (and TensorFlow) only now."""
     if self.needs_estimator:
-      stack.require_estimator(f'--engine={config.engine}')
+      stack.require_estimator(
+          f'--engine={config.engine} (on {config.model_dir}: `python -m '
+          'estimator_trainer.migrate --from=MODEL_DIR --to=NEW_DIR` carries '
+          'an Estimator model_dir over to the TF2 engines)')
     module = importlib.import_module(self.module)
     return getattr(module, config.mode)(config)
 

@@ -371,7 +371,7 @@ CASES = [
     # A TF2 engine on an Estimator's model_dir: the command that carries
     # it over (tests/test_migrate.py runs it).
     *[_case(f'{engine}-{mode}-on-estimator-model-dir',
-            [*MNIST, f'--engine={engine}', f'--mode={mode}'], 1,
+            [*MNIST, f'--engine={engine}', f'--mode={mode}'], 2,
             '{model_dir} holds an Estimator checkpoint (model.ckpt-0), which '
             f'--engine={engine} cannot read: carry it over to a new model_dir '
             'with `python -m estimator_trainer.migrate --from={model_dir} '

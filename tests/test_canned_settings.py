@@ -21,7 +21,7 @@ from estimator_trainer import heads
 from estimator_trainer import models
 from estimator_trainer import weights as weights_lib
 from estimator_trainer.config import TrainConfig
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.tabular import feature_columns
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tf2 import canned as canned_lib
@@ -431,3 +431,27 @@ def test_migrate_takes_the_model_off_the_checkpoint_not_a_flag(estimator,
     migration.convert(config, str(tmp_path / 'canned'),
                       given={'learning_rate'})
   assert not (tmp_path / 'to').exists()
+
+
+def test_a_failed_carry_writes_nothing(estimator, tmp_path):
+  """A carry that fails once it has begun writing (here, a feature spec of
+  other columns than the canned model's, found when the weights are
+  placed) leaves --to as it was: no statistics, no record (issue 76, item
+  3: preprocessing/*.json had been left)."""
+  del estimator
+  _one_step(tmp_path / 'canned')
+  rows = ''.join(f'{20 + i},{i % 3},{i % 2}\n' for i in range(40))
+  (tmp_path / 'train.csv').write_text('age,x,y\n' + rows)
+  (tmp_path / 'spec.json').write_text(json.dumps({
+      'columns': {'age': {'kind': 'float'}, 'x': {'kind': 'float'}},
+      'label': 'y', 'head': 'binary'}))
+  (tmp_path / 'mine').mkdir()
+  (tmp_path / 'mine' / 'notes.txt').write_text('a file of the user\'s')
+  for to in ('new', 'mine'):
+    config = TrainConfig(model_dir=str(tmp_path / to),
+                         train_files=str(tmp_path / 'train.csv'),
+                         feature_spec=str(tmp_path / 'spec.json'))
+    with pytest.raises(TrainerError, match='the canned DNN takes 1 inputs'):
+      migration.convert(config, str(tmp_path / 'canned'))
+  assert not (tmp_path / 'new').exists()
+  assert os.listdir(tmp_path / 'mine') == ['notes.txt']

@@ -138,7 +138,7 @@ def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
   code, stderr = cli_config.main_in_process(
       [f'--model_dir={source}', '--engine=ctl', '--train_steps=4', *flags],
       capfd)
-  assert code == 1, stderr[-3000:]
+  assert code == 2, stderr[-3000:]
   last = stderr.strip().splitlines()[-1]
   assert last.startswith(f'error: {source} holds an Estimator checkpoint '
                          '(model.ckpt-2), which --engine=ctl cannot read'), last

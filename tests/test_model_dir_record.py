@@ -361,3 +361,18 @@ def test_a_csv_runs_own_command_repeated_takes_its_spec(tmp_path):
       r"^--label_key=age disagrees with .*, whose checkpoints are of the "
       r"label 'y' \(its feature spec")):
     cli_config.config_from([*command, '--label_key=age'])
+
+
+@pytest.mark.both_stacks
+@pytest.mark.skipif(stack.has_estimator(), reason='tf.estimator is here')
+def test_the_estimator_engine_on_a_stack_without_it_names_the_way_on(
+    tmp_path, capfd):
+  """--engine=estimator on TensorFlow 2.21: one line, exit 2, naming the
+  model_dir and migrate (as migrate.md says; issue 76, item 3)."""
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={tmp_path}', '--engine=estimator', '--train_steps=1'],
+      capfd)
+  last = stderr.strip().splitlines()[-1]
+  assert code == 2, stderr[-3000:]
+  assert last.startswith(f'error: --engine=estimator (on {tmp_path}: '
+                         '`python -m estimator_trainer.migrate'), last

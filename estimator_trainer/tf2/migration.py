@@ -51,11 +51,38 @@ def convert(config, source, estimator_engine=False, given=()):
     raise TrainerError(f'--from {checkpoint} is a TF2 engine checkpoint '
                        'already: train on its model_dir')
   if tf.train.latest_checkpoint(config.model_dir):
-    raise TrainerError(f'--to {config.model_dir} holds a checkpoint: carry '
-                       'over into a new model_dir')
-  if canned_settings.is_canned(stored):
-    return _convert_canned(config, checkpoint, reader, estimator_engine,
-                           given)
+    raise UsageError(f'--to {config.model_dir} holds a checkpoint: carry '
+                     'over into a new model_dir')
+  before = (set(tf.io.gfile.listdir(config.model_dir))
+            if tf.io.gfile.isdir(config.model_dir) else None)
+  try:
+    if canned_settings.is_canned(stored):
+      return _convert_canned(config, checkpoint, reader, estimator_engine,
+                             given)
+    return _convert_own(config, checkpoint, reader, stored)
+  except BaseException:
+    _remove_written(config.model_dir, before)
+    raise
+
+
+def _remove_written(model_dir, before):
+  """A failed carry leaves nothing in `model_dir` but what was there
+  `before` (its listing; None: it did not exist)."""
+  if before is None:
+    if tf.io.gfile.exists(model_dir):
+      tf.io.gfile.rmtree(model_dir)
+    return
+  for name in set(tf.io.gfile.listdir(model_dir)) - before:
+    path = os.path.join(model_dir, name.rstrip('/'))
+    if tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+    else:
+      tf.io.gfile.remove(path)
+
+
+def _convert_own(config, checkpoint, reader, stored):
+  """The package's own Estimator checkpoint: the model and optimizers of
+  `config`."""
   trained = _optimizer_of(stored)
   if config.optimizer == 'adam' and trained != 'adam':
     raise TrainerError(f'{checkpoint} holds no Adam slots (no beta1_power): '
