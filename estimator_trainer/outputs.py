@@ -72,19 +72,22 @@ def write_metrics(model_dir, metrics):
 
 
 def write_eval_metrics(model_dir, eval_result):
-  """metrics.json of a final evaluation (Estimator's eval dict); returns it.
+  """metrics.json of a final evaluation (Estimator's eval dict,
+  as_metrics_json's names); returns it."""
+  metrics = write_metrics(model_dir, as_metrics_json(eval_result))
+  _logger.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
+               shown_metrics(metrics))
+  return metrics
 
-  Estimator's own `loss` is a mean of per-batch means: kept as
-  `batch_mean_loss`, while `loss` is the exact mean per example. Image
-  summaries (bytes) are left out.
-  """
+
+def as_metrics_json(eval_result):
+  """Estimator's eval dict as metrics.json names it: its `loss` (a mean
+  of per-batch means) `batch_mean_loss`, `loss` the exact mean per example
+  (`average_loss`); image summaries (bytes) left out."""
   metrics = {name: value for name, value in eval_result.items()
              if not isinstance(value, bytes)}
   metrics['batch_mean_loss'] = metrics.pop('loss')
   metrics['loss'] = metrics['average_loss']
-  metrics = write_metrics(model_dir, metrics)
-  _logger.info('Final evaluation (in %s): %s', layout.metrics_file(model_dir),
-               shown_metrics(metrics))
   return metrics
 
 

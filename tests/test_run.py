@@ -5,6 +5,7 @@ package's logger: in-process, from the same flags)."""
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -161,6 +162,14 @@ def test_tf2_console_hides_saved_model_internals_unless_verbose(
   assert re.search(r'Evaluation at step 20 \(.*\): accuracy = 0\.\d+, ',
                    outputs[0])
   assert 'np.float' not in outputs[0]
+  # Its loss is metrics.json's (the mean per example), not the mean of the
+  # batches' means (issue 76, item 5), which is batch_mean_loss there too.
+  logged = dict(re.findall(r'(\w+) = ([-\d.e]+)', re.search(
+      r'Evaluation at step 20 .*', outputs[0]).group(0)))
+  final = json.loads((tmp_path / 'console0' / 'metrics.json').read_text())
+  for name in ('loss', 'batch_mean_loss', 'average_loss'):
+    assert math.isclose(float(logged[name]), final[name], rel_tol=1e-5), (
+        name, logged, final)
   # Quiet, the console is the package's lines (the verbose run logs the same
   # ones) and nothing of TensorFlow's: a bound, unlike a fifth of the
   # verbose run's lines, that matplotlib's lines (cached in a process once

@@ -68,10 +68,12 @@ class Evaluator:
         tf.summary.experimental.write_raw_pb(summaries.tagged_as_estimator(
             name, image.result().numpy()))
     self._writer.flush()
-    # As Estimator logs them (and no NumPy reprs: NumPy 2 prints np.float32).
+    # As metrics.json names them (its `loss` the mean per example; no NumPy
+    # reprs: NumPy 2 prints np.float32).
     _logger.info('Evaluation at step %d (%.1f s): %s', step,
                  time.monotonic() - start, ', '.join(
-                     f'{name} = {value:.6g}' for name, value in result.items()))
+                     f'{name} = {value:.6g}' for name, value in
+                     outputs.as_metrics_json(result).items()))
     return result
 
 
