@@ -141,5 +141,8 @@ def quiet_tensorflow(verbose):
     warnings.filterwarnings('ignore', message=message)
   with _without_startup_lines():
     _import_tensorflow()
+    # TensorFlow 2.16+ probes for GPUs on first use, not on import (an
+    # error-level cuInit line where there is none): probed here, held back.
+    sys.modules['tensorflow'].config.list_physical_devices()
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
   logging.getLogger('absl').addFilter(_LibraryInfoFilter())

@@ -7,6 +7,8 @@ import csv
 import gzip
 import json
 import pathlib
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -858,3 +860,21 @@ def test_records_without_a_label_fail_or_are_left_out(tmp_path, file_format,
     assert sorted(read[0] + read[1]) == labeled
   else:
     assert read[0] == read[1] == labeled
+
+
+@pytest.mark.both_stacks
+def test_infer_prints_no_error_level_line_of_tensorflow(tmp_path):
+  """`tabular.infer` as a cold process, on a machine without a GPU: no
+  error-level line of TensorFlow's GPU probe (TensorFlow 2.21 probes on
+  first use, not on import: `E0000 ... failed call to cuInit`; issue 76,
+  item 5)."""
+  data = tmp_path / 'data.csv'
+  data.write_text('a,y\n' + ''.join(f'{i},{i % 2}\n' for i in range(20)))
+  result = subprocess.run(
+      [sys.executable, '-m', 'estimator_trainer.tabular.infer',
+       f'--train_files={data}', '--label=y', f'--output={tmp_path}/s.json'],
+      capture_output=True, text=True, timeout=300, check=False,
+      cwd=pathlib.Path(__file__).resolve().parents[1])
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert not re.findall(r'^E\d{4} .*|.*cuInit.*', result.stderr, re.M), (
+      result.stderr[-3000:])
