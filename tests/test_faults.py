@@ -699,5 +699,8 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
   for proc, log in zip(_start_cluster([*command, '--mode=train'], restarted),
                        restarted):
     assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    # A normal finish: no thread's traceback (on TensorFlow 2.21 worker 1's
+    # PeerTerminationWatcher had printed 'Socket closed' in 2 of 3 runs).
+    assert 'Traceback' not in log.read_text(), log.read_text()[-3000:]
   assert f'Restoring {model_dir}/ckpt-{step}' in restarted[0].read_text()
   assert checkpoints.latest_step(str(model_dir)) == train_steps

@@ -70,5 +70,18 @@ def watch(strategy):
 
         yield stop
     finally:
+      _stop_watching(handler)
       signal.signal(signal.SIGTERM, previous)
       shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _stop_watching(handler):
+  """Stops the handler's threads while the cluster is still up. Left to
+  its __del__, a worker's PeerTerminationWatcher still waited on the chief's
+  coordination service when that went, and printed its UnavailableError
+  ('Socket closed') as a traceback at a normal finish. Setting the key it
+  waits on (what __del__ does, as a private method: no public one) frees
+  every worker's watcher."""
+  for name in ('_stop_cluster_wise_termination_watcher_thread',
+               '_stop_poll_termination_signal_thread'):
+    getattr(handler, name, lambda: None)()
