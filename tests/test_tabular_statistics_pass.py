@@ -4,13 +4,17 @@ across files, within the quantile sketch's rank error past the exact
 size, with a progress bar."""
 
 import concurrent.futures
+import json
+import os
 import pickle
+import re
 import time
 
 import numpy as np
 import pytest
 
 from estimator_trainer import layout
+from estimator_trainer.errors import DataError
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
@@ -208,7 +212,7 @@ def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
     trainer = pool.submit(statistics.load_or_compute, str(model_dir), SPEC,
                           source, is_chief=False, share=(2, 3))
     deadline = time.monotonic() + 60
-    while not list(model_dir.glob('preprocessing/summaries/*-2-of-3.pickle')):
+    while not list(model_dir.glob('preprocessing/summaries/*-2-of-3.json')):
       assert time.monotonic() < deadline and not trainer.done(), trainer
       time.sleep(0.05)
     with caplog.at_level('INFO'):
@@ -221,25 +225,128 @@ def test_a_cluster_chief_takes_the_shares_other_trainers_stored(
 
 def test_a_share_an_earlier_version_stored_is_not_taken(
     data_dir, tmp_path, monkeypatch, caplog):
-  """A share of Counts without `error` (stored before issue 71, by a run
-  that failed before its chief merged it) is summarised again, not merged
-  (it would fail the merge)."""
+  """A share of another format (stored by an earlier version, by a run that
+  failed before its chief merged it) is summarised again, not merged."""
   source = _source(data_dir, 'csv')
   model_dir = str(tmp_path / 'model')
   with monkeypatch.context() as patch:
     patch.setattr(summaries, 'FORMAT', summaries.FORMAT - 1)
     shared_pass.store_share(model_dir, source, 'binary', 1, 2)
-  [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.*')
-  share = pickle.loads(path.read_bytes())
-  for counts in share.counts.values():
-    del counts.__dict__['error']
-    counts.__dict__['pruned'] = False
-  path.write_bytes(pickle.dumps(share))
+  assert list((tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.*'))
   with caplog.at_level('INFO'):
     merged = shared_pass.summarise(model_dir, source, 'binary', 2)
   assert '0 of 1 shares summarised by other tasks' in caplog.text
   assert statistics.of_summary(SPEC, merged) == statistics.compute(
       SPEC, source.columns(TRAIN))
+
+
+def _summaries_round_trip(summary):
+  return type(summary).from_dict(json.loads(json.dumps(summary.to_dict())))
+
+
+def test_summaries_are_json_and_read_back_the_same(monkeypatch):
+  """Counts keep integer values ints and string values strings, with their
+  error past the cap; Numbers their exact values, or moments and sketch."""
+  monkeypatch.setattr(summaries, 'MAX_TRACKED', 4)
+  for values, pruned in ((np.array([3, 1, 3, 7, 2, 9, 4, 3]), True),
+                         (np.array(list('abca')), False)):
+    counts = summaries.Counts()
+    counts.add(values)
+    back = _summaries_round_trip(counts)
+    assert (back.counts, back.error) == (counts.counts, counts.error)
+    assert back.pruned == pruned
+    assert {type(value) for value in back.counts} == {type(values[0].item())}
+  monkeypatch.setattr(summaries, 'EXACT_VALUES', 100)
+  for size in (50, 500):  # Exact; moments and a sketch.
+    numbers = summaries.Numbers(quantiles=True)
+    numbers.add(np.random.default_rng(0).normal(size=size))
+    back = _summaries_round_trip(numbers)
+    assert back.result(4) == numbers.result(4)
+    assert (back.values() is None) == (size > 100)
+    back.merge(numbers)
+    assert back.count == 2 * size
+
+
+def _ages(path, ages):
+  path.write_text('age,y\n' + ''.join(f'{age},{i % 2}\n'
+                                      for i, age in enumerate(ages)))
+
+
+AGES = FeatureSpec((Column('age', 'float_normalized'),), 'y', head='binary')
+
+
+@pytest.fixture
+def age_files(tmp_path):
+  """Two CSV files of 2-digit ages; `rewrite(i)` adds 30 to file i's ages:
+  as many rows and bytes, a later modification time."""
+  paths = [tmp_path / 'data' / f'ages-{i}.csv' for i in range(2)]
+  paths[0].parent.mkdir()
+  for i, path in enumerate(paths):
+    _ages(path, range(20 + i, 60, 3))
+  _ages(tmp_path / 'data' / 'test.csv', [30, 40])
+
+  def rewrite(i, add=30):
+    before = paths[i].stat()
+    _ages(paths[i], [int(age) + add for age in np.loadtxt(
+        paths[i], delimiter=',', skiprows=1)[:, 0]])
+    os.utime(paths[i], ns=(before.st_atime_ns,
+                           before.st_mtime_ns + 1_000_000_000))
+    assert paths[i].stat().st_size == before.st_size
+
+  return str(tmp_path / 'data' / 'ages-*.csv'), rewrite
+
+
+def _ages_source(pattern):
+  return TabularSource({TRAIN: pattern, TEST: os.path.join(
+      os.path.dirname(pattern), 'test.csv')}, AGES)
+
+
+def test_a_share_is_json_keyed_by_the_files_modification_times(
+    age_files, tmp_path, caplog):
+  """A share stored before its file was rewritten (the same rows, bytes and
+  name) is not merged: the review's chief took it (age mean 39.21 where
+  alone 54.22)."""
+  pattern, rewrite = age_files
+  model_dir = str(tmp_path / 'model')
+  shared_pass.store_share(model_dir, _ages_source(pattern), 'binary', 1, 2)
+  [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.json')
+  assert json.loads(path.read_text())['format'] == summaries.FORMAT
+  rewrite(1)
+  source = _ages_source(pattern)
+  with caplog.at_level('INFO'):
+    merged = shared_pass.summarise(model_dir, source, 'binary', 2)
+  assert '0 of 1 shares summarised by other tasks' in caplog.text
+  assert statistics.of_summary(AGES, merged) == statistics.compute(
+      AGES, source.columns(TRAIN))
+
+
+def test_a_share_that_is_no_share_is_a_data_error_naming_it(
+    age_files, tmp_path):
+  """Nothing in it runs: a pickle's payload is not executed."""
+  pattern, _ = age_files
+  source = _ages_source(pattern)
+  model_dir = str(tmp_path / 'model')
+  shared_pass.store_share(model_dir, source, 'binary', 1, 2)
+  [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.json')
+  ran = tmp_path / 'ran'
+  for text in (pickle.dumps(_Payload(str(ran))),
+               json.dumps({'format': summaries.FORMAT, 'summary': {}}),
+               path.read_text().replace('"age"', '"other"')):
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(DataError, match=f'^{re.escape(str(path))}: not a '
+                       r'statistics share of this version \(\w+Error: .*\); '
+                       'delete it$'):
+      shared_pass.summarise(model_dir, source, 'binary', 2)
+  assert not ran.exists()
+
+
+class _Payload:
+
+  def __init__(self, path):
+    self.path = path
+
+  def __reduce__(self):
+    return open, (self.path, 'w')
 
 
 def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,

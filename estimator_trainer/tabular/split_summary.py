@@ -99,6 +99,38 @@ class SplitSummary:
       self.labels.merge(other.labels)
     return self
 
+  def to_dict(self):
+    """JSON types (summaries' to_dict): what this split's data added; the
+    rest is the spec's and the head's."""
+    return {'rows': self.rows, 'max_class': self.max_class,
+            'numbers': {name: numbers.to_dict()
+                        for name, numbers in self.numbers.items()},
+            'counts': {name: counts.to_dict()
+                       for name, counts in self.counts.items()},
+            'labels': self.labels and self.labels.to_dict()}
+
+  @classmethod
+  def from_dict(cls, feature_spec, head, data):
+    """The SplitSummary of `to_dict`'s `data` under `feature_spec` and
+    `head`; ValueError, TypeError or LookupError on other data, or on a
+    summary of other columns."""
+    summary = cls(feature_spec, head)
+    summary.rows = summaries.typed(data['rows'], int)
+    summary.max_class = summaries.typed(data['max_class'], int)
+    for mine, kind in ((summary.numbers, summaries.Numbers),
+                       (summary.counts, summaries.Counts)):
+      theirs = summaries.typed(data[kind.__name__.lower()], dict)
+      if set(theirs) != set(mine):
+        raise ValueError(f'{kind.__name__} of columns {sorted(theirs)}, '
+                         f'not {sorted(mine)}')
+      mine.update({name: kind.from_dict(value)
+                   for name, value in theirs.items()})
+    if (data['labels'] is None) != (summary.labels is None):
+      raise ValueError('labels summarised under another head')
+    if summary.labels is not None:
+      summary.labels = summaries.Numbers.from_dict(data['labels'])
+    return summary
+
   def num_classes(self):
     if not self.class_ids:
       return None

@@ -11,16 +11,19 @@ different files (tasks, Beam workers) merge into the same result.
   vocabulary), exact up to MAX_TRACKED distinct values; beyond, a
   Misra-Gries summary whose counts are at most `error` under the true ones.
 
-Every summary pickles (Beam's coders, a worker's file).
+Every summary is data: `to_dict` and `from_dict` (JSON types, a cluster
+task's stored share: shared_pass.py), never code; it also pickles (Beam's
+coders, in transit).
 """
 
+import base64
 import collections
 
 import numpy as np
 
 # The summaries' fields: a share stored by another format (shared_pass.py)
-# is not taken. 2: Counts' `error` (issue 71).
-FORMAT = 2
+# is not taken. 2: Counts' `error`; 3: to_dict's JSON (issue 71).
+FORMAT = 3
 # Present values of a column kept exactly: the result on at most this many
 # values equals the exact pass's; past it, 8 bytes a value would grow with
 # the data.
@@ -133,6 +136,40 @@ class Numbers:
     return self.sketch.get_quantile(min(rank + 0.5 / self.sketch.n, 1.0),
                                     True)
 
+  def to_dict(self):
+    """JSON types: the exact values as base64 of little-endian float64
+    (floats as text would not all round-trip), the sketch as base64 of its
+    own serialization."""
+    exact = self.values()
+    return {'quantiles': self.quantiles, 'count': self.count,
+            'mean': self.mean, 'm2': self.m2,
+            'exact': None if exact is None else _base64(
+                exact.astype('<f8').tobytes()),
+            'sketch': self.sketch and _base64(self.sketch.serialize())}
+
+  @classmethod
+  def from_dict(cls, data):
+    """`to_dict`'s Numbers; else ValueError, TypeError or LookupError."""
+    numbers = cls(typed(data['quantiles'], bool))
+    numbers.count = typed(data['count'], int)
+    numbers.mean = float(typed(data['mean'], (int, float)))
+    numbers.m2 = float(typed(data['m2'], (int, float)))
+    if data['exact'] is None:
+      numbers.exact = None
+    else:
+      numbers.exact = [np.frombuffer(_bytes(data['exact']), '<f8').astype(
+          np.float64)]
+      if numbers.exact[0].size != numbers.count:
+        raise ValueError(f'{numbers.exact[0].size} exact values, count '
+                         f'{numbers.count}')
+    if data['sketch'] is not None:
+      import datasketches  # pylint: disable=g-import-not-at-top
+      numbers.sketch = datasketches.kll_doubles_sketch.deserialize(
+          _bytes(data['sketch']))
+    return numbers
+
+  # Pickled (Beam's coders) with the sketch as its bytes: the sketch
+  # object does not pickle.
   def __getstate__(self):
     state = dict(self.__dict__)
     state['sketch'] = self.sketch and self.sketch.serialize()
@@ -143,6 +180,22 @@ class Numbers:
     if self.sketch is not None:
       import datasketches  # pylint: disable=g-import-not-at-top
       self.sketch = datasketches.kll_doubles_sketch.deserialize(self.sketch)
+
+
+def _base64(data):
+  return base64.b64encode(data).decode('ascii')
+
+
+def _bytes(text):
+  return base64.b64decode(typed(text, str), validate=True)
+
+
+def typed(value, types):
+  """`value`, if of `types` (a bool is no int here); else TypeError."""
+  if not isinstance(value, types) or (isinstance(value, bool) and
+                                      types is not bool):
+    raise TypeError(f'{value!r} is not of {types}')
+  return value
 
 
 def _above(values, value):
@@ -207,6 +260,21 @@ class Counts:
     self.counts = {value: count - cut for value, count in self.counts.items()
                    if count > cut}
     self.error += cut
+
+  def to_dict(self):
+    """JSON types: the counts as [value, count] pairs (a JSON object's
+    keys would turn integer values into strings)."""
+    return {'counts': [[value, count] for value, count in
+                       self.counts.items()], 'error': self.error}
+
+  @classmethod
+  def from_dict(cls, data):
+    """`to_dict`'s Counts; else ValueError, TypeError or LookupError."""
+    counts = cls()
+    counts.error = typed(data['error'], int)
+    for value, count in typed(data['counts'], list):
+      counts.counts[typed(value, (str, int))] = typed(count, int)
+    return counts
 
   def merge(self, other):
     # A value's count is under by at most the sum of both errors.
