@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from estimator_trainer import layout
-from estimator_trainer.errors import DataError
+from estimator_trainer.errors import DataError, TrainerError
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
 from estimator_trainer.tabular import scan
@@ -347,6 +347,35 @@ class _Payload:
 
   def __reduce__(self):
     return open, (self.path, 'w')
+
+
+def test_statistics_of_other_files_and_no_checkpoint_are_computed_again(
+    age_files, tmp_path, caplog):
+  """A run that failed before its first step left statistics; the data
+  fixed since, the next run computes them again (a task other than the
+  chief waits for those); with a checkpoint it keeps them, as its model
+  was trained on them."""
+  pattern, rewrite = age_files
+  model_dir = str(tmp_path / 'model')
+  first = statistics.load_or_compute(model_dir, AGES, _ages_source(pattern))
+  rewrite(1)
+  source = _ages_source(pattern)
+  with pytest.raises(TrainerError, match='the chief did not write'):
+    statistics.load_or_compute(model_dir, AGES, source, is_chief=False,
+                               timeout_secs=0.5)
+  with caplog.at_level('WARNING'):
+    fresh = statistics.load_or_compute(model_dir, AGES, source)
+  assert 'of other training files than these, and no checkpoint' in (
+      caplog.text)
+  assert fresh == statistics.compute(AGES, source.columns(TRAIN)) != first
+  assert statistics.read(layout.statistics_file(model_dir)) == fresh
+  (tmp_path / 'model' / layout.CHECKPOINT_STATE_FILE).write_text('')
+  rewrite(0)
+  caplog.clear()
+  with caplog.at_level('WARNING'):
+    assert statistics.load_or_compute(model_dir, AGES,
+                                      _ages_source(pattern)) == fresh
+  assert 'differ from these stored statistics' in caplog.text
 
 
 def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,

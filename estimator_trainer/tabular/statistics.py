@@ -162,13 +162,12 @@ def _write(model_dir, feature_spec, statistics, files):
   outputs.write_atomic(layout.statistics_file(model_dir), statistics.to_json())
 
 
-def _check_data(model_dir, feature_spec, source, head, stored, path):
-  """A resumed chief: on the files the statistics were computed from,
-  nothing to do (no second pass over data of any size); on other ones, the
-  pass warns, in one line, when the statistics differ (the run keeps the
-  stored ones: the checkpoints' model was trained on them), and else
-  records the files."""
-  files = training_files.of(source)
+def _check_data(model_dir, feature_spec, source, head, stored, path, files):
+  """A resumed chief: on the training `files` the statistics were computed
+  from, nothing to do (no second pass over data of any size); on other
+  ones, the pass warns, in one line, when the statistics differ (the run
+  keeps the stored ones: the checkpoints' model was trained on them), and
+  else records the files."""
   if training_files.stored(model_dir) == files:
     return
   changed = differences(stored, _computed(feature_spec, source, head,
@@ -182,9 +181,39 @@ def _check_data(model_dir, feature_spec, source, head, stored, path):
     training_files.write(model_dir, files)
 
 
-def _wait_for(path, timeout_secs):
+def _stale(model_dir, files):
+  """Whether model_dir's statistics are of other training files than
+  `files` (training_files.of; None: not known) and it has no checkpoint:
+  no model was trained on them (its run failed before its first step, say,
+  and the data were fixed since), so they are computed again. Statistics
+  stored before their record are not."""
+  stored = training_files.stored(model_dir)
+  return bool(files and stored and stored != files and
+              not layout.has_checkpoint(model_dir))
+
+
+def usable(model_dir, files):
+  """Whether model_dir holds statistics to use with the training `files`
+  (training_files.of): some, not _stale. The record is read first: the
+  chief removes stale ones before it writes another record, so that no
+  task takes stale ones for new."""
+  return not _stale(model_dir, files) and tf.io.gfile.exists(
+      layout.statistics_file(model_dir))
+
+
+def remove_stale(model_dir, files):
+  """Removes _stale statistics, saying so in a line."""
+  path = layout.statistics_file(model_dir)
+  if _stale(model_dir, files) and tf.io.gfile.exists(path):
+    _logger.warning('%s: of other training files than these, and no '
+                    'checkpoint yet: removed, computed again', path)
+    tf.io.gfile.remove(path)
+
+
+def _wait_for(model_dir, files, timeout_secs):
+  path = layout.statistics_file(model_dir)
   deadline = time.monotonic() + timeout_secs
-  while not tf.io.gfile.exists(path):
+  while not usable(model_dir, files):
     remaining = deadline - time.monotonic()
     if remaining <= 0:
       raise TrainerError(
@@ -214,27 +243,30 @@ def load_or_compute(model_dir, feature_spec, source, is_chief=True,
   (shared_pass.py).
 
   The chief of a resumed run checks the stored ones against the data
-  (_check_data).
+  (_check_data); stored ones of other data and no checkpoint are computed
+  again (_stale).
   """
   path = layout.statistics_file(model_dir)
-  stored_before = tf.io.gfile.exists(path)
+  files = source and training_files.of(source)
+  stored_before = usable(model_dir, files)
   if not stored_before:
     if is_chief:
+      remove_stale(model_dir, files)
       statistics = _computed(feature_spec, source, head, model_dir, share)
       if write:
-        store(model_dir, feature_spec, statistics, training_files.of(source))
+        store(model_dir, feature_spec, statistics, files)
       return statistics
     shared = share and share[1] > 1
     head = split_summary.head_of(feature_spec, head)
     if shared:
       shared_pass.store_share(model_dir, source, head, *share)
     _logger.info('Waiting for the chief to write %s', path)
-    _wait_for(path, timeout_secs)
+    _wait_for(model_dir, files, timeout_secs)
     if shared:  # Merged by now, or not needed.
       shared_pass.remove_share(model_dir, source, head, *share)
   stored = read(path)
   _check_covers(stored, feature_spec, path)
   if stored_before and is_chief:
-    _check_data(model_dir, feature_spec, source, head, stored, path)
+    _check_data(model_dir, feature_spec, source, head, stored, path, files)
   _logger.info('Tabular statistics read from %s', path)
   return stored
