@@ -1,8 +1,11 @@
 """The tabular statistics as an Apache Beam pipeline, for training splits
 beyond one machine: each training file is summarised on a worker (the same
 streaming pass as in-process, tabular/scan.py) and the summaries merge in a
-CombineFn; the result goes to model_dir/preprocessing/ as the trainer
-writes it, so that `run --model_dir=...` reads it instead of computing.
+CombineFn (the transforms: beam_transforms.py); the result goes to
+model_dir/preprocessing/ as the trainer writes it, so that `run
+--model_dir=...` reads it instead of computing. Statistics the model_dir
+holds already are kept, as the trainer keeps them (statistics.usable),
+and the run says so in a line; stale ones are replaced.
 
     python -m estimator_trainer.tabular.beam_statistics \\
         --train_files='gs://bucket/train-*.csv' --feature_spec=spec.json \\
@@ -22,69 +25,15 @@ import sys
 import apache_beam as beam
 
 from estimator_trainer import errors
+from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.errors import UsageError
-from estimator_trainer.tabular import scan
+from estimator_trainer.tabular import beam_transforms
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.source import TabularSource
-
-
-class _SummariseFile(beam.DoFn):
-  """A training file's SplitSummary."""
-
-  def __init__(self, source_args, head):
-    super().__init__()
-    self._source_args, self._head = source_args, head
-
-  def setup(self):
-    patterns, feature_spec, kwargs = self._source_args
-    self._source = TabularSource(patterns, feature_spec, **kwargs)
-
-  def process(self, path):
-    yield scan.summarise(self._source, sources.TRAIN, self._head, [path],
-                         progress=False)
-
-
-class MergeSummaries(beam.CombineFn):
-  """SplitSummaries merged into one."""
-
-  def __init__(self, feature_spec, head):
-    super().__init__()
-    self._feature_spec, self._head = feature_spec, head
-
-  def create_accumulator(self):
-    return split_summary.SplitSummary(self._feature_spec, self._head)
-
-  def add_input(self, mutable_accumulator, element):
-    return mutable_accumulator.merge(element)
-
-  def merge_accumulators(self, accumulators):
-    accumulators = iter(accumulators)
-    merged = next(accumulators)
-    for accumulator in accumulators:
-      merged.merge(accumulator)
-    return merged
-
-  def extract_output(self, accumulator):
-    return accumulator
-
-
-def compute(pipeline, source_args, head=None):
-  """A PCollection of the one Statistics of the training split of the
-  TabularSource made of `source_args` (patterns, feature_spec, keyword
-  arguments)."""
-  patterns, feature_spec, kwargs = source_args
-  files = TabularSource(patterns, feature_spec, **kwargs).files(sources.TRAIN)
-  return (pipeline
-          | 'Files' >> beam.Create(files)
-          | 'Reshuffle' >> beam.Reshuffle()
-          | 'Summarise' >> beam.ParDo(_SummariseFile(source_args, head))
-          | 'Merge' >> beam.CombineGlobally(MergeSummaries(feature_spec, head))
-          | 'Statistics' >> beam.Map(
-              lambda summary: statistics.of_summary(feature_spec, summary)))
 
 
 def _parse(argv):
@@ -118,12 +67,20 @@ def run(argv=None, pipeline_options=None):
       'skip_unlabeled': args.skip_rows_without_label})
   head = split_summary.head_of(source.feature_spec, args.head)
   files = training_files.of(source)
+  path = layout.statistics_file(args.model_dir)
+  if statistics.usable(args.model_dir, files):
+    why = ('its checkpoints were trained on them' if layout.has_checkpoint(
+        args.model_dir) else 'they are of these training files')
+    print(f'{path}: kept, {why}; nothing computed (to compute them again, '
+          'delete it or give another --model_dir)')
+    return
+  statistics.remove_stale(args.model_dir, files)
   options = pipeline_options or beam.options.pipeline_options.PipelineOptions(
       [arg for arg in beam_args if arg != '--'])
   with beam.Pipeline(options=options) as pipeline:
-    _ = (compute(pipeline, source_args, head)
-         | 'Write' >> beam.Map(lambda stats: statistics.store(
-             args.model_dir, source.feature_spec, stats, files)))
+    beam_transforms.store(pipeline, args.model_dir, source_args, files, head)
+  stored = statistics.read(path)
+  print(f'{path}: the statistics of {stored.num_examples} training examples')
 
 
 def main():

@@ -17,8 +17,13 @@ def read(source, split, files=None):
   or str objects), the label under spec.label (multilabel: float32 [n, k]
   under the tuple), the weight under spec.weight; every value checked
   first (DataError naming file, line or record, column, value)."""
-  source.file_sizes(split)  # Checks the files have the columns.
-  spec, files = source.feature_spec, files or source.files(split)
+  spec = source.feature_spec
+  if files:  # These alone (a Beam worker's file: not the split's others).
+    for path in files:
+      source.check_file(path)
+  else:
+    source.file_sizes(split)  # Checks the files have the columns.
+    files = source.files(split)
   mask = np.concatenate([source.mask(path, split) for path in files]
                         ) if source.filtered else None
   if source.is_csv:

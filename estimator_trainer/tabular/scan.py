@@ -40,11 +40,18 @@ class _Recheck(Exception):
 def summarise(source, split, head=None, files=None, progress=None):
   """The SplitSummary of `split` of TabularSource `source` (of `files`
   only, a subset of the split's: a task's share). `progress`: show a bar
-  (None: on PROGRESS_ROWS rows or more)."""
+  (None: on PROGRESS_ROWS rows or more); without one (False) `files` alone
+  are read, and only to summarise them (a Beam worker's file: not the
+  split's others, nor a count of rows first)."""
   from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  sizes = dict(zip(source.files(split), source.file_sizes(split)))
   files = source.files(split) if files is None else files
-  total = sum(sizes[path] for path in files)
+  total = None
+  if progress is False:
+    for path in files:
+      source.check_file(path)
+  else:
+    sizes = dict(zip(source.files(split), source.file_sizes(split)))
+    total = sum(sizes[path] for path in files)
   summary = split_summary.SplitSummary(source.feature_spec, head)
   show = total >= PROGRESS_ROWS if progress is None else progress
   with tqdm(total=total, unit=' rows', unit_scale=True, mininterval=1,

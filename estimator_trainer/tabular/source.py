@@ -166,29 +166,40 @@ class TabularSource:
 
   @functools.cached_property
   def header(self):
-    return table_files.csv_file(self._first_file)[0]
+    return table_files.csv_header(self._first_file)
 
   @memoized
   def file_sizes(self, split):
-    """Records per file of `split`, in files' order. Checks every file has
-    the columns the spec names: a CSV file in its header (at the places of
-    the first file's), a TFRecord file in its first records."""
+    """Records per file of `split`, in files' order; check_file of each."""
     files = self.files(split)
     plain = [f for f in files if not f.endswith('.gz')]
     if plain and len(plain) < len(files):
       raise DataError(f'{next(f for f in files if f not in plain)} is '
                       f'gzipped but {plain[0]} is not: the files of a split '
                       'must be all gzipped (.gz) or none')
+    for path in files:
+      self.check_file(path)
     if self.is_csv:
-      sizes = tuple(self._check_csv(path) for path in files)
+      sizes = tuple(table_files.csv_file(path)[1] for path in files)
     else:  # Eager even when an input_fn asks inside Estimator's graph.
-      sizes = sources.eagerly(self._check_tfrecords, files)
+      sizes = tuple(sources.eagerly(table_files.tfrecord_count, path)
+                    for path in files)
     if self.filtered:
       return tuple(int(self.mask(path, split).sum()) for path in files)
     return sizes
 
-  def _check_csv(self, path):
-    header, count = table_files.csv_file(path)
+  @memoized
+  def check_file(self, path):
+    """DataError unless the file at `path` has the columns the spec names:
+    a CSV file in its header (at the places of the first file's), a
+    TFRecord file in its first records. Reads no more of it: a Beam worker
+    checks its own file so."""
+    if not self.is_csv:
+      keys = sources.eagerly(table_files.tfrecord_keys, path)
+      for name in self.feature_spec.names:
+        table_files.check_has(path, name, keys, table_files.SCANNED_RECORDS)
+      return
+    header = table_files.csv_header(path)
     for name in self.feature_spec.names:
       table_files.check_has(path, name, header)
       if header.index(name) != self.header.index(name):
@@ -197,16 +208,6 @@ class TabularSource:
             f' but column {self.header.index(name) + 1} of '
             f'{self._first_file}; every CSV file needs the '
             "feature spec's columns at the same places")
-    return count
-
-  def _check_tfrecords(self, files):
-    sizes = []
-    for path in files:
-      keys, count = table_files.tfrecord_file(path)
-      for name in self.feature_spec.names:
-        table_files.check_has(path, name, keys, table_files.SCANNED_RECORDS)
-      sizes.append(count)
-    return tuple(sizes)
 
   def num_examples(self, split):
     return sum(self.file_sizes(split))

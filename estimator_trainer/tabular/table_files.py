@@ -52,6 +52,11 @@ def lines_of(data):
           for line in text.split('\n')]
 
 
+def csv_header(path):
+  """A CSV file's header, of its first line alone."""
+  return header(path, csv_lines(path, 1))
+
+
 def header(path, lines):
   if not lines or not lines[0].strip():
     raise DataError(f'{path}: no header row (a CSV file starts with the '
@@ -128,19 +133,26 @@ def _framed_records(path):
   return count if position == size else None
 
 
-def tfrecord_file(path):
-  """(sorted feature names of its first records, number of records).
-  Eager."""
+def tfrecord_keys(path):
+  """The sorted feature names of a TFRecord file's first records. Eager."""
   try:
     keys = set()
     for number, record in enumerate(
         records(path).take(SCANNED_RECORDS).as_numpy_iterator(), 1):
       keys.update(example_of(record, path, number).features.feature)
-    count = _framed_records(path)
-    if count is None:
-      # Counted by batch: by record took 30 times longer (9 s for 200,000).
-      count = int(records(path).batch(_BATCH).reduce(
-          np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
   except tf.errors.OpError as e:
     raise DataError(f'{path}: {first_line(e.message)}') from None
-  return sorted(keys), count
+  return sorted(keys)
+
+
+def tfrecord_count(path):
+  """The number of records of a TFRecord file. Eager."""
+  count = _framed_records(path)
+  if count is not None:
+    return count
+  try:
+    # Counted by batch: by record took 30 times longer (9 s for 200,000).
+    return int(records(path).batch(_BATCH).reduce(
+        np.int64(0), lambda n, batch: n + tf.size(batch, tf.int64)))
+  except tf.errors.OpError as e:
+    raise DataError(f'{path}: {first_line(e.message)}') from None
