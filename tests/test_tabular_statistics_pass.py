@@ -480,3 +480,37 @@ def test_beam_merges_the_files_summaries_in_their_order():
   merged = merge.extract_output(merge.merge_accumulators([late, early]))
   assert merged.numbers['x'].result() == in_process.numbers['x'].result()
   assert merged.numbers['x'].result()[0] == 1 / 3
+
+
+def test_a_workers_data_error_is_the_commands_line(age_files, tmp_path,
+                                                   monkeypatch):
+  """A runner of worker processes relays a worker's DataError as a
+  RuntimeError holding its traceback (the command said "error:
+  RuntimeError: Traceback (most recent call last):"): it is the worker's
+  error again, the command's one line."""
+  pytest.importorskip('apache_beam')
+  from estimator_trainer.tabular import beam_statistics  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular import beam_transforms  # pylint: disable=g-import-not-at-top
+  line = "b.csv line 3, column 'age': 'abc' is not a number"
+  relayed = RuntimeError(  # As DirectRunner's multi-processing mode's.
+      'Traceback (most recent call last):\n  File "apache_beam/runners/'
+      'common.py", line 1495, in process\n'
+      f"estimator_trainer.errors.DataError: {line} [while running "
+      "'Summarise']\n")
+
+  def fail(*args):
+    raise relayed
+
+  monkeypatch.setattr(beam_transforms, 'store', fail)
+  pattern, _ = age_files
+  spec_file = tmp_path / 'spec.json'
+  spec_file.write_text(spec_lib.to_json(AGES))
+  argv = [f'--train_files={pattern}', f'--feature_spec={spec_file}',
+          f'--eval_files={os.path.dirname(pattern)}/test.csv',
+          f'--model_dir={tmp_path / "model"}']
+  with pytest.raises(DataError) as raised:
+    beam_statistics.run(argv)
+  assert str(raised.value) == f"{line} [while running 'Summarise']"
+  relayed = RuntimeError('Traceback (most recent call last):\nOSError: x')
+  with pytest.raises(RuntimeError):
+    beam_statistics.run(argv)
