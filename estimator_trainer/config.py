@@ -106,6 +106,10 @@ class TrainConfig:
       False, 'Leave out the records whose label is missing (an empty cell, '
       'an absent feature), from training, evaluation and the statistics, '
       'and log how many; without it such a record is an error naming it.')
+  unreadable_as_missing: bool = _option(
+      False, 'Read a CSV cell of a number column that is no number (a word: '
+      '"unknown") as a missing value, and log how many per file; without '
+      'it such a cell is an error naming it.')
   feature_spec: Optional[str] = _option(
       None, 'The JSON (or YAML) file of the columns\' '
       'kinds, crosses, label and weight column (`python -m '
@@ -289,12 +293,6 @@ class TrainConfig:
   describe = config_resolved.describe
 
 
-def __getattr__(name):
-  """Names that moved out of this module, kept for one release."""
-  if name == 'ModelParams':
-    deprecation.warn('estimator_trainer.config.ModelParams',
-                     'estimator_trainer.estimator.params.ModelParams',
-                     removed_in='0.3.0')
-    return deprecation.moved_to(
-        'estimator_trainer.estimator.params.ModelParams')
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+# Names that moved out of this module, kept for one release.
+__getattr__ = deprecation.moved_names(__name__, {'ModelParams': (
+    'estimator_trainer.estimator.params.ModelParams', '0.3.0')})

@@ -168,9 +168,10 @@ def check(config):
     raise UsageError(
         f'--eval_fraction={config.eval_fraction}: a fraction below 1 of '
         'structured training files, for runs without --eval_files')
-  if config.skip_rows_without_label and not config.structured:
-    raise UsageError('--skip_rows_without_label is for structured data '
-                     '(--feature_spec, or CSV files)')
+  for name in ('skip_rows_without_label', 'unreadable_as_missing'):
+    if getattr(config, name) and not config.structured:
+      raise UsageError(f'--{name} is for structured data (--feature_spec, '
+                       'or CSV files)')
   if (config.structured and not config.eval_files and
       config.eval_fraction is None):
     object.__setattr__(config, 'eval_fraction', DEFAULT_EVAL_FRACTION)

@@ -18,3 +18,16 @@ def moved_to(path):
   importing that engine (which imports the low module: a circle)."""
   module, _, name = path.rpartition('.')
   return getattr(importlib.import_module(module), name)
+
+
+def moved_names(module, moved):
+  """A module's __getattr__ for the names that moved out of module
+  `module`: `moved` maps each to (the 'package.module.name' it moved to,
+  the release that removes the alias); each use warns."""
+  def getattr_(name):
+    if name in moved:
+      new, removed_in = moved[name]
+      warn(f'{module}.{name}', new, removed_in)
+      return moved_to(new)
+    raise AttributeError(f'module {module!r} has no attribute {name!r}')
+  return getattr_

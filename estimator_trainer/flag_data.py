@@ -5,9 +5,10 @@ run's record leaves out the settings of images it never read."""
 IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
           'data_source', 'data_dir', 'idx_dir', 'image_key', 'image_shape',
           'num_classes')
-STRUCTURED = ('eval_fraction', 'skip_rows_without_label', 'feature_spec',
-              'head', 'huber_delta', 'linear_optimizer',
-              'linear_learning_rate', 'linear_optimizer_kwargs')
+STRUCTURED = ('eval_fraction', 'skip_rows_without_label',
+              'unreadable_as_missing', 'feature_spec', 'head', 'huber_delta',
+              'linear_optimizer', 'linear_learning_rate',
+              'linear_optimizer_kwargs')
 # Listed too, so that a new field must be placed (tests/test_config.py).
 BOTH = ('model_dir', 'mode', 'engine', 'model', 'model_kwargs',
         'sync_batch_norm', 'bn_recompute_batches', 'train_files',

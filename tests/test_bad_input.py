@@ -134,17 +134,18 @@ TABULAR_SPEC = {'columns': {'x': {'kind': 'float_normalized'},
                 'head': 'binary'}
 
 
-def _tabular(train=(), test=(), spec=None):
+def _tabular(train=(), test=(), spec=None, header_only=()):
   """A setup writing {data}/tab: train.csv and eval.csv (3 good rows, then
-  `train` and `test` rows: (x, color, answer)) and spec.json (`spec`, else
+  `train` and `test` rows: (x, color, answer); those named in
+  `header_only` the header alone) and spec.json (`spec`, else
   TABULAR_SPEC)."""
   def setup(tmp):
     directory = tmp / 'data' / 'tab'
     directory.mkdir()
     good = [('1.5', 'red', 'yes'), ('2.5', 'blue', 'no'), ('0.5', 'red', 'no')]
     for name, rows in (('train', train), ('eval', test)):
-      lines = [','.join(row) for row in [('x', 'color', 'answer'), *good,
-                                         *rows]]
+      rows = [] if name in header_only else [*good, *rows]
+      lines = [','.join(row) for row in [('x', 'color', 'answer'), *rows]]
       (directory / f'{name}.csv').write_text('\n'.join(lines) + '\n')
     (directory / 'spec.json').write_text(json.dumps(spec or TABULAR_SPEC))
   return setup
@@ -156,6 +157,8 @@ def _tabular(train=(), test=(), spec=None):
 # a decode, a lookup, a checkpoint, a Keras model's outputs or layers).
 PACKAGE_CHECKS = {
     'linear-optimizer-without-a-wide-part', 'builder-module-not-found',
+    'tabular-word-without-spec',
+    'tabular-python-only-number', 'tabular-carriage-return-in-a-line',
     'builder-raises', 'builder-unknown-name', 'builder-not-callable',
     'builder-no-such-function', 'idx-wrong-magic', 'idx-truncated-gz',
     'idx-image-and-label-counts-differ', 'idx-label-out-of-range',
@@ -191,6 +194,8 @@ IN_PROCESS = {
     'ctl-train-on-estimator-model-dir',
     'keras-train_and_evaluate-on-estimator-model-dir',
     'tabular-eval-label-not-in-vocabulary', 'tabular-column-the-data-lacks',
+    'tabular-word-without-spec',
+    'tabular-python-only-number', 'tabular-carriage-return-in-a-line',
     'tabular-bad-feature-spec', 'huber-delta-with-binary-head',
     'label-smoothing-with-binary-head',
     'linear-optimizer-without-a-wide-part',
@@ -390,6 +395,22 @@ CASES = [
           "{data}/tab/eval.csv line 5, column 'answer': label 'maybe' is not "
           'in the label vocabulary (no, yes)',
           setup=_tabular(test=[('1.0', 'red', 'maybe')])),
+    # Issue 71: a value read one way by the statistics and another by
+    # training is one line before anything runs.
+    _case('tabular-python-only-number',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
+          "{data}/tab/train.csv line 5, column 'x': '1_000' is not a number",
+          setup=_tabular(train=[('1_000', 'red', 'no')])),
+    _case('tabular-word-without-spec', [*TABULAR, '--label_key=answer'], 1,
+          "{data}/tab/train.csv line 25, column 'x': 'abc' is not a number "
+          '(--unreadable_as_missing reads such cells as missing)',
+          setup=_tabular(train=[(f'{i}.5', 'red', 'yes') for i in range(20)]
+                         + [('abc', 'red', 'no')])),
+    _case('tabular-carriage-return-in-a-line',
+          [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
+          '{data}/tab/train.csv line 5: a carriage return (\\r) inside the '
+          'line; a record is one line, ended by \\n or \\r\\n',
+          setup=_tabular(train=[('1.0', 're\rd', 'no')])),
     _case('tabular-column-the-data-lacks',
           [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
           "{data}/tab/eval.csv: no column 'size' (the feature spec names "

@@ -132,6 +132,8 @@ def test_epochs_round_up_to_whole_steps():
     (dict(eval_files='a.csv'), '^--eval_files needs --train_files$'),
     (dict(skip_rows_without_label=True),
      r'^--skip_rows_without_label is for structured data'),
+    (dict(unreadable_as_missing=True),
+     r'^--unreadable_as_missing is for structured data'),
     *((dict(train_files=train, eval_fraction=fraction, **more),
        f'^--eval_fraction={fraction}: a fraction below 1 of structured '
        'training files, for runs without --eval_files$')

@@ -640,11 +640,13 @@ _COLUMNS = ('age, hours, children, education, occupation, user_id, income, '
 
 
 @pytest.mark.parametrize('file_format, change, where, message', [
-    ('csv', ('age', 'abc'), 'line 17', "column 'age': 'abc' is not a number"),
+    ('csv', ('age', 'abc'), 'line 17', "column 'age': 'abc' is not a number "
+     '(--unreadable_as_missing reads such cells as missing)'),
     ('csv', ('age', 'inf'), 'line 17',
      "column 'age': 'inf' is not a finite number"),
     ('csv', ('children', '1.5'), 'line 17',
-     "column 'children': '1.5' is not an integer"),
+     "column 'children': '1.5' is not an integer (--unreadable_as_missing "
+     'reads such cells as missing)'),
     ('csv', ('income', 'maybe'), 'line 17', "column 'income': label 'maybe' "
      'is not in the label vocabulary (<=50K, >50K)'),
     ('csv', ('income', ''), 'line 17',
@@ -878,3 +880,28 @@ def test_infer_prints_no_error_level_line_of_tensorflow(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert not re.findall(r'^E\d{4} .*|.*cuInit.*', result.stderr, re.M), (
       result.stderr[-3000:])
+
+
+# A mostly-numeric column (issue 71, item 1).
+
+
+def _rows_csv(path, header, rows):
+  path.write_text('\n'.join(','.join(map(str, row))
+                            for row in [header, *rows]) + '\n')
+  return str(path)
+
+
+def test_infer_keeps_a_mostly_numeric_column_a_number(tmp_path):
+  """One word among numbers (at most 5 % of the present cells): a number
+  column whose words the run reports; more words: a string column."""
+  rows = [(f'{i}.5', i, 'a' if i % 2 else 'b') for i in range(40)]
+  rows[3] = ('unknown', 'N/A', 'a')
+  for i in (5, 6, 7):  # 3 of 40 in `codes`: 7.5 %.
+    rows[i] = (rows[i][0], 'K', rows[i][2])
+  path = _rows_csv(tmp_path / 'word.csv', ('income', 'codes', 'y'), rows)
+  spec, lines = infer_lib.infer(path, 'y')
+  assert [(c.name, c.kind) for c in spec.columns] == [
+      ('income', 'float_normalized'), ('codes', 'string_categorical')], lines
+  assert lines[1].startswith("income: float_normalized (numbers; 1 of 40 "
+                             f"cells not numbers (first 'unknown', {path} "
+                             'line 5): the run fails on them')

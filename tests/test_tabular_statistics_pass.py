@@ -167,12 +167,12 @@ def test_a_bad_value_fails_naming_it_and_a_test_split_is_checked(
   spec = FeatureSpec((Column('x', 'float_normalized'),), 'y', head='binary')
   rows = ''.join(f'{i},{i % 2}\n' for i in range(200_000))
   train.write_text('x,y\n' + rows)
-  test.write_text('x,y\n1,0\nnan,1\n')
+  test.write_text('x,y\n1,0\ninf,1\n')  # ('nan' is a missing value.)
   source = TabularSource({TRAIN: str(train), TEST: str(test)}, spec)
   assert statistics.of_summary(
       spec, scan.summarise(source, TRAIN)).columns['x'].mean == 99_999.5
   assert 'rows/s' in capsys.readouterr().err  # The progress bar's.
-  with pytest.raises(Exception, match=r"test.csv line 3, column 'x': 'nan' "
+  with pytest.raises(Exception, match=r"test.csv line 3, column 'x': 'inf' "
                      'is not a finite number'):
     scan.summarise(source, TEST)
 

@@ -9,6 +9,7 @@ TensorFlow's decode_csv, whose quoting rules the training input follows.
 
 import numpy as np
 
+from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.parsing import feature_default
@@ -32,7 +33,9 @@ def batches(source, path):
   types.update({name: spec.label_dtype for name in spec.label_columns})
   if spec.weight:
     types[spec.weight] = 'float32'
-  arrow_types = {'float32': pa.float32(), 'int64': pa.int64(),
+  # Integers as text, read in _integers: Arrow's int64 reading takes hex
+  # (0x1A), which TensorFlow's does not.
+  arrow_types = {'float32': pa.float32(), 'int64': pa.string(),
                  'string': pa.string()}
   try:
     reader = pa_csv.open_csv(
@@ -44,13 +47,36 @@ def batches(source, path):
         convert_options=pa_csv.ConvertOptions(
             column_types={name: arrow_types[dtype]
                           for name, dtype in types.items()},
-            include_columns=list(types), null_values=[''],
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False))
+            include_columns=list(types),
+            null_values=list(cell_syntax.MISSING_VALUES),
+            # Missing in number columns only: in a string column 'NA' is a
+            # value, an empty cell its missing one (filled in _batch).
+            strings_can_be_null=False))
     for batch in reader:
-      yield _batch(spec, batch)
+      yield _batch(spec, _integers(batch, types))
   except (pa.ArrowException, ValueError) as e:
     raise Rejected(str(e)) from None
+
+
+def _integers(batch, types):
+  """The text `batch` with its int64 columns (`types`: name -> dtype) read
+  as TensorFlow reads them, null where missing (cell_syntax.py). Raises
+  Rejected on a cell Arrow reads and TensorFlow does not."""
+  import pyarrow as pa  # pylint: disable=g-import-not-at-top
+  import pyarrow.compute as pc  # pylint: disable=g-import-not-at-top
+  columns = []
+  for name in batch.schema.names:
+    values = batch.column(name)
+    if types[name] == 'int64':
+      if pc.any(pc.match_substring(values, 'x')).as_py() or pc.any(
+          pc.match_substring(values, 'X')).as_py():
+        raise Rejected('a hex integer')
+      missing = pc.is_in(values, value_set=pa.array(
+          cell_syntax.MISSING_VALUES))
+      values = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()),
+                                  values), pa.int64())
+    columns.append(values)
+  return pa.RecordBatch.from_arrays(columns, batch.schema.names)
 
 
 def _batch(spec, batch):
@@ -64,7 +90,10 @@ def _batch(spec, batch):
     if column.dtype == 'string' and pc.any(pc.match_substring(
         values, '"')).as_py():
       raise Rejected('a quote')
-    filled = values.fill_null(feature_default(column))
+    default = feature_default(column)
+    filled = values.fill_null(default)
+    if column.dtype == 'string' and default:
+      filled = pc.if_else(pc.equal(values, ''), default, values)
     if column.kind in spec_lib.FLOAT_KINDS:
       columns[column.name] = filled.to_numpy(zero_copy_only=False)
       if column.dtype == 'float32':  # A missing value's default may be NaN.
@@ -78,6 +107,7 @@ def _batch(spec, batch):
     values = batch.column(name)
     bad |= values.null_count > 0
     if pa_types.is_string(values.type):
+      bad |= bool(pc.any(pc.equal(values, '')).as_py())  # Missing.
       checks[name] = np.array(pc.unique(values).to_pylist(), object)
       continue
     values = values.to_numpy(zero_copy_only=False)

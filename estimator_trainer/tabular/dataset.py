@@ -208,7 +208,8 @@ def load(config, training=False) -> TabularData:
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind,
                          eval_fraction=config.eval_fraction,
-                         skip_unlabeled=config.skip_rows_without_label)
+                         skip_unlabeled=config.skip_rows_without_label,
+                         unreadable_as_missing=config.unreadable_as_missing)
   if config.skip_rows_without_label:
     for split, files in ((TRAIN, config.train_files),
                          (TEST, config.eval_files)):

@@ -7,7 +7,9 @@ It reads the data as a person would (the rule was chosen on twelve real
 tables: docs/guide/tabular.md#how-infer-reads-the-data):
 - numbers are numbers (float_normalized), integers too, unless they are
   plainly codes: at most --max_codes distinct integers (a store id, a
-  class 1..3, a year of a few) become integer_categorical;
+  class 1..3, a year of a few) become integer_categorical; a CSV column
+  is numbers when 95 % of its present cells are (NA, null, ... are
+  missing: cell_syntax.py), its other cells errors of the run;
 - strings, and numbers written with a leading zero (zip codes: 02134 is
   not 2134), are categorical up to --max_categorical distinct values, else
   hashed (num_bins: a power of 2, about twice the distinct values);
@@ -19,8 +21,6 @@ binary); other numbers regression; several label columns (--label=a,b)
 multilabel. Exit codes: 0, 1 data error, 2 usage error.
 """
 
-import math
-import re
 import warnings
 
 import numpy as np
@@ -42,7 +42,8 @@ from absl import flags
 from estimator_trainer import errors
 from estimator_trainer import outputs
 from estimator_trainer import sources
-from estimator_trainer.errors import DataError, UsageError
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import infer_rules
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
 from estimator_trainer.tabular import table_files
@@ -56,8 +57,6 @@ MAX_ROWS = 200_000
 # (ages, prices, incomes, weights: 17 to 286 distinct) are numbers, while
 # store ids, cylinders, a year of 3 to 7 values are codes.
 MAX_CODES = 10
-_LIST_DTYPES = {'float_list': 'float32', 'int64_list': 'int64',
-                'bytes_list': 'string'}
 
 
 def infer(source_or_files, label, weight=None, head=None,
@@ -87,8 +86,11 @@ def infer(source_or_files, label, weight=None, head=None,
   if max_rows is not None and len(cells.numbers) >= max_rows:
     lines[0] = (f'the first {len(cells.numbers)} records of {len(files)} '
                 'files (--max_rows; the files have more)')
+  label_dtypes = {name: infer_rules.label_dtype(name, cells)
+                  for name in labels}
   if skip_unlabeled:
-    labeled = np.array([all(cells.values[name][row] is not None
+    labeled = np.array([all(not cells.absent(cells.values[name][row],
+                                             label_dtypes[name])
                             for name in labels)
                         for row in range(len(cells.numbers))], bool)
     cells.select(labeled)
@@ -98,12 +100,13 @@ def infer(source_or_files, label, weight=None, head=None,
   for name, values in cells.values.items():
     if name in labels or name == weight:
       continue
-    column, why = _column(name, values, cells, max_categorical, max_codes)
+    column, why = infer_rules.column(name, values, cells, max_categorical,
+                                     max_codes)
     lines.append(f'{name}: {why}')
     if column:
       columns.append(column)
-  head, vocabulary, why = _head(labels, cells, head, max_categorical,
-                                max_codes)
+  head, vocabulary, why = infer_rules.head(labels, cells, head,
+                                           max_categorical, max_codes)
   lines.append(f'label {", ".join(labels)}: {why}')
   if weight:
     cells.weight(weight)
@@ -113,117 +116,6 @@ def infer(source_or_files, label, weight=None, head=None,
       label_vocabulary=vocabulary, weight=weight, head=head)
   spec_lib.check(spec, 'the inferred spec')
   return spec, lines
-
-
-# A number written with a leading zero (02134, -007) is a code, not a
-# number: as a number it would meet 2134.
-_LEADING_ZERO = re.compile(r'[+-]?0[0-9]')
-
-
-def _dtype(name, values, cells):
-  """float32, int64 or string: the list kind (TFRecords), or what every
-  present CSV cell parses as (string where one has a leading zero)."""
-  if name in cells.kinds:
-    return _LIST_DTYPES[cells.kinds[name]]
-  present = [v for v in values if v is not None]
-  if any(_LEADING_ZERO.match(v) for v in present):
-    return 'string'
-  for dtype, convert in (('int64', int), ('float32', float)):
-    try:
-      for value in present:
-        convert(value)
-      return dtype
-    except ValueError:
-      pass
-  return 'string'
-
-
-def _column(name, values, cells, max_categorical, max_codes):
-  """(Column or None, why)."""
-  missing = sum(v is None for v in values)
-  if missing == len(values):
-    return None, f'left out: no values ({cells.missing} everywhere)'
-  note = f'; {missing} of {len(values)} missing' if missing else ''
-  dtype = _dtype(name, values, cells)
-  present = [v for v in values if v is not None]
-  distinct = len(set(map(float, present)) if dtype != 'string' else
-                 set(present))
-  if distinct == 1:
-    return None, f'left out: one value ({present[0]!r}) in every record'
-  if dtype == 'int64' and distinct <= max_codes:
-    return (spec_lib.Column(name, 'integer_categorical'),
-            f'integer_categorical ({distinct} distinct integers <= '
-            f'{max_codes}: codes{note})')
-  if dtype != 'string':
-    if dtype == 'float32':
-      cells.typed(name, dtype, 0.0)  # Finite numbers, or a DataError.
-    imputed = '; imputed with their mean' if missing else ''
-    what = 'numbers' if dtype == 'float32' else (
-        f'{distinct} distinct integers > {max_codes}: numbers')
-    # TFRecords' integers are parsed as int64_list (CSV's as numbers).
-    as_int64 = dtype == 'int64' and name in cells.kinds
-    return (spec_lib.Column(name, 'float_normalized',
-                            dtype='int64' if as_int64 else None),
-            f'float_normalized ({what}{note}{imputed})')
-  codes = any(_LEADING_ZERO.match(v) for v in present)
-  what = 'strings' + (' (numbers with leading zeros: codes)' if codes else '')
-  if distinct <= max_categorical:
-    return (spec_lib.Column(name, 'string_categorical'),
-            f'string_categorical ({distinct} distinct {what} <= '
-            f'{max_categorical}{note})')
-  num_bins = 2 ** math.ceil(math.log2(2 * distinct))
-  return (spec_lib.Column(name, 'string_hashed', num_bins=num_bins),
-          f'string_hashed, num_bins {num_bins} ({distinct} distinct {what} '
-          f'> {max_categorical}: a power of 2 about twice that{note})')
-
-
-def _head(labels, cells, head, max_categorical, max_codes):
-  """(head, label_vocabulary, why) of the label column(s)."""
-  if len(labels) > 1:
-    if head not in (None, 'multilabel'):
-      raise UsageError(f'--head={head} takes one label column, got '
-                       f'{", ".join(labels)}')
-    for name in labels:
-      cells.label(name, spec_lib.FeatureSpec((), labels, head='multilabel'))
-    return 'multilabel', None, f'multilabel ({len(labels)} label columns)'
-  name = labels[0]
-  dtype = _dtype(name, cells.values[name], cells)
-  cells.check_labeled(name)
-  values = cells.typed(name, dtype)
-  classes = sorted(set(values.tolist()))
-  if len(classes) < 2:
-    raise DataError(f'{cells.files[0]}: the label {name!r} has one value '
-                    f'({classes[0]!r}) in every record')
-  if dtype == 'string':
-    inferred = 'binary' if len(classes) == 2 else 'multiclass'
-    return (head or inferred, tuple(classes),
-            f'{head or inferred} ({len(classes)} distinct strings: the label '
-            f'vocabulary, sorted: {", ".join(classes)})')
-  if head in (None, 'binary', 'multiclass') and dtype == 'int64':
-    inferred = 'binary' if len(classes) == 2 else 'multiclass'
-    if classes == list(range(len(classes))) and (
-        head or len(classes) <= max_categorical):
-      return (head or inferred, None,
-              f'{head or inferred} (integers 0..{len(classes) - 1})')
-    if head or len(classes) <= max_codes:
-      if name in cells.kinds:  # An int64_list: parsed as class ids only.
-        raise DataError(
-            f"{cells.files[0]}: the label {name!r} has the integers "
-            f"{', '.join(map(str, classes[:5]))}{', ...' * (len(classes) > 5)}"
-            ', not class ids 0..K-1: write them as class ids, or as strings '
-            '(a bytes_list: the label vocabulary), or pass --head=regression')
-      # The cells as written ('+1' stays '+1'): what the label parses as.
-      vocabulary = tuple(sorted({v for v in cells.values[name]},
-                                key=lambda v: (int(v), v)))
-      return (head or inferred, vocabulary,
-              f'{head or inferred} ({len(classes)} distinct integers, not '
-              f'0..K-1: the label vocabulary, sorted: {", ".join(vocabulary)})')
-  if head in (None, 'regression'):
-    why = (f'{len(classes)} distinct integers > {max_codes}' if dtype ==
-           'int64' else 'numbers')
-    return 'regression', None, ('regression' if head else
-                                f'regression ({why})')
-  return head, None, f'{head} (--head)'
 
 
 def _define_flags():

@@ -2,13 +2,17 @@
 checks), every value checked first, so that bad data fails as one line
 naming the file, the line or record, the column and the value."""
 
+import logging
+
 import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_cells
 from estimator_trainer.tabular.parsing import feature_default
 
+_logger = logging.getLogger(__name__)
 _BATCH = 1024  # Records parsed per batch.
 
 def read(source, split, files=None):
@@ -40,8 +44,15 @@ def read(source, split, files=None):
     cells = sources.eagerly(table.read_examples, files, kinds)
   if mask is not None:
     cells.select(mask)
+  cells.unreadable_as_missing = source.unreadable_as_missing
   result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
             for c in spec.data_columns}
+  for name, (count, row) in cells.unreadable.items():
+    _logger.warning(
+        "%d cells of column '%s' in %s are no numbers, read as missing "
+        '(--unreadable_as_missing); the first: %r, %s line %d', count, name,
+        ', '.join(files), cells.values[name][row],
+        files[cells.file_index[row]], cells.numbers[row])
   labels = [cells.label(name, spec) for name in spec.label_columns]
   result[spec.label] = (labels[0] if isinstance(spec.label, str) else
                         np.stack(labels, axis=-1).astype(np.float32))
@@ -78,7 +89,7 @@ def _parsed_columns(source, files):
         return None
     elif values.dtype == np.float32 and not np.isfinite(values).all():
       return None
-  if table.bad_labels(result[spec.label], spec)[0].any() or (
+  if table_cells.bad_labels(result[spec.label], spec)[0].any() or (
       spec.weight and (result[spec.weight] < 0).any()):
     return None
   return result

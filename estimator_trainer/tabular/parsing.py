@@ -4,6 +4,7 @@ features, label, weight); a missing feature's value."""
 
 import tensorflow as tf
 
+from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import spec as spec_lib
 
 DTYPES = {'float32': tf.float32, 'int64': tf.int64, 'string': tf.string}
@@ -22,19 +23,53 @@ def feature_default(column):
   return float(default) if column.dtype == 'float32' else default
 
 
-def parse(spec, records, header=None):
+def missing(text):
+  """Whether each of a number column's CSV cells, tf.string `text`
+  [batch], is a missing value (cell_syntax.MISSING_VALUES). Graph-safe."""
+  return tf.strings.regex_full_match(text, cell_syntax.MISSING_SYNTAX)
+
+
+def readable(text, dtype):
+  """Whether each of tf.string `text` [batch] is a number of `dtype`
+  (float32 or int64) to tf.strings.to_number. Graph-safe."""
+  if dtype == 'int64':
+    return tf.strings.regex_full_match(text, cell_syntax.INT_SYNTAX)
+  return tf.strings.regex_full_match(text, cell_syntax.FLOAT_SYNTAX) & (
+      tf.strings.length(text) <= cell_syntax.MAX_FLOAT_CHARS)
+
+
+def _number(text, column, unreadable_as_missing):
+  """A number feature's CSV cells, tf.string `text` [batch], as its dtype:
+  a missing value (or, `unreadable_as_missing`, one that is no number) its
+  default; another that is no number fails."""
+  absent = missing(text)
+  if unreadable_as_missing:
+    absent |= ~readable(text, column.dtype)
+  dtype = DTYPES[column.dtype]
+  return tf.where(absent, tf.constant(feature_default(column), dtype),
+                  tf.strings.to_number(tf.where(absent, '0', text), dtype))
+
+
+def parse(spec, records, header=None, unreadable_as_missing=False):
   """tf.string records [batch] -> (raw, label, weight): raw maps each
   feature column to its values [batch] (float32, int64 or string); the
   label [batch] (string, int64 or float32; multilabel float32 [batch,
   k]); the weight float32 [batch] or None. CSV lines if a `header` is
-  given (the file's column names), else serialized tf.Examples.
+  given (the file's column names), else serialized tf.Examples: a CSV
+  cell of a number feature as cell_syntax.py says (a missing value's
+  default, `unreadable_as_missing`: also that of one no number).
   Graph-safe."""
   if header is not None:
     where = {name: header.index(name) for name in spec.names}
     names = sorted(spec.names, key=where.get)
-    defaults = [_csv_default(spec, name) for name in names]
+    numbers = {c.name: c for c in spec.data_columns if c.dtype != 'string'}
+    # Number features as text first: their missing values are words.
+    defaults = [tf.constant([''], tf.string) if name in numbers else
+                _csv_default(spec, name) for name in names]
     values = dict(zip(names, tf.io.decode_csv(
         records, defaults, select_cols=[where[n] for n in names])))
+    for name, column in numbers.items():
+      values[name] = _number(values[name], column, unreadable_as_missing)
   else:
     values = tf.io.parse_example(records, _example_features(spec))
   return _split(spec, values)

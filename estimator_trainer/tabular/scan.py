@@ -18,9 +18,10 @@ import tensorflow as tf
 
 from estimator_trainer import sources
 from estimator_trainer.tabular import arrow_csv
+from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import split_summary
-from estimator_trainer.tabular import table
+from estimator_trainer.tabular import table_cells
 from estimator_trainer.tabular.parsing import DTYPES, feature_default
 
 _BATCH = 16384
@@ -170,7 +171,8 @@ def _cells(source, records):
     cells = {}
     for name, dtype in dtypes.items():
       text = fields[source.header.index(name)]
-      present = tf.strings.length(text) > 0
+      present = (tf.strings.length(text) > 0 if dtype == 'string' else
+                 ~parsing.missing(text))
       value = text if dtype == 'string' else tf.strings.to_number(
           tf.where(present, text, '0'), DTYPES[dtype])
       cells[name] = value, present, tf.zeros_like(present)
@@ -248,7 +250,7 @@ def _values(spec, columns, checks):
     for name, values in checked.items():
       if values.dtype == object:
         values = split_summary.strings(values)
-      if table.bad_labels(values, spec)[0].any():
+      if table_cells.bad_labels(values, spec)[0].any():
         raise _Recheck()
   except UnicodeDecodeError:
     raise _Recheck() from None

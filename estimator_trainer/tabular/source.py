@@ -6,7 +6,8 @@ that bad data fails as one line naming the file, the line or record, the
 column and the value.
 
 Labels and weights are required (a missing one is an error); a feature's
-missing value (an empty CSV cell, an absent feature) is its Column default
+missing value (an empty CSV cell, in a number column also NA, null, ...:
+cell_syntax.MISSING_VALUES; an absent feature) is its Column default
 or, without one, its kind's: a number NaN (read as int64:
 spec.MISSING_INT64), which the encoder replaces by the training mean; -1 or '' for ids, which
 look up as out-of-vocabulary.
@@ -45,12 +46,15 @@ class TabularSource:
   (by a hash of each record: equal records go to one split) are the TEST
   split and are left out of TRAIN. With `skip_unlabeled`, records without
   a label (an empty cell, an absent feature; any of multilabel's) are left
-  out of both splits (else they fail as bad values do)."""
+  out of both splits (else they fail as bad values do). With
+  `unreadable_as_missing`, a CSV cell of a number feature that is no
+  number is a missing value (else an error naming it)."""
 
   def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
-               skip_unlabeled=False):
+               skip_unlabeled=False, unreadable_as_missing=False):
     self.patterns = patterns
     self.skip_unlabeled = skip_unlabeled
+    self.unreadable_as_missing = unreadable_as_missing
     self._held_out = 0
     if not patterns.get(sources.TEST):
       if not eval_fraction:
@@ -100,8 +104,10 @@ class TabularSource:
       where = sorted(self.header.index(name) for name in names)
       cells = tf.io.decode_csv(records, [tf.constant([''])] * len(where),
                                select_cols=where)
+      number = self.feature_spec.label_dtype != 'string'
       return tf.reduce_all(tf.stack(
-          [tf.strings.length(cell) > 0 for cell in cells]), axis=0)
+          [~parsing.missing(cell) if number else tf.strings.length(cell) > 0
+           for cell in cells]), axis=0)
     dtype = parsing.DTYPES[self.feature_spec.label_dtype]
     parsed = tf.io.parse_example(
         records, {name: tf.io.VarLenFeature(dtype) for name in names})
@@ -263,7 +269,8 @@ class TabularSource:
     """tf.string records [batch] -> (raw, label, weight) (parsing.parse).
     Graph-safe."""
     return parsing.parse(self.feature_spec, records,
-                         self.header if self.is_csv else None)
+                         self.header if self.is_csv else None,
+                         self.unreadable_as_missing)
 
   def parse_examples(self, serialized, labels=False):
     return parsing.parse_examples(self.feature_spec, serialized, labels)

@@ -1,23 +1,22 @@
 """Tabular files read in Python (table_files.py: one file's lines, header
-and count): a split's cells column by column, each row knowing its file and line (CSV) or record (TFRecord, from 1), so
-that a bad value fails as one line naming the file, the place, the column
-and the value."""
+and count) into a split's cells column by column (table_cells.Cells), each
+row knowing its file and line (CSV) or record (TFRecord, from 1), so that a
+bad value fails as one line naming the file, the place, the column and the
+value; and one record written."""
 
 import csv
 import io
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from estimator_trainer.errors import DataError, first_line
 from estimator_trainer.tabular import table_files
+from estimator_trainer.tabular.table_cells import NOT, Cells
 
 _BATCH = 4096
 _LISTS = {'float32': 'float_list', 'int64': 'int64_list',
           'string': 'bytes_list'}
-_CONVERT = {'float32': float, 'int64': int, 'string': str}
-_NOT = {'float32': 'is not a number', 'int64': 'is not an integer'}
 # A line whose quotes TensorFlow's decode_csv reads: only around whole
 # fields, doubled inside them (Python's csv reads more).
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
@@ -26,97 +25,6 @@ _QUOTED_RIGHT = re.compile(f'{_FIELD}(?:,{_FIELD})*')
 
 def is_csv(path):
   return path.endswith(('.csv', '.csv.gz'))
-
-
-class Cells:
-  """A split's values column by column (None where missing), and where
-  each row came from."""
-
-  def __init__(self, files, unit, missing):
-    self.files = files
-    self.unit = unit  # 'line' or 'record'
-    self.missing = missing  # What a missing value is in these files.
-    self.values = {}
-    self.kinds = {}  # TFRecords: each column's list kind.
-    self.file_index = []
-    self.numbers = []
-
-  def select(self, mask):
-    """Keeps the rows where numpy bool `mask` is True."""
-    rows = np.flatnonzero(mask)
-    self.values = {name: [column[row] for row in rows]
-                   for name, column in self.values.items()}
-    self.file_index = [self.file_index[row] for row in rows]
-    self.numbers = [self.numbers[row] for row in rows]
-
-  def fail(self, row, name, problem):
-    raise DataError(f'{self.files[self.file_index[row]]} {self.unit} '
-                    f'{self.numbers[row]}, column {name!r}: {problem}')
-
-  def typed(self, name, dtype, default=None):
-    """The column as numpy of `dtype` (float32, int64 or string: str
-    objects), missing values `default` (None: an error), floats finite."""
-    convert, values = _CONVERT[dtype], []
-    for row, value in enumerate(self.values[name]):
-      if value is None:
-        if default is None:
-          self.fail(row, name, f'no value ({self.missing})')
-        values.append(default)
-        continue
-      try:
-        values.append(convert(value))
-      except (ValueError, OverflowError):
-        self.fail(row, name, f'{value!r} {_NOT[dtype]}')
-      if dtype == 'int64' and not -2**63 <= values[-1] < 2**63:
-        self.fail(row, name, f'{value!r} is out of the int64 range')
-    if dtype == 'string':
-      return np.array(values, dtype=object)
-    array = np.array(values, np.float32 if dtype == 'float32' else np.int64)
-    if dtype == 'float32':  # (A missing value's default may be NaN.)
-      present = np.array([v is not None for v in self.values[name]], bool)
-      bad = np.flatnonzero(~np.isfinite(array) & present)
-      if bad.size:
-        self.fail(bad[0], name,
-                  f'{self.values[name][bad[0]]!r} is not a finite number')
-    return array
-
-  def check_labeled(self, name):
-    """Fails on the first row without a value of label column `name`."""
-    missing = [row for row, value in enumerate(self.values[name])
-               if value is None]
-    if missing:
-      self.fail(missing[0], name, f'no label ({self.missing}); '
-                '--skip_rows_without_label leaves such records out')
-
-  def label(self, name, spec):
-    """A label column of `spec`, checked against its classes or head."""
-    self.check_labeled(name)
-    values = self.typed(name, spec.label_dtype)
-    bad, problem = bad_labels(values, spec)
-    if bad.any():
-      row = np.flatnonzero(bad)[0]
-      self.fail(row, name, f'label {self.values[name][row]!r} {problem}')
-    return values
-
-  def weight(self, name):
-    values = self.typed(name, 'float32')
-    if (values < 0).any():
-      row = np.flatnonzero(values < 0)[0]
-      self.fail(row, name, f'weight {self.values[name][row]!r} is negative')
-    return values
-
-
-def bad_labels(values, spec):
-  """(mask of the label `values` that `spec` rejects, why it does)."""
-  if spec.label_vocabulary:
-    return ~np.isin(values, spec.label_vocabulary), (
-        f'is not in the label vocabulary ({", ".join(spec.label_vocabulary)})')
-  if spec.head in ('binary', 'multilabel'):
-    return ((values != 0) & (values != 1),
-            f'is not 0 or 1 (the {spec.head} head)')
-  if spec.label_dtype == 'int64':
-    return values < 0, 'is not a class id (0, 1, ...)'
-  return np.zeros(values.shape, bool), ''
 
 
 def read_csv(files, names=None, max_rows=None):
@@ -212,7 +120,7 @@ def _value(cells, row, name, feature, dtypes):
             cells.kinds.setdefault(name, kind))
   if kind != wanted:
     if dtypes and kind == 'bytes_list':
-      cells.fail(row, name, f'{value!r} {_NOT[dtypes[name]]}')
+      cells.fail(row, name, f'{value!r} {NOT[dtypes[name]]}')
     cells.fail(row, name, f'{value!r} is in a {kind} where '
                f'{"the column needs" if dtypes else "earlier records have"} '
                f'a {wanted}')

@@ -39,11 +39,26 @@ def csv_lines(path, max_lines=None):
   try:
     with open_bytes(path) as f:
       data = (f.read() if max_lines is None else
-              b''.join(itertools.islice(f, max_lines)))
-    return lines_of(data)
+              b'\n'.join(itertools.islice(byte_lines(f), max_lines)))
+    lines = lines_of(data)
+    if b'\r' in data:
+      _check_returns(path, lines, 1)
+    return lines
   except (OSError, EOFError, zlib.error, tf.errors.OpError,
           UnicodeDecodeError) as e:
     raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
+
+
+def byte_lines(f):
+  """The lines of binary file `f`, split at b'\\n' alone (without it), as
+  TextLineDataset splits them: GFile's own lines drop every b'\\r'."""
+  tail = b''
+  for chunk in iter(lambda: f.read(_CHUNK), b''):
+    lines = (tail + chunk).split(b'\n')
+    tail = lines.pop()
+    yield from lines
+  if tail:
+    yield tail
 
 
 def lines_of(data):
@@ -55,6 +70,16 @@ def lines_of(data):
 def csv_header(path):
   """A CSV file's header, of its first line alone."""
   return header(path, csv_lines(path, 1))
+
+
+def _check_returns(path, lines, first):
+  """DataError on the first of `lines` (line numbers from `first`; one
+  trailing carriage return dropped) that holds a carriage return: Arrow's
+  CSV reader ends a record there, TensorFlow's does not."""
+  for number, line in enumerate(lines, first):
+    if ('\r' if isinstance(line, str) else b'\r') in line:
+      raise DataError(f'{path} line {number}: a carriage return (\\r) inside '
+                      'the line; a record is one line, ended by \\n or \\r\\n')
 
 
 def header(path, lines):
@@ -72,12 +97,21 @@ def csv_file(path):
     with open_bytes(path) as f:
       first = f.readline()
       lines = lines_of(first)
+      _check_returns(path, lines[:1], 1)
+      done = 1  # Lines counted.
       for chunk in iter(lambda: f.read(_CHUNK), b''):
         decoder.decode(chunk)  # (UnicodeDecodeError: cannot read it.)
-        parts = (tail + chunk).split(b'\n')
+        data = tail + chunk
+        parts = data.split(b'\n')
         tail = parts.pop()
+        end = len(data) - len(tail)  # Counted fast: CRLF files are common.
+        if data.count(b'\r', 0, end) != data.count(b'\r\n', 0, end):
+          _check_returns(path, [p.removesuffix(b'\r') for p in parts],
+                         done + 1)
+        done += len(parts)
         count += len(parts) - parts.count(b'') - parts.count(b'\r')
       decoder.decode(b'', final=True)
+      _check_returns(path, [tail.removesuffix(b'\r')], done + 1)
   except (OSError, EOFError, zlib.error, tf.errors.OpError,
           UnicodeDecodeError) as e:
     raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
