@@ -157,7 +157,8 @@ def _tabular(train=(), test=(), spec=None, header_only=()):
 # a decode, a lookup, a checkpoint, a Keras model's outputs or layers).
 PACKAGE_CHECKS = {
     'linear-optimizer-without-a-wide-part', 'builder-module-not-found',
-    'tabular-word-without-spec',
+    'tabular-header-only-train', 'tabular-header-only-eval',
+    'tabular-header-only-without-spec', 'tabular-word-without-spec',
     'tabular-python-only-number', 'tabular-carriage-return-in-a-line',
     'builder-raises', 'builder-unknown-name', 'builder-not-callable',
     'builder-no-such-function', 'idx-wrong-magic', 'idx-truncated-gz',
@@ -194,7 +195,8 @@ IN_PROCESS = {
     'ctl-train-on-estimator-model-dir',
     'keras-train_and_evaluate-on-estimator-model-dir',
     'tabular-eval-label-not-in-vocabulary', 'tabular-column-the-data-lacks',
-    'tabular-word-without-spec',
+    'tabular-header-only-train', 'tabular-header-only-eval',
+    'tabular-header-only-without-spec', 'tabular-word-without-spec',
     'tabular-python-only-number', 'tabular-carriage-return-in-a-line',
     'tabular-bad-feature-spec', 'huber-delta-with-binary-head',
     'label-smoothing-with-binary-head',
@@ -396,7 +398,7 @@ CASES = [
           'in the label vocabulary (no, yes)',
           setup=_tabular(test=[('1.0', 'red', 'maybe')])),
     # Issue 71: a value read one way by the statistics and another by
-    # training is one line before anything runs.
+    # training, or a split of no records, is one line before anything runs.
     _case('tabular-python-only-number',
           [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
           "{data}/tab/train.csv line 5, column 'x': '1_000' is not a number",
@@ -411,6 +413,16 @@ CASES = [
           '{data}/tab/train.csv line 5: a carriage return (\\r) inside the '
           'line; a record is one line, ended by \\n or \\r\\n',
           setup=_tabular(train=[('1.0', 're\rd', 'no')])),
+    *[_case(f'tabular-header-only-{name}', [*TABULAR, *flags], 1, message,
+            setup=_tabular(header_only=[split]))
+      for name, split, flags, message in [
+          ('train', 'train', ['--feature_spec={data}/tab/spec.json'],
+           'no training records in {data}/tab/train.csv (a header only)'),
+          ('eval', 'eval', ['--feature_spec={data}/tab/spec.json'],
+           'no evaluation records in {data}/tab/eval.csv (a header only)'),
+          ('without-spec', 'train', ['--label_key=answer'],
+           '{data}/tab/train.csv: no records to infer a spec from (a header '
+           'only)')]],
     _case('tabular-column-the-data-lacks',
           [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
           "{data}/tab/eval.csv: no column 'size' (the feature spec names "

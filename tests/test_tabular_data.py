@@ -882,13 +882,55 @@ def test_infer_prints_no_error_level_line_of_tensorflow(tmp_path):
       result.stderr[-3000:])
 
 
-# A mostly-numeric column (issue 71, item 1).
+# What infer's sample of --max_rows records misses (issue 71, item 4).
 
 
 def _rows_csv(path, header, rows):
   path.write_text('\n'.join(','.join(map(str, row))
                             for row in [header, *rows]) + '\n')
   return str(path)
+
+
+def test_infer_keeps_a_column_empty_in_its_sample_from_the_records_after(
+    tmp_path):
+  """A column with no value in the first --max_rows records but values
+  after: its kind from those (once left out), the line saying so; one
+  empty everywhere is left out, saying how many records had none."""
+  rows = [(i, '' if i < 8 else f'{i}.25', '', 'a' if i % 2 else 'b')
+          for i in range(20)]
+  path = _rows_csv(tmp_path / 'late.csv', ('x', 'late', 'never', 'y'), rows)
+  spec, lines = infer_lib.infer(path, 'y', max_rows=5)
+  assert [(c.name, c.kind) for c in spec.columns] == [
+      ('x', 'integer_categorical'), ('late', 'float_normalized')], lines
+  assert (f'late: no values in the first 5 records, so from the 5 values '
+          f'after (the first: {path} line 10): float_normalized (numbers)'
+          ) in lines
+  assert 'never: left out: no values (an empty cell in all 20 records)' in lines
+
+
+def test_infer_reads_every_class_of_a_label_its_sample_saw_one_of(tmp_path):
+  """A file sorted by class: the sample's one class was an error; the
+  classes are those of all the records."""
+  rows = [(i, 'no' if i < 12 else 'yes') for i in range(20)]
+  path = _rows_csv(tmp_path / 'sorted.csv', ('x', 'y'), rows)
+  spec, lines = infer_lib.infer(path, 'y', max_rows=5)
+  assert (spec.head, spec.label_vocabulary) == ('binary', ('no', 'yes'))
+  assert lines[-1] == ('label y: binary (2 distinct strings: the label '
+                       'vocabulary, sorted: no, yes); one class in the '
+                       'first 5 records, these of all')
+  path = _rows_csv(tmp_path / 'one.csv', ('x', 'y'), [(i, 'no')
+                                                      for i in range(20)])
+  with pytest.raises(DataError, match="the label 'y' has one value "
+                     r"\('no'\) in every record$"):
+    infer_lib.infer(path, 'y', max_rows=5)
+
+
+def test_infer_of_a_header_only_file_is_one_data_error(tmp_path):
+  path = _rows_csv(tmp_path / 'empty.csv', ('x', 'y'), [])
+  with pytest.raises(DataError) as error:
+    infer_lib.infer(path, 'y')
+  assert str(error.value) == (f'{path}: no records to infer a spec from (a '
+                              'header only)')
 
 
 def test_infer_keeps_a_mostly_numeric_column_a_number(tmp_path):

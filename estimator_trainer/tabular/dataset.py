@@ -12,7 +12,7 @@ import tensorflow as tf
 from estimator_trainer import layout
 from estimator_trainer import pipeline
 from estimator_trainer.config import check_head_flags
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
@@ -216,6 +216,7 @@ def load(config, training=False) -> TabularData:
       if files:  # (A held-out split's files are the training ones.)
         _logger.info('--skip_rows_without_label: left out %d records '
                      'without a label in %s', source.unlabeled(split), files)
+  _check_records(config, source, training)
   if training:  # Checks the values, in one streaming pass.
     scan.summarise(source, TEST, kind)
   cluster = config.cluster
@@ -233,6 +234,22 @@ def load(config, training=False) -> TabularData:
                                                           label_scale))
   return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind))
+
+
+def _check_records(config, source, training):
+  """DataError unless each split the run reads has records: a header-only
+  file would give statistics of nothing, or metrics of zeros."""
+  splits = [TEST] * (config.mode in ('train_and_evaluate', 'evaluate',
+                                    'predict')) + [TRAIN] * training
+  for split in splits:
+    if not source.num_examples(split):
+      held_out = split == TEST and not config.eval_files
+      raise DataError(
+          f'no {"training" if split == TRAIN else "evaluation"} records in '
+          f'{", ".join(source.files(split))}'
+          f'{" held out by --eval_fraction" * held_out}'
+          f'{" with a label" * config.skip_rows_without_label}'
+          f'{" (a header only)" * (source.is_csv and not source.filtered)}')
 
 
 def _prior_weight_decay(statistics, label_scale):

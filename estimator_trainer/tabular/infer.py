@@ -13,7 +13,9 @@ tables: docs/guide/tabular.md#how-infer-reads-the-data):
 - strings, and numbers written with a leading zero (zip codes: 02134 is
   not 2134), are categorical up to --max_categorical distinct values, else
   hashed (num_bins: a power of 2, about twice the distinct values);
-- a column with no value, or one value in every record, is left out.
+- a column with no value, or one value in every record, is left out; a
+  CSV column with no value in the first --max_rows records is decided on
+  the records after, a CSV label of one class there on all records.
 The head from the label: strings are classes (the label vocabulary,
 sorted); integers 0..K-1 class ids (K = 2: binary); other integers with at
 most --max_codes distinct values classes too, with a vocabulary (1/2 is
@@ -42,7 +44,7 @@ from absl import flags
 from estimator_trainer import errors
 from estimator_trainer import outputs
 from estimator_trainer import sources
-from estimator_trainer.errors import UsageError
+from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.tabular import infer_rules
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
@@ -74,16 +76,23 @@ def infer(source_or_files, label, weight=None, head=None,
     files = sorted(set(source_or_files))  # A file named twice read once.
   else:
     files = source_or_files.files(sources.TRAIN)
-  if all(table.is_csv(f) for f in files):
+  csv = all(table.is_csv(f) for f in files)
+  if csv:
     cells = table.read_csv(files, max_rows=max_rows)
   else:
     cells = sources.eagerly(table.read_examples, files, None, max_rows)
+  if not cells.numbers:
+    raise DataError(f'{", ".join(files)}: no records to infer a spec from'
+                    f'{" (a header only)" * csv}')
   labels = (label,) if isinstance(label, str) else tuple(label)
   for flag, names in (('label', labels), ('weight', (weight,) * bool(weight))):
     for name in names:
       table_files.check_has(files[0], name, list(cells.values), why=f'--{flag}')
   lines = [f'{len(cells.numbers)} records in {len(files)} files']
-  if max_rows is not None and len(cells.numbers) >= max_rows:
+  # Read in part: what the first records lack is looked for in the rest.
+  read = len(cells.numbers)
+  sample = max_rows is not None and read >= max_rows
+  if sample:
     lines[0] = (f'the first {len(cells.numbers)} records of {len(files)} '
                 'files (--max_rows; the files have more)')
   label_dtypes = {name: infer_rules.label_dtype(name, cells)
@@ -96,17 +105,23 @@ def infer(source_or_files, label, weight=None, head=None,
     cells.select(labeled)
     lines.append(f'{int((~labeled).sum())} records without a label left '
                  'out (--skip_rows_without_label)')
+    if not labeled.any():
+      raise DataError(f'{", ".join(files)}: no record has a label')
   columns = []
   for name, values in cells.values.items():
     if name in labels or name == weight:
       continue
     column, why = infer_rules.column(name, values, cells, max_categorical,
                                      max_codes)
+    if column is None and sample and csv and all(
+        cells.absent(v, 'float32') for v in values):
+      column, why = _later(files, name, read, max_rows,
+                           max_categorical, max_codes)
     lines.append(f'{name}: {why}')
     if column:
       columns.append(column)
-  head, vocabulary, why = infer_rules.head(labels, cells, head,
-                                           max_categorical, max_codes)
+  head, vocabulary, why = _head(labels, cells, head, max_categorical,
+                                max_codes, sample, csv, skip_unlabeled)
   lines.append(f'label {", ".join(labels)}: {why}')
   if weight:
     cells.weight(weight)
@@ -116,6 +131,44 @@ def infer(source_or_files, label, weight=None, head=None,
       label_vocabulary=vocabulary, weight=weight, head=head)
   spec_lib.check(spec, 'the inferred spec')
   return spec, lines
+
+
+def _later(files, name, start, max_rows, max_categorical, max_codes):
+  """(Column or None, why) of a CSV column with no value in its first
+  `start` records: of its first `max_rows` values in the records after."""
+  later = table.read_csv_present(files, name, start, max_rows)
+  if not later.numbers:
+    return None, (f'left out: no values ({later.missing} in all '
+                  f'{start + later.skipped} records)')
+  column, why = infer_rules.column(name, later.values[name], later,
+                                   max_categorical, max_codes)
+  first = f'{later.files[later.file_index[0]]} line {later.numbers[0]}'
+  return column, (f'no values in the first {start} records, so from the '
+                  f'{len(later.numbers)} values after (the first: {first}): '
+                  f'{why}')
+
+
+def _head(labels, cells, head, max_categorical, max_codes, sampled, csv,
+          skip_unlabeled):
+  """infer_rules.head; a CSV label of one value in a sample of the files
+  (`sampled`: a file sorted by class?) has its classes from all of them."""
+  name = labels[0]
+  if len(labels) > 1 or not sampled or len(set(
+      v for v in cells.values[name] if v is not None)) > 1:
+    return infer_rules.head(labels, cells, head, max_categorical, max_codes)
+  if not csv:
+    return infer_rules.head(
+        labels, cells, head, max_categorical, max_codes,
+        f' of the first {len(cells.numbers)} (--max_rows=0 reads all)')
+  whole = table.read_csv_present(cells.files, name, distinct=True)
+  if skip_unlabeled:
+    dtype = infer_rules.label_dtype(name, whole)
+    whole.select(np.array([not whole.absent(v, dtype)
+                           for v in whole.values[name]], bool))
+  head, vocabulary, why = infer_rules.head(labels, whole, head,
+                                           max_categorical, max_codes)
+  return head, vocabulary, (f'{why}; one class in the first '
+                            f'{len(cells.numbers)} records, these of all')
 
 
 def _define_flags():

@@ -116,8 +116,9 @@ def label_dtype(name, cells):
   return dtype
 
 
-def head(labels, cells, head_flag, max_categorical, max_codes):
-  """(head, label_vocabulary, why) of the label column(s)."""
+def head(labels, cells, head_flag, max_categorical, max_codes, where=''):
+  """(head, label_vocabulary, why) of the label column(s); `where` says of
+  which records, if not all (for a label of one value)."""
   if len(labels) > 1:
     if head_flag not in (None, 'multilabel'):
       raise UsageError(f'--head={head_flag} takes one label column, got '
@@ -134,7 +135,7 @@ def head(labels, cells, head_flag, max_categorical, max_codes):
     classes = sorted(set(cells.typed(name, dtype).tolist()))
   if len(classes) < 2:
     raise DataError(f'{cells.files[0]}: the label {name!r} has one value '
-                    f'({classes[0]!r}) in every record')
+                    f'({classes[0]!r}) in every record{where}')
   chosen = head_flag or ('binary' if len(classes) == 2 else 'multiclass')
   if dtype == 'string':
     return (chosen, tuple(classes),

@@ -7,6 +7,7 @@ value; and one record written."""
 import csv
 import io
 import re
+import zlib
 
 import tensorflow as tf
 
@@ -66,6 +67,44 @@ def read_csv(files, names=None, max_rows=None):
           column.append(row[place] or None)
     except csv.Error as e:
       raise DataError(f'{path} line {reader.line_num + 1}: {e}') from None
+  return cells
+
+
+def read_csv_present(files, name, start=0, max_values=None, distinct=False):
+  """Cells of the CSV `files`' column `name`: its non-empty cells in the
+  records from record `start` (0: the first) on, the first `max_values`
+  of them (None: all) or, if `distinct`, the first of each value; read
+  line by line, in little memory. Its `skipped`: the records read whose
+  cell is empty."""
+  cells = Cells(files, 'line', 'an empty cell')
+  values, seen, cells.skipped, record = [], set(), 0, 0
+  cells.values[name] = values
+  for index, path in enumerate(files):
+    try:
+      with table_files.open_bytes(path) as f:
+        lines = table_files.byte_lines(f)
+        header = table_files.header(path, table_files.lines_of(
+            next(lines, b'')))
+        table_files.check_has(path, name, header)
+        reader = csv.reader((line.removesuffix(b'\r').decode()
+                             for line in lines), strict=True)
+        for row in reader:
+          record += bool(row)
+          if record <= start or not row:
+            continue
+          value = row[header.index(name)] if len(row) == len(header) else ''
+          if not value or (distinct and value in seen):
+            cells.skipped += not value
+            continue
+          seen.add(value)
+          values.append(value)
+          cells.file_index.append(index)
+          cells.numbers.append(reader.line_num + 1)
+          if max_values is not None and len(values) >= max_values:
+            return cells
+    except (OSError, EOFError, zlib.error, tf.errors.OpError,
+            UnicodeDecodeError, csv.Error) as e:
+      raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
   return cells
 
 
