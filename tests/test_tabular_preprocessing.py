@@ -234,6 +234,12 @@ def test_binary_statistics_reject_a_label_other_than_0_or_1(data):
     stats_lib.compute(source.feature_spec, source.columns(TRAIN), 'binary')
 
 
+def _checkpointed(model_dir):
+  """Marks model_dir as a run's with a checkpoint (its state file)."""
+  with open(os.path.join(model_dir, layout.CHECKPOINT_STATE_FILE), 'w') as f:
+    f.write('model_checkpoint_path: "ckpt-1"\n')
+
+
 def test_statistics_are_computed_once_and_kept_on_changed_data(
     data, tmp_path, caplog):
   source, _ = data['wine']
@@ -244,7 +250,10 @@ def test_statistics_are_computed_once_and_kept_on_changed_data(
   with caplog.at_level(logging.WARNING):
     again = stats_lib.load_or_compute(model_dir, source.feature_spec, source)
   assert again == first and not caplog.records
-  # A resumed run on other data (the test split as training data).
+  # A resumed run (its model trained on them: a checkpoint) on other data
+  # (the test split as training data); without a checkpoint they would be
+  # computed again (test_tabular_statistics_pass's stale statistics).
+  _checkpointed(model_dir)
   changed = Source({TRAIN: source.patterns[TEST],
                         TEST: source.patterns[TEST]}, source.feature_spec)
   with caplog.at_level(logging.WARNING):
@@ -269,6 +278,7 @@ def test_a_resumed_chief_reads_no_data_for_statistics_of_the_same_files(
                    for split in (TRAIN, TEST)}, source.feature_spec)
   model_dir = str(tmp_path / 'model')
   first = stats_lib.load_or_compute(model_dir, source.feature_spec, copied)
+  _checkpointed(model_dir)  # A restart: of a run that trained on them.
   record = json.loads((tmp_path / 'model' / 'preprocessing' /
                        'training_files.json').read_text())
   assert [path for path, _, _ in record['files']] == list(copied.files(TRAIN))
