@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -20,6 +21,7 @@ import estimator_trainer
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
+from estimator_trainer.errors import UsageError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PINNED = REPO / 'tests' / 'public_api.json'
@@ -190,3 +192,22 @@ def test_train_and_evaluate_runs_the_configs_engine(tmp_path):
   written = sorted(path.name for path in (tmp_path / 'model').iterdir())
   assert 'ckpt-3.index' in written, written  # The TF2 engines' checkpoint.
   assert not [name for name in written if name.startswith('model.ckpt')]
+
+
+@pytest.mark.estimator
+@pytest.mark.parametrize('name', ['make_run_config', 'trainer_fn'])
+def test_estimators_own_entry_points_refuse_another_engine(name, tmp_path):
+  """Entry points that can only run Estimator refuse, in one line, a
+  TrainConfig of another engine (they had run Estimator whatever it said;
+  issue 76, item 1)."""
+  config = TrainConfig(model_dir=str(tmp_path), engine='ctl')
+  call = {'make_run_config': lambda: estimator_trainer.make_run_config(config),
+          'trainer_fn': lambda: estimator_trainer.trainer_fn(
+              types.SimpleNamespace(
+                  serving_model_dir=str(tmp_path), train_files=['t'],
+                  eval_files=['e'], train_steps=1,
+                  custom_config={'engine': 'ctl'}))}[name]
+  with pytest.raises(UsageError, match=(
+      rf"^{name}.* is the estimator engine's \(tf.estimator\): a TrainConfig "
+      r"of engine='ctl' runs with estimator_trainer.train_and_evaluate")):
+    call()

@@ -30,12 +30,24 @@ from estimator_trainer.estimator.params import model_params
 from estimator_trainer.strategy import make_strategy, num_replicas
 from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular import warm_start as tabular_warm_start
+from estimator_trainer.errors import UsageError
 
 _logger = logging.getLogger(__name__)
 
 
+def check_engine(config, what):
+  """`what` (an entry point of Estimator's) refuses, in one line, a config
+  of another engine: it would run Estimator whatever config.engine says."""
+  if config.engine != 'estimator':
+    raise UsageError(
+        f'{what} is the estimator engine\'s (tf.estimator): a TrainConfig of '
+        f'engine={config.engine!r} runs with estimator_trainer.'
+        'train_and_evaluate (or give engine=\'estimator\')')
+
+
 def make_run_config(config):
   """A RunConfig with `train_distribute`/`eval_distribute` from `config`."""
+  check_engine(config, 'make_run_config')
   listen.warn_if_unconfined(config.cluster)
   session_config = tf.compat.v1.ConfigProto(
       allow_soft_placement=True,

@@ -26,6 +26,7 @@ def trainer_fn(trainer_fn_args, schema=None):
       eval_files=','.join(args.eval_files),
       train_steps=args.train_steps, export='final',
       **(getattr(args, 'custom_config', None) or {}))
+  job_lib.check_engine(config, 'trainer_fn (TFX\'s Estimator Trainer)')
   # TFMA exports the eval graph; images rendered in Python cannot be in it.
   job = job_lib.Job(config, eval_images=False)
   train_spec, eval_spec = job.specs(
