@@ -98,19 +98,26 @@ def read_model_file(model_dir):
   path = model_file(model_dir)
   if not _exists(path):
     return None
+  return read_json(path, 'a record of a run')
+
+
+def read_json(path, what):
+  """The JSON object in `path` (local or gs://...; TensorFlow only for
+  the latter: the CLI reads before it loads); TrainerError naming `what`
+  it should be otherwise."""
   try:
     if '://' in path:
       import tensorflow as tf  # pylint: disable=g-import-not-at-top
       with tf.io.gfile.GFile(path) as f:
-        record = json.load(f)
+        value = json.load(f)
     else:
       with open(path) as f:
-        record = json.load(f)
+        value = json.load(f)
   except (OSError, ValueError) as e:
-    raise TrainerError(f'{path}: not a record of a run ({e})') from None
-  if not isinstance(record, dict):
-    raise TrainerError(f'{path}: not a record of a run')
-  return record
+    raise TrainerError(f'{path}: not {what} ({e})') from None
+  if not isinstance(value, dict):
+    raise TrainerError(f'{path}: not {what}')
+  return value
 
 
 def predictions_file(model_dir):

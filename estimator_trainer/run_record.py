@@ -105,8 +105,7 @@ def read(values, given):
 
 def _label_of(spec_file):
   """The label a stored feature spec (JSON, spec.to_json's) names."""
-  with open(spec_file) as f:
-    label = json.load(f).get('label')
+  label = layout.read_json(spec_file, 'a feature spec').get('label')
   return ','.join(label) if isinstance(label, list) else label
 
 
