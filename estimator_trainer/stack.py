@@ -33,6 +33,12 @@ def _before_2_16(version):
   return (major, minor) < (2, 16)
 
 
+def before_2_16():
+  """Whether this is TensorFlow 2.15 or earlier (False without one)."""
+  version = tensorflow_version()
+  return bool(version) and _before_2_16(version)
+
+
 def has_estimator():
   version = tensorflow_version()
   return bool(version and _before_2_16(version) and

@@ -8,6 +8,8 @@ that training cannot parse.
 
 import re
 
+from estimator_trainer import stack
+
 # Cells that are a missing value in a number column: pandas' read_csv
 # default na_values (1.5; 'None' since 2.0), which are Arrow's CSV
 # null_values with '<NA>' and 'None'. A string column's only missing value
@@ -23,13 +25,17 @@ MISSING_SYNTAX = '|'.join(map(re.escape, MISSING_VALUES))
 # TensorFlow's number syntax (RE2's and Python's alike): ASCII digits only,
 # spaces around allowed. A float: a sign, decimal or hex digits, inf or nan
 # in any case. An int64: '-' and decimal digits, in the int64 range.
+# TensorFlow 2.16+ (absl's SimpleAtof/SimpleAtoi) also reads 'infinity', an
+# int64's '+' and floats of any length (tests/test_tabular_cells.py checks
+# the syntax against the stack's own parser).
+_NEWER = not stack.before_2_16()
 _SPACE = r'[ \t\n\v\f\r]*'
 FLOAT_SYNTAX = (_SPACE + r'[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)'
-                r'(?:[eE][+-]?[0-9]+)?|0[xX][0-9a-fA-F]+|(?i:inf|nan))' +
-                _SPACE)
-INT_SYNTAX = _SPACE + r'-?[0-9]+' + _SPACE
-# safe_strtof reads no longer text (its buffer's size).
-MAX_FLOAT_CHARS = 31
+                r'(?:[eE][+-]?[0-9]+)?|0[xX][0-9a-fA-F]+|(?i:inf' +
+                ('(?:inity)?' if _NEWER else '') + r'|nan))' + _SPACE)
+INT_SYNTAX = _SPACE + ('[+-]?' if _NEWER else '-?') + r'[0-9]+' + _SPACE
+# 2.15's safe_strtof reads no longer text (its buffer's size).
+MAX_FLOAT_CHARS = 2**31 - 1 if _NEWER else 31
 _FLOAT = re.compile(FLOAT_SYNTAX)
 _INT = re.compile(INT_SYNTAX)
 
