@@ -449,8 +449,8 @@ def test_census_missing_values_get_their_defaults(
     census, file_format, fast, monkeypatch):
   source = _source(census[file_format], CENSUS_SPEC)
   if not fast:  # As when a value is bad: tf.Examples read in Python.
-    monkeypatch.setattr(numpy_columns, '_parsed_columns',
-                        lambda source, files: None)
+    monkeypatch.setattr(numpy_columns, '_parsed',
+                        lambda source, records: None)
   rows = census[2]
   assert source.num_examples(TRAIN) == CENSUS_ROWS
   assert str(source) == (

@@ -5,7 +5,7 @@ sees only a batch's numbers and its distinct values.
 
 A file whose values TensorFlow rejects or that fail a check (a missing
 label, a number that is not finite, a label not of the head...) is read
-again by TabularSource.columns, whose checks name the file, the place, the
+again by TabularSource.column_chunks, whose checks name the file, the place, the
 column and the value (or, where only TensorFlow's parser disagrees with
 Python's, summarise it from there). A progress bar (rows/s, ETA) shows on
 splits of PROGRESS_ROWS rows or more.
@@ -109,9 +109,17 @@ def _file(source, split, path, head, bar):
       return sources.eagerly(_read, source, head, bar, progress, reader)
     except (tf.errors.OpError, _Recheck, arrow_csv.Rejected):
       bar.update(-sum(progress))
+  return sources.eagerly(_checked, source, split, path, head, bar)
+
+
+def _checked(source, split, path, head, bar):
+  """The SplitSummary of the file at `path` read by
+  TabularSource.column_chunks: every value checked, in the memory of a
+  chunk. Eager."""
   summary = split_summary.SplitSummary(source.feature_spec, head)
-  summary.add_columns(source.columns(split, files=[path]))
-  bar.update(summary.rows)
+  for columns in source.column_chunks(split, files=[path]):
+    summary.add_columns(columns)
+    bar.update(len(columns[source.feature_spec.label]))
   return summary
 
 

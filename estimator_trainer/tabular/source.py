@@ -279,3 +279,9 @@ class TabularSource:
     """The whole split as numpy, every value checked
     (numpy_columns.read)."""
     return numpy_columns.read(self, split, files)
+
+  def column_chunks(self, split, files=None):
+    """columns(), a chunk of records at a time (numpy_columns.chunks):
+    files of any size in bounded memory. Eager."""
+    return numpy_columns.chunks(self, split, files,
+                                numpy_columns.CHUNK_ROWS)

@@ -6,8 +6,8 @@ value; and one record written."""
 
 import csv
 import io
+import itertools
 import re
-import zlib
 
 import tensorflow as tf
 
@@ -30,44 +30,75 @@ def is_csv(path):
 
 def read_csv(files, names=None, max_rows=None):
   """Cells of the CSV `files`' columns `names` (None: the first file's
-  header), of about their first `max_rows` records (None: all); an empty
-  cell is None."""
-  cells = Cells(files, 'line', 'an empty cell')
+  header), of their first `max_rows` records (None: all); an empty cell is
+  None."""
+  return next(csv_chunks(files, names, max_rows))
+
+
+def csv_chunks(files, names=None, rows=None):
+  """read_csv's Cells, `rows` records at a time (None: all at once), read
+  line by line: files of any size in the memory of `rows` records. A
+  chunk's `start`: the records of the files before it. At least one chunk
+  (of no records if the files have none)."""
+  cells, done = None, 0
   for index, path in enumerate(files):
-    if max_rows is not None and len(cells.numbers) >= max_rows:
-      break
-    lines = table_files.csv_lines(
-        path, max_rows and max_rows - len(cells.numbers) + 1)
-    header = table_files.header(path, lines)
+    lines = table_files.text_lines(path)
+    header = table_files.header(path, [text for _, text in
+                                       itertools.islice(lines, 1)])
     names = header if names is None else names
     for name in names:
       table_files.check_has(path, name, header)
     places = [header.index(name) for name in names]
-    columns = [cells.values.setdefault(name, []) for name in names]
-    # strict: bad quoting fails here as in TensorFlow's decode_csv.
-    reader, previous = csv.reader(lines[1:], strict=True), 0
-    try:
-      for row in reader:
-        if reader.line_num > previous + 1 and row:
-          raise DataError(f'{path} line {previous + 2}: a quoted field goes '
-                          'on to the next line; a record is one line')
-        previous = reader.line_num
-        if not row:
-          continue
-        line = lines[reader.line_num]
-        if '"' in line and not _QUOTED_RIGHT.fullmatch(line):
-          raise DataError(f'{path} line {reader.line_num + 1}: a quote in a '
-                          'field not in quotes (write "a""b" for a"b)')
-        if len(row) != len(header):
-          raise DataError(f'{path} line {reader.line_num + 1}: {len(row)} '
-                          f'fields, but its header has {len(header)}')
-        cells.file_index.append(index)
-        cells.numbers.append(reader.line_num + 1)
-        for column, place in zip(columns, places):
-          column.append(row[place] or None)
-    except csv.Error as e:
-      raise DataError(f'{path} line {reader.line_num + 1}: {e}') from None
+    for number, row in _records(path, header, lines):
+      if cells is None:
+        cells = _chunk(files, names, done)
+        columns = [cells.values[name] for name in names]
+      cells.file_index.append(index)
+      cells.numbers.append(number)
+      for column, place in zip(columns, places):
+        column.append(row[place] or None)
+      if len(cells.numbers) == rows:
+        yield cells
+        cells, done = None, done + rows
+  if cells is not None or not done:
+    yield cells or _chunk(files, names or (), done)
+
+
+def _chunk(files, names, start):
+  cells = Cells(files, 'line', 'an empty cell')
+  cells.values = {name: [] for name in names}
+  cells.start = start
   return cells
+
+
+def _records(path, header, lines):
+  """(line number, fields) of the CSV records of `lines` (text_lines after
+  the header), each checked to read as TensorFlow's decode_csv reads it."""
+  last = [None]  # The line the reader took last.
+
+  def texts():
+    for _, last[0] in lines:
+      yield last[0]
+
+  # strict: bad quoting fails here as in TensorFlow's decode_csv.
+  reader, previous = csv.reader(texts(), strict=True), 0
+  try:
+    for row in reader:
+      if reader.line_num > previous + 1 and row:
+        raise DataError(f'{path} line {previous + 2}: a quoted field goes '
+                        'on to the next line; a record is one line')
+      previous = reader.line_num
+      if not row:
+        continue
+      if '"' in last[0] and not _QUOTED_RIGHT.fullmatch(last[0]):
+        raise DataError(f'{path} line {reader.line_num + 1}: a quote in a '
+                        'field not in quotes (write "a""b" for a"b)')
+      if len(row) != len(header):
+        raise DataError(f'{path} line {reader.line_num + 1}: {len(row)} '
+                        f'fields, but its header has {len(header)}')
+      yield reader.line_num + 1, row
+  except csv.Error as e:
+    raise DataError(f'{path} line {reader.line_num + 1}: {e}') from None
 
 
 def read_csv_present(files, name, start=0, max_values=None, distinct=False):
@@ -80,30 +111,27 @@ def read_csv_present(files, name, start=0, max_values=None, distinct=False):
   values, seen, cells.skipped, record = [], set(), 0, 0
   cells.values[name] = values
   for index, path in enumerate(files):
+    lines = table_files.text_lines(path)
+    header = table_files.header(path, [text for _, text in
+                                       itertools.islice(lines, 1)])
+    table_files.check_has(path, name, header)
+    reader = csv.reader((text for _, text in lines), strict=True)
     try:
-      with table_files.open_bytes(path) as f:
-        lines = table_files.byte_lines(f)
-        header = table_files.header(path, table_files.lines_of(
-            next(lines, b'')))
-        table_files.check_has(path, name, header)
-        reader = csv.reader((line.removesuffix(b'\r').decode()
-                             for line in lines), strict=True)
-        for row in reader:
-          record += bool(row)
-          if record <= start or not row:
-            continue
-          value = row[header.index(name)] if len(row) == len(header) else ''
-          if not value or (distinct and value in seen):
-            cells.skipped += not value
-            continue
-          seen.add(value)
-          values.append(value)
-          cells.file_index.append(index)
-          cells.numbers.append(reader.line_num + 1)
-          if max_values is not None and len(values) >= max_values:
-            return cells
-    except (OSError, EOFError, zlib.error, tf.errors.OpError,
-            UnicodeDecodeError, csv.Error) as e:
+      for row in reader:
+        record += bool(row)
+        if record <= start or not row:
+          continue
+        value = row[header.index(name)] if len(row) == len(header) else ''
+        if not value or (distinct and value in seen):
+          cells.skipped += not value
+          continue
+        seen.add(value)
+        values.append(value)
+        cells.file_index.append(index)
+        cells.numbers.append(reader.line_num + 1)
+        if max_values is not None and len(values) >= max_values:
+          return cells
+    except csv.Error as e:
       raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
   return cells
 
@@ -112,34 +140,46 @@ def read_examples(files, dtypes=None, max_rows=None):
   """Cells of the TFRecord `files`' tf.Examples: the features of `dtypes`
   (name -> float32, int64 or string) or, if None, every feature of one
   kind throughout; of the first `max_rows` records (None: all). Eager."""
-  cells = Cells(files, 'record', 'no such feature')
-  cells.values = {name: [] for name in dtypes or ()}
+  cells = example_cells(files, dtypes)
   for index, path in enumerate(files):
     records = table_files.records(path)
     if max_rows is not None:
       records = records.take(max_rows - len(cells.numbers))
     try:
-      number = 0
+      number = 1
       for batch in records.batch(_BATCH).as_numpy_iterator():
-        for record in batch:
-          number += 1
-          features = table_files.example_of(record, path,
-                                            number).features.feature
-          row = len(cells.numbers)
-          cells.file_index.append(index)
-          cells.numbers.append(number)
-          if dtypes is None:
-            for name in features:
-              if name not in cells.values:  # Missing in the rows before.
-                cells.values[name] = [None] * row
-          for name, column in cells.values.items():
-            column.append(_value(cells, row, name, features[name], dtypes)
-                          if name in features else None)
+        add_examples(cells, index, batch, number, dtypes)
+        number += len(batch)
     except tf.errors.OpError as e:
       raise DataError(f'{path}: {first_line(e.message)}') from None
   if dtypes is None:  # A tf.Example's features have no order.
     cells.values = dict(sorted(cells.values.items()))
   return cells
+
+
+def example_cells(files, dtypes=None):
+  """Empty Cells of the TFRecord `files`' features of `dtypes`."""
+  cells = Cells(files, 'record', 'no such feature')
+  cells.values = {name: [] for name in dtypes or ()}
+  return cells
+
+
+def add_examples(cells, index, records, number, dtypes=None):
+  """Adds serialized tf.Examples `records` of file `files[index]`, the
+  first its record `number` (from 1), to `cells` (read_examples')."""
+  path = cells.files[index]
+  for number, record in enumerate(records, number):
+    features = table_files.example_of(record, path, number).features.feature
+    row = len(cells.numbers)
+    cells.file_index.append(index)
+    cells.numbers.append(number)
+    if dtypes is None:
+      for name in features:
+        if name not in cells.values:  # Missing in the rows before.
+          cells.values[name] = [None] * row
+    for name, column in cells.values.items():
+      column.append(_value(cells, row, name, features[name], dtypes)
+                    if name in features else None)
 
 
 def _value(cells, row, name, feature, dtypes):

@@ -33,17 +33,18 @@ def open_bytes(path):
   return gzip.GzipFile(fileobj=f) if path.endswith('.gz') else f
 
 
-def csv_lines(path, max_lines=None):
-  """A CSV file's lines (its first `max_lines`) as TextLineDataset splits
-  them ('\\n', then one trailing '\\r' dropped)."""
+def text_lines(path):
+  """(number from 1, text) of a CSV file's lines as TextLineDataset splits
+  them ('\\n', then one trailing '\\r' dropped), read in chunks: a file of
+  any size in little memory. DataError on a carriage return inside a line
+  or a file that cannot be read (not UTF-8, a broken GZIP stream)."""
   try:
     with open_bytes(path) as f:
-      data = (f.read() if max_lines is None else
-              b'\n'.join(itertools.islice(byte_lines(f), max_lines)))
-    lines = lines_of(data)
-    if b'\r' in data:
-      _check_returns(path, lines, 1)
-    return lines
+      for number, line in enumerate(byte_lines(f), 1):
+        line = line.removesuffix(b'\r')
+        if b'\r' in line:
+          _check_returns(path, [line], number)
+        yield number, line.decode('utf-8-sig' if number == 1 else 'utf-8')
   except (OSError, EOFError, zlib.error, tf.errors.OpError,
           UnicodeDecodeError) as e:
     raise DataError(f'{path}: cannot read it ({first_line(e)})') from None
@@ -69,7 +70,8 @@ def lines_of(data):
 
 def csv_header(path):
   """A CSV file's header, of its first line alone."""
-  return header(path, csv_lines(path, 1))
+  return header(path, [text for _, text in itertools.islice(
+      text_lines(path), 1)])
 
 
 def _check_returns(path, lines, first):
