@@ -23,7 +23,7 @@ MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
 # An estimator checkpoint's --ema_decay average of weight W: W/<this>.
 AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 # Structured data's preprocessing: the statistics computed from the training
-# split once and the feature spec they are of (tabular/statistics.py).
+# split once and the feature spec they are of (tabular/statistics/).
 PREPROCESSING_DIR = 'preprocessing'
 STATISTICS_FILE = 'statistics.json'
 FEATURE_SPEC_FILE = 'feature_spec.json'

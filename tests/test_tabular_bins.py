@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from estimator_trainer.tabular import statistics
-from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular.statistics import summaries
 from estimator_trainer.tabular.encoder import Encoder
 from estimator_trainer.tabular.spec import Column, FeatureSpec
-from estimator_trainer.tabular.statistics_types import (ColumnStatistics,
+from estimator_trainer.tabular.statistics.types import (ColumnStatistics,
                                                         Statistics,
                                                         differences)
 

@@ -16,7 +16,7 @@ from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import arrow_csv
 from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import infer as infer_lib
-from estimator_trainer.tabular import scan
+from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
 

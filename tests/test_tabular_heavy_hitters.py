@@ -10,9 +10,9 @@ import numpy as np
 
 from estimator_trainer import sources
 from estimator_trainer.tabular import arrow_csv
-from estimator_trainer.tabular import scan
+from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular import statistics
-from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular.statistics import summaries
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
 

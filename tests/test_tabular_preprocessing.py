@@ -25,7 +25,7 @@ from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.models import PADDING
 from estimator_trainer.strategy import make_strategy
 from estimator_trainer.models import tabular as tabular_models
-from estimator_trainer.tabular import scan
+from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular import warm_start

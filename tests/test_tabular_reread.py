@@ -13,7 +13,7 @@ import pytest
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import numpy_columns
-from estimator_trainer.tabular import scan
+from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular import table
 from estimator_trainer.tabular import table_cells

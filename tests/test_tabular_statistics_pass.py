@@ -19,12 +19,12 @@ from estimator_trainer import layout
 from estimator_trainer.errors import DataError, TrainerError
 from estimator_trainer import sources
 from estimator_trainer.benchmark import census
-from estimator_trainer.tabular import scan
-from estimator_trainer.tabular import shared_pass
-from estimator_trainer.tabular import split_summary
+from estimator_trainer.tabular.statistics import scan
+from estimator_trainer.tabular.statistics import shares
+from estimator_trainer.tabular.statistics import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
-from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular.statistics import summaries
 from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
@@ -234,10 +234,10 @@ def test_a_share_an_earlier_version_stored_is_not_taken(
   model_dir = str(tmp_path / 'model')
   with monkeypatch.context() as patch:
     patch.setattr(summaries, 'FORMAT', summaries.FORMAT - 1)
-    shared_pass.store_share(model_dir, source, 'binary', 1, 2)
+    shares.store_share(model_dir, source, 'binary', 1, 2)
   assert list((tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.*'))
   with caplog.at_level('INFO'):
-    merged = shared_pass.summarise(model_dir, source, 'binary', 2)
+    merged = shares.summarise(model_dir, source, 'binary', 2)
   assert '0 of 1 shares summarised by other tasks' in caplog.text
   assert statistics.of_summary(SPEC, merged) == statistics.compute(
       SPEC, source.columns(TRAIN))
@@ -311,13 +311,13 @@ def test_a_share_is_json_keyed_by_the_files_modification_times(
   alone 54.22)."""
   pattern, rewrite = age_files
   model_dir = str(tmp_path / 'model')
-  shared_pass.store_share(model_dir, _ages_source(pattern), 'binary', 1, 2)
+  shares.store_share(model_dir, _ages_source(pattern), 'binary', 1, 2)
   [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.json')
   assert json.loads(path.read_text())['format'] == summaries.FORMAT
   rewrite(1)
   source = _ages_source(pattern)
   with caplog.at_level('INFO'):
-    merged = shared_pass.summarise(model_dir, source, 'binary', 2)
+    merged = shares.summarise(model_dir, source, 'binary', 2)
   assert '0 of 1 shares summarised by other tasks' in caplog.text
   assert statistics.of_summary(AGES, merged) == statistics.compute(
       AGES, source.columns(TRAIN))
@@ -329,7 +329,7 @@ def test_a_share_that_is_no_share_is_a_data_error_naming_it(
   pattern, _ = age_files
   source = _ages_source(pattern)
   model_dir = str(tmp_path / 'model')
-  shared_pass.store_share(model_dir, source, 'binary', 1, 2)
+  shares.store_share(model_dir, source, 'binary', 1, 2)
   [path] = (tmp_path / 'model').glob('preprocessing/summaries/*-1-of-2.json')
   ran = tmp_path / 'ran'
   for text in (pickle.dumps(_Payload(str(ran))),
@@ -339,7 +339,7 @@ def test_a_share_that_is_no_share_is_a_data_error_naming_it(
     with pytest.raises(DataError, match=f'^{re.escape(str(path))}: not a '
                        r'statistics share of this version \(\w+Error: .*\); '
                        'delete it$'):
-      shared_pass.summarise(model_dir, source, 'binary', 2)
+      shares.summarise(model_dir, source, 'binary', 2)
   assert not ran.exists()
 
 
@@ -444,7 +444,7 @@ def test_a_beam_worker_reads_its_own_file_alone(age_files, tmp_path):
   """Each worker counted every training file first (the split's record
   counts): another file's bad bytes failed this file's summary."""
   pytest.importorskip('apache_beam')
-  from estimator_trainer.tabular import beam_transforms  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular.statistics import beam_transforms  # pylint: disable=g-import-not-at-top
   pattern, _ = age_files
   other = tmp_path / 'data' / 'ages-1.csv'
   other.write_bytes(other.read_bytes() + b'\xff\xfe,1\n')  # Not UTF-8.
@@ -464,7 +464,7 @@ def test_beam_merges_the_files_summaries_in_their_order():
   in-process: 1e16, -1e16, 1 sum to 1 in the files' order, to 0 in
   another (the mean's last bits differed so on real data)."""
   pytest.importorskip('apache_beam')
-  from estimator_trainer.tabular import beam_transforms  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular.statistics import beam_transforms  # pylint: disable=g-import-not-at-top
   spec = FeatureSpec((Column('x', 'float_normalized'),), 'y', head='binary')
   files = []
   for value in (1e16, -1e16, 1.0):
@@ -490,7 +490,7 @@ def test_a_workers_data_error_is_the_commands_line(age_files, tmp_path,
   error again, the command's one line."""
   pytest.importorskip('apache_beam')
   from estimator_trainer.tabular import beam_statistics  # pylint: disable=g-import-not-at-top
-  from estimator_trainer.tabular import beam_transforms  # pylint: disable=g-import-not-at-top
+  from estimator_trainer.tabular.statistics import beam_transforms  # pylint: disable=g-import-not-at-top
   line = "b.csv line 3, column 'age': 'abc' is not a number"
   relayed = RuntimeError(  # As DirectRunner's multi-processing mode's.
       'Traceback (most recent call last):\n  File "apache_beam/runners/'

@@ -1,6 +1,6 @@
 """A CSV file's batches by Apache Arrow's streaming CSV reader, as
-scan.py's TensorFlow parse gives them: on the census-like set 1.3 million
-rows/s against decode_csv's 0.17 million (2 cores, issue 50).
+statistics/scan.py's TensorFlow parse gives them: on the census-like set
+1.3 million rows/s against decode_csv's 0.17 million (2 cores, issue 50).
 
 Quotes are not parsed (a quote is a plain character here): a value with a
 quote, like any value Arrow rejects, makes scan.py read the file by

@@ -1,6 +1,6 @@
 """The tabular statistics as an Apache Beam pipeline, for training splits
 beyond one machine: each training file is summarised on a worker (the same
-streaming pass as in-process, tabular/scan.py) and the summaries merge in a
+streaming pass as in-process, statistics/scan.py) and the summaries merge in a
 CombineFn (the transforms: beam_transforms.py); the result goes to
 model_dir/preprocessing/ as the trainer writes it, so that `run
 --model_dir=...` reads it instead of computing. Statistics the model_dir
@@ -29,12 +29,12 @@ from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.errors import UsageError
-from estimator_trainer.tabular import beam_transforms
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import statistics
-from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.source import TabularSource
+from estimator_trainer.tabular.statistics import beam_transforms
+from estimator_trainer.tabular.statistics import split_summary
+from estimator_trainer.tabular.statistics import training_files
 
 
 # A package error as a worker process's runner relays it: in the text of a

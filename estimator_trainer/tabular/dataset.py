@@ -16,12 +16,12 @@ from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
-from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
-from estimator_trainer.tabular import training_files
 from estimator_trainer.tabular.encoder import Encoder
 from estimator_trainer.tabular.source import TabularSource
+from estimator_trainer.tabular.statistics import scan
+from estimator_trainer.tabular.statistics import training_files
 
 _logger = logging.getLogger(__name__)
 

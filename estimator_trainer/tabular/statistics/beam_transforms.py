@@ -1,5 +1,5 @@
-"""The Beam pipeline of the tabular statistics (beam_statistics.py is its
-command line): each training file summarised on a worker (the same
+"""The Beam pipeline of the tabular statistics (tabular/beam_statistics.py
+is its command line): each training file summarised on a worker (the same
 streaming pass as in-process, scan.py), the summaries merged in a CombineFn,
 the Statistics stored in model_dir. In a module of its own, importable: a
 runner pickles the transforms by reference to their module, which every
@@ -9,11 +9,12 @@ worker imports (a class of `python -m`'s __main__ is not found there).
 import apache_beam as beam
 
 from estimator_trainer import sources
-from estimator_trainer.tabular import scan
-from estimator_trainer.tabular import split_summary
-from estimator_trainer.tabular import statistics
-from estimator_trainer.tabular import summaries
 from estimator_trainer.tabular.source import TabularSource
+from estimator_trainer.tabular.statistics import finalize
+from estimator_trainer.tabular.statistics import scan
+from estimator_trainer.tabular.statistics import split_summary
+from estimator_trainer.tabular.statistics import storage
+from estimator_trainer.tabular.statistics import summaries
 
 
 class SummariseFile(beam.DoFn):
@@ -73,11 +74,11 @@ class MergeSummaries(beam.CombineFn):
 
 
 def _statistics(summary, feature_spec):
-  return statistics.of_summary(feature_spec, summary)
+  return finalize.of_summary(feature_spec, summary)
 
 
 def _store(stats, model_dir, feature_spec, files):
-  statistics.store(model_dir, feature_spec, stats, files)
+  storage.store(model_dir, feature_spec, stats, files)
 
 
 def compute(pipeline, source_args, head=None):

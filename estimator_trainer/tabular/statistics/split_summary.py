@@ -6,7 +6,7 @@ import numpy as np
 
 from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular import summaries
+from estimator_trainer.tabular.statistics import summaries
 
 # Tokens the lookup layers reserve or that mark a missing value (the kind's
 # default): never vocabulary entries, so they look up as out-of-vocabulary.

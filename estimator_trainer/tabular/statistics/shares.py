@@ -25,11 +25,11 @@ from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer.errors import DataError, first_line
 from estimator_trainer.sources import TRAIN
-from estimator_trainer.tabular import scan
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular import split_summary
-from estimator_trainer.tabular import summaries
-from estimator_trainer.tabular import training_files
+from estimator_trainer.tabular.statistics import scan
+from estimator_trainer.tabular.statistics import split_summary
+from estimator_trainer.tabular.statistics import summaries
+from estimator_trainer.tabular.statistics import training_files
 
 _logger = logging.getLogger(__name__)
 _DIR = 'summaries'

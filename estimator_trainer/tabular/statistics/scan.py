@@ -20,9 +20,9 @@ from estimator_trainer import sources
 from estimator_trainer.tabular import arrow_csv
 from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import spec as spec_lib
-from estimator_trainer.tabular import split_summary
 from estimator_trainer.tabular import table_cells
 from estimator_trainer.tabular.parsing import DTYPES, feature_default
+from estimator_trainer.tabular.statistics import split_summary
 
 _BATCH = 16384
 # Batches parsed at once. AUTOTUNE often kept one at a time beside the busy

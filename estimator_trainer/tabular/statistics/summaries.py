@@ -12,7 +12,7 @@ different files (tasks, Beam workers) merge into the same result.
   Misra-Gries summary whose counts are at most `error` under the true ones.
 
 Every summary is data: `to_dict` and `from_dict` (JSON types, a cluster
-task's stored share: shared_pass.py), never code; it also pickles (Beam's
+task's stored share: shares.py), never code; it also pickles (Beam's
 coders, in transit).
 """
 
@@ -21,7 +21,7 @@ import collections
 
 import numpy as np
 
-# The summaries' fields: a share stored by another format (shared_pass.py)
+# The summaries' fields: a share stored by another format (shares.py)
 # is not taken. 2: Counts' `error`; 3: to_dict's JSON (issue 71).
 FORMAT = 3
 # Present values of a column kept exactly: the result on at most this many
