@@ -36,10 +36,12 @@ class Interrupted(KeyboardInterrupt):
 
 def first_line(error):
   """The line of an error that says what went wrong: its first, or the
-  failed assertion of a data check (TensorFlow's own first line is then
-  "Graph execution error:")."""
+  failed assertion of a data check from its start (TensorFlow's own first
+  line is then "Graph execution error:"; TensorFlow 2.21 puts tf.data's
+  iterator before it on its line)."""
   lines = [line.strip() for line in str(error).strip().splitlines()] or ['']
-  return next((line for line in lines if 'assertion failed:' in line),
+  failed = 'assertion failed:'
+  return next((line[line.index(failed):] for line in lines if failed in line),
               lines[0])
 
 
