@@ -17,6 +17,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer.errors import INTERRUPTED_EXIT_CODE, Interrupted, TrainerError
 
 _logger = logging.getLogger(__name__)
@@ -48,8 +49,11 @@ class Preempted(Exception):
 
 def diverged(what, step, model_dir):
   latest = tf.train.latest_checkpoint(model_dir)
+  # A step-0 checkpoint, of no training, goes as the run fails
+  # (outputs.none_of_a_failed_run, checkpoints.none_untrained).
   kept = (f'the latest checkpoint is still {os.path.basename(latest)}'
-          if latest else 'no checkpoint was saved')
+          if latest and layout.checkpoint_step(latest) > 0 else
+          'no checkpoint was saved')
   return DivergedError(f'{what} at step {step}: training diverged (a lower '
                        f'--learning_rate may help); {kept}')
 

@@ -631,7 +631,7 @@ def test_tf2_engine_nan_loss_fails_and_keeps_finite_checkpoints(
   assert returncode == 1, stderr[-3000:]
   assert 'Traceback' not in stderr
   line = stderr.strip().splitlines()[-1]
-  assert re.match(r'error: (loss is nan|weights are NaN or Inf) at step \d+: '
+  assert re.match(r'error: (loss is NaN|weights are NaN or Inf) at step \d+: '
                   r'training diverged', line), line
   assert not (model_dir / 'metrics.json').exists()
   # The steps before the divergence were checkpointed, all finite.

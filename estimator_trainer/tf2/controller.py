@@ -74,7 +74,9 @@ class Controller:
     when a summary was written (read_metrics() read: reset them)."""
     self.step = step
     if not math.isfinite(loss):  # Before any save of these weights.
-      raise faults.diverged(f'loss is {loss}', step,
+      # Named as the estimator engine names it (not Python's 'nan').
+      what = 'NaN' if math.isnan(loss) else 'Inf'
+      raise faults.diverged(f'loss is {what}', step,
                             self.job.config.model_dir)
     wrote = self._summaries.update(step, loss, read_metrics)
     if not self.stopped:
