@@ -9,6 +9,7 @@ Imports no TensorFlow: the CLI checks flags first.
 import dataclasses
 import importlib
 
+from estimator_trainer import outputs
 from estimator_trainer import stack
 
 MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
@@ -32,7 +33,10 @@ class Engine:
           'estimator_trainer.migrate --from=MODEL_DIR --to=NEW_DIR` carries '
           'an Estimator model_dir over to the TF2 engines)')
     module = importlib.import_module(self.module)
-    return getattr(module, config.mode)(config)
+    if config.cluster is not None:  # Its tasks share the model_dir.
+      return getattr(module, config.mode)(config)
+    with outputs.none_of_a_failed_run(config.model_dir):
+      return getattr(module, config.mode)(config)
 
 
 ENGINES = {

@@ -124,3 +124,25 @@ def write_predictions(path, predictions):
            for i, p in enumerate(predictions)]
   write_atomic(path, ''.join(line + '\n' for line in lines))
   return len(lines)
+
+
+@contextlib.contextmanager
+def none_of_a_failed_run(model_dir):
+  """A run in a model_dir that does not exist yet: if it fails before a
+  checkpoint of a trained step, the model_dir it made is removed (its
+  record, events and statistics, of a run that never trained), so that a
+  failed command writes nothing. A model_dir that existed is left to the
+  engine (the estimator's step-0 checkpoint: checkpoints.none_untrained)."""
+  # Engines import TensorFlow; the scripts using this module's others not.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  made = not tf.io.gfile.exists(model_dir)
+  try:
+    yield
+  except Exception:
+    if made and tf.io.gfile.exists(model_dir):
+      latest = tf.train.latest_checkpoint(model_dir)
+      if not latest or layout.checkpoint_step(latest) == 0:
+        tf.io.gfile.rmtree(model_dir)
+        _logger.info('Removed %s: the run failed before it trained a step',
+                     model_dir)
+    raise
