@@ -73,14 +73,16 @@ def read(values, given):
            if name in values and name not in kept and value != values[name]
            and config_checks.HEAD_FLAGS.get(name, head) == head}
   stored_spec = layout.stored_feature_spec(model_dir)
+  if stored_spec:
+    # That spec (or a given one, checked against it) names the label: a run
+    # on CSV files without a spec recorded --label_key, an image flag
+    # beside a spec.
+    for name in config_checks.IMAGE_FLAGS:
+      taken.pop(name, None)
   if stored_spec and 'feature_spec' not in given:
     # The spec stored with the statistics, not what the recorded path (or
     # none, given other data flags) holds now: the checkpoints' own.
     taken['feature_spec'] = stored_spec
-    # That spec names the label: a run on CSV files without a spec recorded
-    # --label_key, an image flag beside a spec.
-    for name in config_checks.IMAGE_FLAGS:
-      taken.pop(name, None)
     if 'label_key' in given:
       # The run's own command repeated (CSV files, the label --label_key):
       # its spec's label, else a flag that disagrees with the checkpoints.
@@ -139,14 +141,19 @@ def overridden(values, given):
   return found
 
 
-# What a given flag must agree with: the checkpoint's model and data shape,
-# as the record names them; each parsed as the field is.
+# What a given flag must agree with: the checkpoint's model, head and data
+# shape, as the record names them; each parsed as the field is.
 _CHECKPOINT_DEFINED = {
     'model': str,
     'model_kwargs': lambda value: config_checks.json_object(value or {}),
+    'head': str,
     'image_shape': config_checks.ints('image_shape', 3),
     'num_classes': int,
 }
+# Recorded as None by a run without the flag, whose model has its builder's
+# defaults: a given value is another model. (A None image shape or class
+# count is the data's, which the run read.)
+_NONE_IS_A_SETTING = ('model_kwargs',)
 # The optimizers whose slots the checkpoints hold, as the run recorded them.
 _RUN_DEFINED = ('optimizer', 'linear_optimizer')
 # Whose momentum (on or off) the slots the checkpoints hold follow.
@@ -164,11 +171,13 @@ def _momentum(name, value):
 def _check_given(model_dir, record, values, given):
   run = record.get('run') or {}
   for name in given:
-    if name in _CHECKPOINT_DEFINED and record.get(name) is not None:
-      parse = _CHECKPOINT_DEFINED[name]
-      value, recorded = parse(values[name]), parse(record[name])
+    if name in _CHECKPOINT_DEFINED and (record.get(name) is not None or (
+        name in _NONE_IS_A_SETTING and name in record)):
+      parse, raw = _CHECKPOINT_DEFINED[name], record[name]
+      value, recorded = parse(values[name]), parse(raw)
     elif name in _RUN_DEFINED and name in run:
-      value, recorded = values[name], run[name]
+      raw = run[name]
+      value, recorded = values[name], raw
     elif name in _SLOTS_DEFINED and name in run:
       value, recorded = (_momentum(name, values[name]),
                          _momentum(name, run[name]))
@@ -184,7 +193,7 @@ def _check_given(model_dir, record, values, given):
       continue
     if value != recorded:
       # A flag the run was without is not '--name=None', which no user gives.
-      of_run = (f'a run without --{name}' if recorded is None else
+      of_run = (f'a run without --{name}' if raw is None else
                 f'--{name}={shown(recorded)}')
       raise UsageError(
           f'--{name}={shown(values[name])} disagrees with {model_dir}, '

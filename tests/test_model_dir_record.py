@@ -24,6 +24,7 @@ from estimator_trainer import run_record
 from estimator_trainer import sources
 from estimator_trainer import stack
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.tabular import dataset
 from estimator_trainer.errors import UsageError
 import cli_config
 import engine_params
@@ -376,3 +377,44 @@ def test_the_estimator_engine_on_a_stack_without_it_names_the_way_on(
   assert code == 2, stderr[-3000:]
   assert last.startswith(f'error: --engine=estimator (on {tmp_path}: '
                          '`python -m estimator_trainer.migrate'), last
+
+
+def test_a_csv_runs_own_command_repeated_with_another_identity_is_refused(
+    tmp_path, caplog):
+  """The one-command CSV run repeated, a flag added: one equal to what the
+  run recorded is taken; another head, model kwargs or feature spec is a
+  usage error naming both (issue 76, item 2; they had been taken silently:
+  a binary run resumed as a regression, a linear model given hidden units,
+  and a given spec failed as '--label_key is for images'). A schedule flag
+  is taken and said."""
+  rows = [f'{i / 10},{"red" if i % 3 else "blue"},{i % 2}' for i in range(40)]
+  (tmp_path / 'data.csv').write_text('\n'.join(['x,color,target', *rows]))
+  model_dir = tmp_path / 'model'
+  command = [f'--model_dir={model_dir}', f'--train_files={tmp_path}/data.csv',
+             '--label_key=target', '--train_steps=2', '--mode=train']
+  cli_config.run_in_process(command)
+  stored = layout.stored_feature_spec(str(model_dir))
+  other = json.loads(pathlib.Path(stored).read_text())
+  del other['columns']['color']
+  (tmp_path / 'other.json').write_text(json.dumps(other))
+  for flag in ('--head=binary', '--model_kwargs={}', '--model=linear'):
+    assert cli_config.config_from([*command, flag]).feature_spec == stored
+  for flag, message in [
+      ('--head=regression', '--head=regression disagrees with {}, whose '
+       'checkpoints are of --head=binary (its model.json)'),
+      ('--model_kwargs={"hidden_units": [8]}', '--model_kwargs={{"hidden_'
+       'units": [8]}} disagrees with {}, whose checkpoints are of a run '
+       'without --model_kwargs (its model.json)')]:
+    with pytest.raises(UsageError, match='^' + re.escape(
+        message.format(model_dir))):
+      cli_config.config_from([*command, flag])
+  spec_given = [*command[:2], *command[3:], f'--feature_spec={stored}']
+  assert cli_config.config_from(spec_given).label_key == 'label'
+  config = cli_config.config_from(
+      [*command[:2], *command[3:], f'--feature_spec={tmp_path}/other.json'])
+  with pytest.raises(UsageError, match=re.escape(
+      f'--feature_spec={tmp_path}/other.json differs from {stored}')):
+    dataset.feature_spec_of(config)
+  caplog.set_level(logging.INFO)
+  cli_config.config_from([*command, '--learning_rate=0.5'])
+  assert '--learning_rate=0.5 given: the run in' in caplog.text
