@@ -61,6 +61,13 @@ def read(values, given):
       raise UsageError(f'{model_dir} holds a run of {model}, which no '
                        'module names: give its --model=MODULE:FUNCTION')
     record = {key: value for key, value in record.items() if key != 'model'}
+  elif model and ':' in model and 'model' not in given:
+    # A model_dir is data: the code a run imports is the command's to name,
+    # not a file's that anyone who can write to model_dir could change.
+    raise UsageError(
+        f'{model_dir} holds a run of --model={model}, a builder of your own '
+        f'(its {layout.MODEL_FILE}): give --model={model} to run it (a '
+        'model_dir names no code to import)')
   _check_given(model_dir, record, values, given)
   kept = set(given) | set(_NOT_RECORDED)
   for group in (_DATA_SOURCE, *_ALTERNATIVES):

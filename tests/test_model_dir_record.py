@@ -60,11 +60,16 @@ def data(tmp_path_factory):
   return directory
 
 
+# A builder of the tests' own: the command names it (a model_dir names no
+# code to import).
+OWN_MODEL = '--model=builders:mlp'
+
+
 def _run_flags(data_dir):
   """A run none of whose data or model flags is the default."""
   return [f'--train_files={data_dir}/train-*',
           f'--eval_files={data_dir}/test-*', '--image_key=image/encoded',
-          '--label_key=image/class/label', '--model=builders:mlp',
+          '--label_key=image/class/label', OWN_MODEL,
           '--model_kwargs={"hidden": 8}', '--batch_size_per_replica=16']
 
 
@@ -95,7 +100,7 @@ def test_evaluate_predict_export_and_resume_take_the_run_from_model_dir(
   engines.ENGINES[engine].run(config)
   for mode in ('evaluate', 'predict', 'export'):
     config = cli_config.config_from([f'--model_dir={model_dir}',
-                                     f'--mode={mode}'])
+                                     f'--mode={mode}', OWN_MODEL])
     assert (config.engine, config.model, config.model_kwargs,
             config.train_files, config.image_key, config.label_key) == (
                 engine, 'builders:mlp', {'hidden': 8}, f'{data}/train-*',
@@ -108,7 +113,8 @@ def test_evaluate_predict_export_and_resume_take_the_run_from_model_dir(
   assert list(model_dir.glob('export/manual/*/saved_model.pb'))
   # Resumed: the run's model and data, the steps and learning rate given.
   config = cli_config.config_from([f'--model_dir={model_dir}', '--mode=train',
-                                   '--train_steps=6', '--learning_rate=0.01'])
+                                   '--train_steps=6', '--learning_rate=0.01',
+                                   OWN_MODEL])
   assert (config.engine, config.model, config.batch_size_per_replica) == (
       engine, 'builders:mlp', 16)
   engines.ENGINES[engine].run(config)
@@ -123,18 +129,19 @@ def test_a_flag_given_wins_over_the_record(tmp_path, trained, data):
   """Other data (of the same shape) evaluates: the record's data source is
   then left whole; a flag given in a --config file counts as given."""
   config = cli_config.config_from([
-      f'--model_dir={trained}', '--mode=evaluate',
+      f'--model_dir={trained}', '--mode=evaluate', OWN_MODEL,
       f'--train_files={data}/test-*', f'--eval_files={data}/train-*'])
   assert (config.eval_files, config.model, config.image_key) == (
       f'{data}/train-*', 'builders:mlp', 'image/encoded')
   (tmp_path / 'flags.json').write_text('{"batch_size_per_replica": 8}')
   config = cli_config.config_from([f'--model_dir={trained}',
-                                   '--mode=evaluate',
+                                   '--mode=evaluate', OWN_MODEL,
                                    f'--config={tmp_path}/flags.json'])
   assert (config.batch_size_per_replica, config.model) == (8, 'builders:mlp')
   # The alternative of a recorded setting replaces it.
   config = cli_config.config_from([f'--model_dir={trained}',
-                                   '--mode=evaluate', '--global_batch_size=32'])
+                                   '--mode=evaluate', OWN_MODEL,
+                                   '--global_batch_size=32'])
   assert (config.batch_size_per_replica, config.global_batch_size) == (
       None, 32)
 
@@ -150,6 +157,35 @@ def test_a_fresh_model_dir_and_the_python_api_ignore_any_record(tmp_path):
   assert cli_config.config_from([f'--model_dir={model_dir}',
                                  '--mode=evaluate']).model == 'resnet20'
   assert TrainConfig(model_dir=str(model_dir), mode='evaluate').model == 'cnn'
+
+
+@pytest.mark.parametrize('mode', ['evaluate', 'export', 'predict', 'train'])
+def test_a_model_dir_names_no_code_the_command_does_not(tmp_path, mode):
+  """Issue 73, item 5: a prepared model.json naming MODULE:FUNCTION with
+  arguments (subprocess.run of a shell command, its model_kwargs) runs
+  nothing: the run stops at the record, in one line, before any import;
+  the same builder named by the command is the user's to run."""
+  model_dir = tmp_path / 'model'
+  model_dir.mkdir()
+  (model_dir / 'ckpt-1.index').write_text('')  # A run to resume.
+  (model_dir / 'checkpoint').write_text('model_checkpoint_path: "ckpt-1"\n')
+  run = {'model': 'subprocess:run', 'model_kwargs': {'args': 'touch pwned',
+                                                     'shell': True}}
+  (model_dir / 'model.json').write_text(json.dumps({**run, 'run': run}))
+  with pytest.raises(UsageError) as error:
+    cli_config.config_from([f'--model_dir={model_dir}', f'--mode={mode}'])
+  assert str(error.value) == (
+      f'{model_dir} holds a run of --model=subprocess:run, a builder of your '
+      'own (its model.json): give --model=subprocess:run to run it (a '
+      'model_dir names no code to import)')
+  config = cli_config.config_from([f'--model_dir={model_dir}',
+                                   f'--mode={mode}', '--model=subprocess:run'])
+  assert config.model == 'subprocess:run'
+  # A built-in model is taken from the record as before.
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': 'resnet20', 'run': {'model': 'resnet20'}}))
+  assert cli_config.config_from([f'--model_dir={model_dir}',
+                                 f'--mode={mode}']).model == 'resnet20'
 
 
 @pytest.fixture(scope='module')
@@ -171,9 +207,10 @@ def trained(tmp_path_factory, data):
 ])
 def test_a_flag_that_disagrees_with_the_checkpoints_is_a_usage_error(
     trained, mode, flag, recorded):
+  own = [] if flag.startswith('--model=') else [OWN_MODEL]
   with pytest.raises(UsageError) as error:
     cli_config.config_from([f'--model_dir={trained}', f'--mode={mode}',
-                            flag])
+                            flag, *own])
   assert str(error.value) == (
       f'{flag} disagrees with {trained}, whose checkpoints are of '
       f'{recorded} (its model.json): drop the flag, or use another '
@@ -207,10 +244,10 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
 
   caplog.set_level(logging.INFO, logger='estimator_trainer')
   code, stderr = cli_config.main_in_process(
-      [f'--model_dir={model_dir}', '--mode=evaluate'], capfd)
+      [f'--model_dir={model_dir}', '--mode=evaluate', OWN_MODEL], capfd)
   assert code == 0, stderr[-3000:]
-  assert re.search(r'From \S+/model.json: .*--model=builders:mlp .*'
-                   r'--train_files=\S+/train-\* ', caplog.text), caplog.text
+  assert re.search(r'From \S+/model.json: .*--train_files=\S+/train-\* ',
+                   caplog.text), caplog.text
   assert _config_line(caplog.text).startswith(
       'evaluate with engine ctl, strategy default (1 replica in sync); model '
       'builders:mlp {"hidden": 8}; data TFRecord files ')
@@ -219,8 +256,8 @@ def test_the_cli_says_what_the_run_does_and_evaluates_from_the_record(
 
   before = sorted(p.name for p in model_dir.iterdir())
   code, stderr = cli_config.main_in_process(
-      [f'--model_dir={model_dir}', '--mode=export', '--image_shape=28,28,1'],
-      capfd)
+      [f'--model_dir={model_dir}', '--mode=export', '--image_shape=28,28,1',
+       OWN_MODEL], capfd)
   assert code == 2
   assert stderr.strip().splitlines() == [
       f'error: --image_shape=28,28,1 disagrees with {model_dir}, whose '

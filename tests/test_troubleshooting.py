@@ -150,6 +150,14 @@ def _resnet20_run(tmp):
       'model_checkpoint_path: "model.ckpt-10"\n')
 
 
+def _own_builder_run(tmp):
+  """{model_dir}: the record of a run of the page's own builder."""
+  model_dir = tmp / 'model'
+  model_dir.mkdir()
+  run = {'model': 'my_models:mlp', 'model_kwargs': {'hidden': 256}}
+  (model_dir / layout.MODEL_FILE).write_text(json.dumps({**run, 'run': run}))
+
+
 def _config_file(content):
   def setup(tmp):
     (tmp / 'data' / 'hparams.yaml').write_text(content)
@@ -225,6 +233,9 @@ CASES = {
     'error: --model=cnn disagrees with DIR, whose checkpoints are of '
     '--model=resnet20 (its model.json): ...': Case(
         (*MNIST, '--model=cnn'), _resnet20_run),
+    'error: DIR holds a run of --model=my_models:mlp, a builder of your own '
+    '(its model.json): give --model=my_models:mlp to run it ...': Case(
+        ('--model_dir={model_dir}', '--mode=evaluate'), _own_builder_run),
     'error: DIR holds an Estimator checkpoint (model.ckpt-N), which '
     '--engine=ctl cannot read: carry it over ...': Case(
         (*MNIST, '--engine=ctl'), _our_model_checkpoint),
