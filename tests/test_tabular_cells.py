@@ -5,6 +5,7 @@ read_csv list), a number as TensorFlow reads it, or an error naming it
 (with unreadable_as_missing: missing, and counted); a line holds one
 record."""
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -16,6 +17,7 @@ from estimator_trainer.errors import DataError
 from estimator_trainer.tabular import arrow_csv
 from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import infer as infer_lib
+from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
@@ -206,6 +208,44 @@ def test_a_word_in_a_number_column_fails_or_is_missing_by_choice(
           ) in caplog.messages
   raw = _parsed(source)
   np.testing.assert_array_equal(np.isnan(raw['x']), frame.x.isna())
+
+
+def test_the_missing_values_are_the_specs_to_give(tmp_path, monkeypatch):
+  """A file's own marker ('?', as UCI's adult data writes a missing age)
+  given to infer is kept in the spec, and every reader (infer, the three
+  reads of the statistics pass, training's parse) reads it as missing, and
+  an empty cell still; pandas' list is then no longer missing (`NA` is an
+  error naming it). Without it, '?' is an error naming it."""
+  rows = [(f'{i * 1.5}', str(i % 3), 'red', str(i % 2)) for i in range(30)]
+  rows[4] = ('?', '?', 'red', '0')
+  rows[9] = ('', '', 'red', '1')
+  path = _csv(tmp_path / 'marks.csv', rows)
+  with pytest.raises(DataError, match=rf"^{path} line 6, column 'x': '\?' "
+                     'is not a number'):
+    _statistics(_source(path), monkeypatch, 'python')
+  spec, lines = infer_lib.infer(path, 'y', missing_values=['?'])
+  assert spec.missing_values == ('?',)
+  assert 'x: float_normalized (numbers; 2 of 30 missing; imputed with their ' \
+      'mean)' in lines, lines
+  assert spec_lib.loads(spec_lib.to_json(spec)) == spec
+  present = [float(row[0]) for row in rows if row[0] not in ('?', '')]
+  codes = sorted([-1, -1] + [int(row[1]) for row in rows
+                             if row[1] not in ('?', '')])
+  source = TabularSource({TRAIN: path, TEST: path}, dataclasses.replace(
+      SPEC, missing_values=('?',)))
+  for reader in ('arrow', 'tensorflow', 'python'):
+    count, mean, n = _statistics(source, monkeypatch, reader)
+    assert (count, n) == (30, codes), reader
+    np.testing.assert_allclose(mean, np.mean(present), rtol=1e-6,
+                               err_msg=reader)
+  raw = _parsed(source)
+  assert np.isnan(raw['x']).tolist() == [row[0] in ('?', '') for row in rows]
+  rows[12] = ('NA', '1', 'red', '0')
+  path = _csv(tmp_path / 'marks.csv', rows)
+  for reader in ('arrow', 'tensorflow', 'python'):
+    with pytest.raises(DataError, match=rf"^{path} line 14, column 'x': "
+                       "'NA' is not a number"):
+      _statistics(source, monkeypatch, reader)
 
 
 def test_a_carriage_return_inside_a_line_is_an_error_naming_it(tmp_path):

@@ -212,8 +212,10 @@ _GOOD = {'columns': {'age': {'kind': 'float'},
      "label_vocabulary: expected a list of the classes, got 'yes'"),
     ({'label': ['a', 'b']}, "label: multilabel takes a list of 0/1 columns, "
      "the other heads one column; got ('a', 'b') for the head None"),
+    ({'missing_values': '?'}, "missing_values: expected a list of the cells "
+     "a number column reads as missing (e.g. [\"?\"]), got '?'"),
     ({'colums': {}}, 'colums: unknown key; the keys: columns, crosses, head, '
-     'label, label_vocabulary, name, weight'),
+     'label, label_vocabulary, missing_values, name, weight'),
     ({'label': None}, 'label: expected a column name (multilabel: a list of '
      'them), got None'),
 ])

@@ -9,7 +9,6 @@ TensorFlow's decode_csv, whose quoting rules the training input follows.
 
 import numpy as np
 
-from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.parsing import feature_default
@@ -48,19 +47,19 @@ def batches(source, path):
             column_types={name: arrow_types[dtype]
                           for name, dtype in types.items()},
             include_columns=list(types),
-            null_values=list(cell_syntax.MISSING_VALUES),
+            null_values=list(spec.number_missing_values),
             # Missing in number columns only: in a string column 'NA' is a
             # value, an empty cell its missing one (filled in _batch).
             strings_can_be_null=False))
     for batch in reader:
-      yield _batch(spec, _integers(batch, types))
+      yield _batch(spec, _integers(batch, types, spec.number_missing_values))
   except (pa.ArrowException, ValueError) as e:
     raise Rejected(str(e)) from None
 
 
-def _integers(batch, types):
+def _integers(batch, types, missing):
   """The text `batch` with its int64 columns (`types`: name -> dtype) read
-  as TensorFlow reads them, null where missing (cell_syntax.py). Raises
+  as TensorFlow reads them, null where `missing`. Raises
   Rejected on a cell Arrow reads and TensorFlow does not."""
   import pyarrow as pa  # pylint: disable=g-import-not-at-top
   import pyarrow.compute as pc  # pylint: disable=g-import-not-at-top
@@ -71,9 +70,8 @@ def _integers(batch, types):
       if pc.any(pc.match_substring(values, 'x')).as_py() or pc.any(
           pc.match_substring(values, 'X')).as_py():
         raise Rejected('a hex integer')
-      missing = pc.is_in(values, value_set=pa.array(
-          cell_syntax.MISSING_VALUES))
-      values = pc.cast(pc.if_else(missing, pa.scalar(None, pa.string()),
+      absent = pc.is_in(values, value_set=pa.array(missing))
+      values = pc.cast(pc.if_else(absent, pa.scalar(None, pa.string()),
                                   values), pa.int64())
     columns.append(values)
   return pa.RecordBatch.from_arrays(columns, batch.schema.names)

@@ -17,10 +17,21 @@ from estimator_trainer import stack
 MISSING_VALUES = ('', '#N/A', '#N/A N/A', '#NA', '-1.#IND', '-1.#QNAN',
                   '-NaN', '-nan', '1.#IND', '1.#QNAN', '<NA>', 'N/A', 'NA',
                   'NULL', 'NaN', 'None', 'n/a', 'nan', 'null')
-_MISSING = frozenset(MISSING_VALUES)
-# The same as a regular expression (RE2's and Python's): in the graph, one
-# pass a cell (equality with each took 2.5 times the parse of 6 columns).
-MISSING_SYNTAX = '|'.join(map(re.escape, MISSING_VALUES))
+
+
+def missing_values(given=None):
+  """The cells of a number column that are missing values: a feature
+  spec's `missing_values` (None: MISSING_VALUES) and an empty cell."""
+  if given is None:
+    return MISSING_VALUES
+  return tuple(dict.fromkeys(('',) + tuple(given)))
+
+
+def missing_syntax(values):
+  """Missing `values` as a regular expression (RE2's and Python's): in the
+  graph, one pass a cell (equality with each took 2.5 times the parse of 6
+  columns)."""
+  return '|'.join(map(re.escape, values))
 
 # TensorFlow's number syntax (RE2's and Python's alike): ASCII digits only,
 # spaces around allowed. A float: a sign, decimal or hex digits, inf or nan
@@ -38,11 +49,6 @@ INT_SYNTAX = _SPACE + ('[+-]?' if _NEWER else '-?') + r'[0-9]+' + _SPACE
 MAX_FLOAT_CHARS = 2**31 - 1 if _NEWER else 31
 _FLOAT = re.compile(FLOAT_SYNTAX)
 _INT = re.compile(INT_SYNTAX)
-
-
-def is_missing(text):
-  """Whether a number column's cell `text` is a missing value."""
-  return text in _MISSING
 
 
 def number(text, dtype):

@@ -45,6 +45,7 @@ from estimator_trainer import errors
 from estimator_trainer import outputs
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError, UsageError
+from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import infer_rules
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
@@ -63,13 +64,15 @@ MAX_CODES = 10
 
 def infer(source_or_files, label, weight=None, head=None,
           max_categorical=MAX_CATEGORICAL, max_codes=MAX_CODES,
-          skip_unlabeled=False, max_rows=MAX_ROWS):
+          skip_unlabeled=False, max_rows=MAX_ROWS, missing_values=None):
   """(FeatureSpec, lines saying what it chose and why) of the training files
   of a TabularSource, of comma-separated globs or of a list of files;
   `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
   infer it; `skip_unlabeled`: records without a label are left out (else
   an error naming the first); read from the first `max_rows` records
-  (None: all), the first line says when the files have more."""
+  (None: all), the first line says when the files have more;
+  `missing_values`: the cells of a number column that are missing (with an
+  empty cell; None: cell_syntax.MISSING_VALUES), kept in the spec."""
   if isinstance(source_or_files, str):
     files = sources.glob_files(source_or_files)
   elif isinstance(source_or_files, (list, tuple)):
@@ -81,6 +84,8 @@ def infer(source_or_files, label, weight=None, head=None,
     cells = table.read_csv(files, max_rows=max_rows)
   else:
     cells = sources.eagerly(table.read_examples, files, None, max_rows)
+  missing = frozenset(cell_syntax.missing_values(missing_values))
+  cells.missing_values = missing
   if not cells.numbers:
     raise DataError(f'{", ".join(files)}: no records to infer a spec from'
                     f'{" (a header only)" * csv}')
@@ -116,27 +121,31 @@ def infer(source_or_files, label, weight=None, head=None,
     if column is None and sample and csv and all(
         cells.absent(v, 'float32') for v in values):
       column, why = _later(files, name, read, max_rows,
-                           max_categorical, max_codes)
+                           max_categorical, max_codes, missing)
     lines.append(f'{name}: {why}')
     if column:
       columns.append(column)
   head, vocabulary, why = _head(labels, cells, head, max_categorical,
-                                max_codes, sample, csv, skip_unlabeled)
+                                max_codes, sample, csv, skip_unlabeled,
+                                missing)
   lines.append(f'label {", ".join(labels)}: {why}')
   if weight:
     cells.weight(weight)
     lines.append(f'weight {weight}: a number per record')
   spec = spec_lib.FeatureSpec(
       tuple(columns), label if isinstance(label, str) else labels,
-      label_vocabulary=vocabulary, weight=weight, head=head)
+      label_vocabulary=vocabulary, weight=weight, head=head,
+      missing_values=missing_values and tuple(missing_values))
   spec_lib.check(spec, 'the inferred spec')
   return spec, lines
 
 
-def _later(files, name, start, max_rows, max_categorical, max_codes):
+def _later(files, name, start, max_rows, max_categorical, max_codes,
+           missing):
   """(Column or None, why) of a CSV column with no value in its first
   `start` records: of its first `max_rows` values in the records after."""
   later = table.read_csv_present(files, name, start, max_rows)
+  later.missing_values = missing
   if not later.numbers:
     return None, (f'left out: no values ({later.missing} in all '
                   f'{start + later.skipped} records)')
@@ -149,7 +158,7 @@ def _later(files, name, start, max_rows, max_categorical, max_codes):
 
 
 def _head(labels, cells, head, max_categorical, max_codes, sampled, csv,
-          skip_unlabeled):
+          skip_unlabeled, missing):
   """infer_rules.head; a CSV label of one value in a sample of the files
   (`sampled`: a file sorted by class?) has its classes from all of them."""
   name = labels[0]
@@ -161,6 +170,7 @@ def _head(labels, cells, head, max_categorical, max_codes, sampled, csv,
         labels, cells, head, max_categorical, max_codes,
         f' of the first {len(cells.numbers)} (--max_rows=0 reads all)')
   whole = table.read_csv_present(cells.files, name, distinct=True)
+  whole.missing_values = missing
   if skip_unlabeled:
     dtype = infer_rules.label_dtype(name, whole)
     whole.select(np.array([not whole.absent(v, dtype)
@@ -190,6 +200,9 @@ def _define_flags():
                     'whose label is missing (else an error naming one).')
   flags.DEFINE_integer('max_rows', MAX_ROWS, 'Infer from the first this '
                        'many records (0: all of them).', lower_bound=0)
+  flags.DEFINE_list('missing_values', None, 'The cells of a number column '
+                    'that are missing values, besides an empty cell (e.g. '
+                    "'?'); default: pandas' list (NA, N/A, null, NaN, ...).")
   flags.DEFINE_string('output', None, 'Where to write the spec (JSON).')
 
 
@@ -205,7 +218,7 @@ def main(argv):
     spec, lines = infer(values.train_files, label, values.weight,
                         values.head, values.max_categorical,
                         values.max_codes, values.skip_rows_without_label,
-                        values.max_rows or None)
+                        values.max_rows or None, values.missing_values)
     outputs.write_atomic(values.output, spec_lib.to_json(spec))
     for line in lines:
       print(line)

@@ -74,6 +74,7 @@ def _typed(cells, spec, unreadable_as_missing, unreadable):
   """The numpy columns of Cells `cells`; counts the cells read as missing
   into `unreadable`."""
   cells.unreadable_as_missing = unreadable_as_missing
+  cells.missing_values = frozenset(spec.number_missing_values)
   result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
             for c in spec.data_columns}
   for name, (count, row) in cells.unreadable.items():

@@ -23,10 +23,12 @@ def feature_default(column):
   return float(default) if column.dtype == 'float32' else default
 
 
-def missing(text):
+def missing(text, spec):
   """Whether each of a number column's CSV cells, tf.string `text`
-  [batch], is a missing value (cell_syntax.MISSING_VALUES). Graph-safe."""
-  return tf.strings.regex_full_match(text, cell_syntax.MISSING_SYNTAX)
+  [batch], is a missing value of FeatureSpec `spec`
+  (number_missing_values). Graph-safe."""
+  return tf.strings.regex_full_match(
+      text, cell_syntax.missing_syntax(spec.number_missing_values))
 
 
 def readable(text, dtype):
@@ -38,11 +40,11 @@ def readable(text, dtype):
       tf.strings.length(text) <= cell_syntax.MAX_FLOAT_CHARS)
 
 
-def _number(text, column, unreadable_as_missing):
+def _number(text, column, spec, unreadable_as_missing):
   """A number feature's CSV cells, tf.string `text` [batch], as its dtype:
   a missing value (or, `unreadable_as_missing`, one that is no number) its
   default; another that is no number fails."""
-  absent = missing(text)
+  absent = missing(text, spec)
   if unreadable_as_missing:
     absent |= ~readable(text, column.dtype)
   dtype = DTYPES[column.dtype]
@@ -69,7 +71,8 @@ def parse(spec, records, header=None, unreadable_as_missing=False):
     values = dict(zip(names, tf.io.decode_csv(
         records, defaults, select_cols=[where[n] for n in names])))
     for name, column in numbers.items():
-      values[name] = _number(values[name], column, unreadable_as_missing)
+      values[name] = _number(values[name], column, spec,
+                             unreadable_as_missing)
   else:
     values = tf.io.parse_example(records, _example_features(spec))
   return _split(spec, values)

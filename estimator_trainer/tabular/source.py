@@ -106,7 +106,7 @@ class TabularSource:
                                select_cols=where)
       number = self.feature_spec.label_dtype != 'string'
       return tf.reduce_all(tf.stack(
-          [~parsing.missing(cell) if number else tf.strings.length(cell) > 0
+          [~parsing.missing(cell, self.feature_spec) if number else tf.strings.length(cell) > 0
            for cell in cells]), axis=0)
     dtype = parsing.DTYPES[self.feature_spec.label_dtype]
     parsed = tf.io.parse_example(

@@ -12,7 +12,9 @@ JSON (one object; columns in order):
    "label": "income", "label_vocabulary": ["<=50K", ">50K"],
    "weight": "fnlwgt", "head": "binary"}
 
-The kinds are Keras FeatureSpace's.
+The kinds are Keras FeatureSpace's. `missing_values` (optional): the cells
+of a number column that are missing values, besides an empty cell (default:
+pandas' list, cell_syntax.MISSING_VALUES).
 """
 
 import dataclasses
@@ -30,7 +32,7 @@ from estimator_trainer.tabular.spec_types import (  # pylint: disable=unused-imp
     Column, Cross, FeatureSpec, kind_dtype)
 
 _KEYS = {'name', 'columns', 'crosses', 'label', 'label_vocabulary', 'weight',
-         'head'}
+         'head', 'missing_values'}
 _COLUMN_KEYS = {'kind', 'num_bins', 'embedding_dim', 'default', 'dtype',
                 'missing_indicator', 'vocabulary', 'boundaries', 'num_oov',
                 'one_hot', 'oov_value', 'source', 'max_vocabulary',
@@ -81,7 +83,8 @@ def to_json(spec):
       'name': spec.name, 'columns': columns,
       'crosses': [_set(dataclasses.asdict(c)) for c in spec.crosses],
       'label': spec.label, 'label_vocabulary': spec.label_vocabulary,
-      'weight': spec.weight, 'head': spec.head})
+      'weight': spec.weight, 'head': spec.head,
+      'missing_values': spec.missing_values})
   # A column or a cross a line: easy to read and edit.
   lines = []
   for key, value in values.items():
@@ -127,7 +130,8 @@ def differences(old, new):
               for name, fields in before.items() if name in after
               for field, was in fields.items()
               if after[name][field] != was]
-  for field in ('label', 'label_vocabulary', 'weight', 'head', 'name'):
+  for field in ('label', 'label_vocabulary', 'weight', 'head', 'name',
+                'missing_values'):
     was, now = getattr(old, field), getattr(new, field)
     if was == now:
       continue
@@ -215,9 +219,15 @@ def from_dict(values, origin='feature spec'):
          f'{vocabulary!r}')
   if vocabulary is not None:
     vocabulary = tuple(vocabulary)
+  missing = values.get('missing_values')
+  if missing is not None and not (isinstance(missing, list) and all(
+      isinstance(value, str) for value in missing)):
+    fail('missing_values', "expected a list of the cells a number column "
+         f"reads as missing (e.g. [\"?\"]), got {missing!r}")
   spec = FeatureSpec(tuple(columns), label, tuple(crosses), vocabulary,
                      values.get('weight'), values.get('head'),
-                     values.get('name', 'tabular'))
+                     values.get('name', 'tabular'),
+                     missing and tuple(missing))
   check(spec, origin)
   return spec
 

@@ -5,6 +5,7 @@ import dataclasses
 from typing import Optional, Tuple, Union
 
 from estimator_trainer import config
+from estimator_trainer.tabular import cell_syntax
 
 FLOAT_KINDS = ('float', 'float_normalized', 'float_discretized')
 CATEGORICAL_KINDS = ('integer_categorical', 'string_categorical')
@@ -102,7 +103,7 @@ class Cross:
 class FeatureSpec:
   """Columns, crosses, the label (one column; for multilabel, a tuple of
   0/1 columns), `label_vocabulary` (string labels' classes, in order), an
-  optional `weight` column and the `head` the data is for (None: --head
+  optional `weight` column, the `head` the data is for (None: --head
   decides)."""
 
   columns: Tuple[Column, ...]
@@ -112,6 +113,14 @@ class FeatureSpec:
   weight: Optional[str] = None
   head: Optional[str] = None
   name: str = 'tabular'
+  # The cells of a number column that are missing (with an empty cell);
+  # None: cell_syntax.MISSING_VALUES, pandas' list.
+  missing_values: Optional[Tuple[str, ...]] = None
+
+  @property
+  def number_missing_values(self):
+    """The cells of a number column that are missing values."""
+    return cell_syntax.missing_values(self.missing_values)
 
   @property
   def label_columns(self):

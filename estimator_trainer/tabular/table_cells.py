@@ -27,6 +27,9 @@ class Cells:
     # column: [count, first row]) if set, else an error.
     self.unreadable_as_missing = False
     self.unreadable = {}
+    # The cells of a number column that are missing values (a feature
+    # spec's number_missing_values).
+    self.missing_values = frozenset(cell_syntax.MISSING_VALUES)
 
   def select(self, mask):
     """Keeps the rows where numpy bool `mask` is True."""
@@ -42,9 +45,9 @@ class Cells:
 
   def absent(self, value, dtype):
     """Whether a cell of a `dtype` column is a missing value: None, or in a
-    number column one of cell_syntax.MISSING_VALUES."""
+    number column one of `missing_values`."""
     return value is None or (dtype != 'string' and isinstance(value, str) and
-                             cell_syntax.is_missing(value))
+                             value in self.missing_values)
 
   def _absence(self, value):
     """What makes missing `value` missing, in words."""

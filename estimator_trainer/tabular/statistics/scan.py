@@ -180,7 +180,7 @@ def _cells(source, records):
     for name, dtype in dtypes.items():
       text = fields[source.header.index(name)]
       present = (tf.strings.length(text) > 0 if dtype == 'string' else
-                 ~parsing.missing(text))
+                 ~parsing.missing(text, spec))
       value = text if dtype == 'string' else tf.strings.to_number(
           tf.where(present, text, '0'), DTYPES[dtype])
       cells[name] = value, present, tf.zeros_like(present)
