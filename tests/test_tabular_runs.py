@@ -282,22 +282,35 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
   raw = signatures['raw:predict'](**_raw(data, engine))
   assert_same_outputs({k: v.numpy() for k, v in raw.items()}, served)
   head = data.spec['head']
-  if engine == 'estimator':  # A canned Estimator's signatures.
-    canned = {'binary': {'classification', 'regression'},
-              'multiclass': {'classification'},
-              'multilabel': {'classification'},
-              'regression': {'regression'}}[head]
-    assert set(signatures) == canned | {'serving_default', 'predict',
-                                        'raw:predict'}
-    default = signatures['serving_default'](inputs=serialized)
-    key, value = (('outputs', 'predictions') if head == 'regression' else
-                  ('scores', 'probabilities'))
-    np.testing.assert_allclose(default[key].numpy(), served[value],
-                               rtol=1e-6, atol=1e-7)
-  else:
-    assert set(signatures) == {'serving_default', 'predict', 'raw:predict'}
-    assert_same_outputs({k: v.numpy() for k, v in signatures[
-        'serving_default'](examples=serialized).items()}, served)
+  # A canned Estimator's signatures, in every engine (issue 74, item 4).
+  canned = {'binary': {'classification', 'regression'},
+            'multiclass': {'classification'},
+            'multilabel': {'classification'},
+            'regression': {'regression'}}[head]
+  assert set(signatures) == canned | {'serving_default', 'predict',
+                                      'raw:predict'}
+  meta_graph = saved_model_utils.get_meta_graph_def(
+      str(export_dir(model_dir)), 'serve')
+  methods = {name: meta_graph.signature_def[name].method_name.split('/')[-1]
+             for name in canned | {'serving_default', 'predict'}}
+  expected_methods = {name: {'classification': 'classify',
+                             'regression': 'regress'}[name]
+                      for name in canned}
+  expected_methods.update(predict='predict', serving_default=(
+      'regress' if head == 'regression' else 'classify'))
+  assert methods == expected_methods
+  outputs = {'classification': {'scores': served.get('probabilities')},
+             'regression': {'outputs': served.get(
+                 'logistic', served.get('predictions'))}}
+  for name in canned | {'serving_default'}:
+    result = signatures[name](inputs=serialized)
+    for key, value in outputs['regression' if 'outputs' in result else
+                              'classification'].items():
+      np.testing.assert_allclose(result[key].numpy(), value, rtol=1e-6,
+                                 atol=1e-7, err_msg=name)
+    if 'classes' in result and 'all_classes' in served:
+      np.testing.assert_array_equal(result['classes'].numpy(),
+                                    served['all_classes'])
   label = _label(data)
   if head == 'multilabel':
     label = label.astype(np.float64)
@@ -329,19 +342,20 @@ def _saved_model_cli_run(*args):
                  marks=pytest.mark.estimator),
     pytest.param('estimator', 'regression', 'regression', 'inputs',
                  'outputs', marks=pytest.mark.estimator),
-    ('ctl', 'multiclass', 'predict', 'examples', 'probabilities')])
+    ('ctl', 'multiclass', 'predict', 'examples', 'probabilities'),
+    ('ctl', 'binary', 'classification', 'inputs', 'scores'),
+    ('ctl', 'regression', 'serving_default', 'inputs', 'outputs')])
 def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
                                             name, signature, key, output):
   """`saved_model_cli run --input_examples`, as a canned Estimator's
   serving clients call it: what tf.saved_model.load serves."""
   data = sets[RUNS[name][0]]
   directory = export_dir(trained(name, engine))
-  if engine == 'estimator':
-    # The keys `saved_model_cli show --tag_set serve` lists, read where it
-    # reads them (no process of its own).
-    shown = saved_model_utils.get_meta_graph_def(str(directory), 'serve')
-    assert set(shown.signature_def) >= {signature, 'predict',
-                                        'serving_default'}
+  # The keys `saved_model_cli show --tag_set serve` lists, read where it
+  # reads them (no process of its own).
+  shown = saved_model_utils.get_meta_graph_def(str(directory), 'serve')
+  assert set(shown.signature_def) >= {signature, 'predict',
+                                      'serving_default'}
   rows = {k: v[:5] for k, v in data.eval_rows.items()}
   features = [{n: [rows[n][i].item()] for n in data.spec['columns']}
               for i in range(5)]
@@ -351,7 +365,59 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
   loaded = tf.saved_model.load(str(directory)).signatures[signature]
   expected = loaded(**{key: tf.constant(examples(rows))})[output]
   np.testing.assert_allclose(np.load(tmp_path / f'{output}.npy'),
-                             expected.numpy(), rtol=1e-6)
+                             expected.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize('engine', [
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+def test_tfx_bsl_run_inference_dispatches_on_the_methods(trained, sets,
+                                                         engine):
+  """tfx-bsl's RunInference (Beam; the `tfx` extra) calls a signature by
+  its method: each engine's export gives a binary run's classify, regress
+  and predict logs, their values the predict signature's (issue 74, item
+  4: the TF2 engines' had predict logs alone)."""
+  pytest.importorskip('tfx_bsl')
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from apache_beam.testing import util as beam_util  # pylint: disable=g-import-not-at-top
+  from tfx_bsl.public.beam import RunInference  # pylint: disable=g-import-not-at-top
+  from tfx_bsl.public.proto import model_spec_pb2  # pylint: disable=g-import-not-at-top
+  data = sets['binary']
+  rows = {k: v[:4] for k, v in data.eval_rows.items()}
+  serialized = examples(rows)
+  directory = str(export_dir(trained('binary', engine)))
+  predicted = tf.saved_model.load(directory).signatures['predict'](
+      examples=tf.constant(serialized))
+  expected = {'classification': predicted['probabilities'].numpy()[:, 1],
+              'serving_default': predicted['probabilities'].numpy()[:, 1],
+              'regression': predicted['logistic'].numpy()[:, 0]}
+
+  def value(log):
+    kind = log.WhichOneof('log_type')
+    if kind == 'classify_log':
+      return kind, [c.classes[1].score for c in
+                    log.classify_log.response.result.classifications]
+    if kind == 'regress_log':
+      return kind, [r.value for r in log.regress_log.response.result.regressions]
+    return kind, None
+
+  for name, kind in (('classification', 'classify_log'),
+                     ('serving_default', 'classify_log'),
+                     ('regression', 'regress_log')):
+    spec = model_spec_pb2.InferenceSpecType(
+        saved_model_spec=model_spec_pb2.SavedModelSpec(
+            model_path=directory, signature_name=[name]))
+
+    def check(logs, name=name, kind=kind):
+      # A log an example, in no set order.
+      assert [value(log)[0] for log in logs] == [kind] * 4, (name, logs)
+      np.testing.assert_allclose(
+          sorted(v for log in logs for v in value(log)[1]),
+          sorted(expected[name]), rtol=1e-6, atol=1e-7, err_msg=name)
+
+    with beam.Pipeline() as pipeline:
+      logs = (pipeline | beam.Create([tf.train.Example.FromString(
+          record) for record in serialized]) | RunInference(spec))
+      beam_util.assert_that(logs, check)
 
 
 # --- docs/guide/export.md's signature tables ---------------------------------

@@ -6,6 +6,17 @@ import tensorflow as tf
 from estimator_trainer import losses
 from estimator_trainer import metrics as metrics_lib
 
+# TensorFlow Serving's methods of canned's classification and regression
+# signatures (their outputs' keys: classes and scores; outputs).
+CLASSIFY = tf.saved_model.CLASSIFY_METHOD_NAME
+REGRESS = tf.saved_model.REGRESS_METHOD_NAME
+# Estimator's export output of each (tf.estimator: TensorFlow 2.15 only).
+_ESTIMATOR_OUTPUTS = {
+    CLASSIFY: lambda classes, scores: tf.estimator.export.ClassificationOutput(
+        scores=scores, classes=classes),
+    REGRESS: lambda outputs: tf.estimator.export.RegressionOutput(
+        value=outputs)}
+
 
 class Head:
   """The common part: `class_names` (classes, or multilabel's labels)."""
@@ -63,11 +74,28 @@ class Head:
     """fit's training metrics: the accuracy summary where there is one."""
     return []
 
+  # {signature: method} of the Classify and Regress signatures the canned
+  # head of this kind exports (the first is its serving_default), each on
+  # one string input, `inputs`: TensorFlow Serving's and tfx-bsl's
+  # RunInference's contract, which every engine's export keeps. None here:
+  # the predict signature alone.
+  serving_methods = {}
+
+  def serving_outputs(self, predictions):
+    """{signature of serving_methods: its outputs} of `predictions`."""
+    del predictions
+    return {}
+
   def export_outputs(self, predictions):
     """Estimator's export outputs, as the canned head of this kind names
-    them (a SavedModel's signatures on serialized tf.Examples)."""
+    them (a SavedModel's signatures on serialized tf.Examples):
+    serving_outputs, and `predict`."""
+    outputs = {name: _ESTIMATOR_OUTPUTS[self.serving_methods[name]](
+        **tensors) for name, tensors in self.serving_outputs(
+            predictions).items()}
     predict = tf.estimator.export.PredictOutput(predictions)
-    return {'serving_default': predict, 'predict': predict}
+    default = next(iter(outputs.values()), predict)
+    return {'serving_default': default, **outputs, 'predict': predict}
 
   def _class_strings(self, class_ids):
     return tf.gather(tf.constant(self.class_names), class_ids)
@@ -81,12 +109,11 @@ class Head:
                                    [batch, 1])}
 
   def _classification_outputs(self, predictions):
+    """Canned's classification signature: every class and its score."""
     batch = tf.shape(predictions['probabilities'])[0]
-    classify = tf.estimator.export.ClassificationOutput(
-        scores=predictions['probabilities'],
-        classes=tf.tile(tf.constant(self.class_names)[None], [batch, 1]))
-    return {'serving_default': classify, 'classification': classify,
-            'predict': tf.estimator.export.PredictOutput(predictions)}
+    return {'classification': {
+        'classes': tf.tile(tf.constant(self.class_names)[None], [batch, 1]),
+        'scores': predictions['probabilities']}}
 
 
 class _KerasLoss(tf.keras.losses.Loss):

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from estimator_trainer import losses
 from estimator_trainer import metrics as metrics_lib
+from estimator_trainer.heads import base
 from estimator_trainer.heads.base import Head
 
 
@@ -43,7 +44,9 @@ class MulticlassHead(Head):
             'class_ids': class_ids, 'classes': self._class_strings(class_ids),
             **self._all_classes(logits)}
 
-  def export_outputs(self, predictions):
+  serving_methods = {'classification': base.CLASSIFY}
+
+  def serving_outputs(self, predictions):
     return self._classification_outputs(predictions)
 
 
@@ -67,6 +70,8 @@ class ImageClassifierHead(MulticlassHead):
     return {'classes': tf.argmax(logits, axis=1),
             'probabilities': tf.nn.softmax(logits),
             'logits': logits}
+
+  serving_methods = {}  # Its input is an image batch, not tf.Examples.
 
   def export_outputs(self, predictions):
     return {'serving_default':
@@ -111,11 +116,12 @@ class BinaryHead(Head):
             'class_ids': class_ids, 'classes': self._class_strings(class_ids),
             **self._all_classes(logits)}
 
-  def export_outputs(self, predictions):
-    outputs = self._classification_outputs(predictions)
-    outputs['regression'] = tf.estimator.export.RegressionOutput(
-        value=predictions['logistic'])
-    return outputs
+  serving_methods = {'classification': base.CLASSIFY,
+                     'regression': base.REGRESS}
+
+  def serving_outputs(self, predictions):
+    return {**self._classification_outputs(predictions),
+            'regression': {'outputs': predictions['logistic']}}
 
 
 class _BinaryAccuracy(tf.keras.metrics.BinaryAccuracy):
@@ -151,5 +157,7 @@ class MultilabelHead(Head):
   def predictions(self, logits):
     return {'logits': logits, 'probabilities': tf.sigmoid(logits)}
 
-  def export_outputs(self, predictions):
+  serving_methods = {'classification': base.CLASSIFY}
+
+  def serving_outputs(self, predictions):
     return self._classification_outputs(predictions)

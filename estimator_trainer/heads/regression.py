@@ -3,6 +3,7 @@ rescaled by the training labels' mean and deviation when given."""
 
 import tensorflow as tf
 
+from estimator_trainer.heads import base
 from estimator_trainer.heads.base import Head
 
 
@@ -53,8 +54,7 @@ class RegressionHead(Head):
   def predictions(self, logits):
     return {'predictions': self.values(logits)}
 
-  def export_outputs(self, predictions):
-    regress = tf.estimator.export.RegressionOutput(
-        value=predictions['predictions'])
-    return {'serving_default': regress, 'regression': regress,
-            'predict': tf.estimator.export.PredictOutput(predictions)}
+  serving_methods = {'regression': base.REGRESS}
+
+  def serving_outputs(self, predictions):
+    return {'regression': {'outputs': predictions['predictions']}}

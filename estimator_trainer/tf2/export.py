@@ -4,18 +4,21 @@
 `classes` (int64), `probabilities` and `logits` (float32). Serving clients
 and `saved_model_cli` cannot tell which engine exported.
 
-Structured data: `serving_default` and `predict` take serialized tf.Examples
-(`examples`), `raw:predict` the raw columns (keyed by
+Structured data: canned's serving contract. `predict` takes serialized
+tf.Examples (`examples`) and returns the head's predictions under canned
+names; `classification` (`classes`, `scores`) and `regression`
+(`outputs`) take them as `inputs`, with TensorFlow Serving's Classify and
+Regress methods, which TensorFlow Serving and tfx-bsl's RunInference
+dispatch on, and `serving_default` is the first of them, as canned's
+(heads' serving_outputs); `raw:predict` takes the raw columns (keyed by
 tabular.dataset.signature_key: a column's name where TensorFlow 2 allows
-it); all return the head's
-predictions under canned names. (A canned Estimator's `classification` and
-`regression` signatures use TensorFlow 1's Classify and Regress methods,
-which tf.saved_model.save cannot write: the estimator engine's exports have
-them.)"""
+it). tf.saved_model.save writes every signature with the Predict method:
+the others' method is set in the SavedModel it wrote (_set_methods)."""
 
 import os
 
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from estimator_trainer import checkpoints
 from estimator_trainer import export_policy
@@ -68,6 +71,16 @@ class _TabularServing(tf.Module):
     # Keyed by signature_key: tf.saved_model.save takes no other key.
     self.serve_raw = tf.function(self._serve_raw, input_signature=[{
         spec.name: spec for spec in serving.raw_signature.values()}])
+    # One string input, `inputs`, as TensorFlow Serving's Classify and
+    # Regress take it; the head's signature of each.
+    self.serve_canned = {
+        name: tf.function(lambda inputs, name=name: self._canned(
+            inputs, name), input_signature=[tf.TensorSpec(
+                [None], tf.string, name='inputs')])
+        for name in head.serving_methods}
+
+  def _canned(self, inputs, name):
+    return self._head.serving_outputs(self._serve_examples(inputs))[name]
 
   def _predictions(self, raw):
     return self._head.predictions(self.model(self.encoder(raw),
@@ -82,7 +95,8 @@ class _TabularServing(tf.Module):
     return self._predictions(self._serving.parse_examples(examples))
 
   def signatures(self):
-    return {'serving_default': self.serve_examples,
+    default = next(iter(self.serve_canned.values()), self.serve_examples)
+    return {'serving_default': default, **self.serve_canned,
             'predict': self.serve_examples, 'raw:predict': self.serve_raw}
 
 
@@ -104,13 +118,34 @@ def write(model, head, example_format, base_dir, record=None):
 
 def _save(model, head, example_format, path, record):
   serving = _serving_module(model, head, example_format)
-  tf.saved_model.save(serving, path, signatures=serving.signatures())
+  signatures = serving.signatures()
+  tf.saved_model.save(serving, path, signatures=signatures)
+  methods = {name: head.serving_methods[name] for name in signatures
+             if name in head.serving_methods}
+  if methods:
+    methods['serving_default'] = next(iter(methods.values()))
+    _set_methods(path, methods)
   if record is not None:
     tf.io.gfile.makedirs(os.path.join(path, export_policy.EXTRA_DIR))
     with tf.io.gfile.GFile(os.path.join(path, export_policy.RECORD),
                            'w') as f:
       f.write(record)
   return path
+
+
+def _set_methods(path, methods):
+  """Sets the SavedModel at `path`'s signatures' methods ({name: method}):
+  tf.saved_model.save writes Predict's alone. Its graph, signatures'
+  inputs and outputs are as saved: TensorFlow Serving checks the Classify
+  and Regress methods' keys and dtypes, which the functions give."""
+  file = os.path.join(path, tf.saved_model.SAVED_MODEL_FILENAME_PB)
+  with tf.io.gfile.GFile(file, 'rb') as f:
+    saved_model = saved_model_pb2.SavedModel.FromString(f.read())
+  for meta_graph in saved_model.meta_graphs:
+    for name, method in methods.items():
+      meta_graph.signature_def[name].method_name = method
+  with tf.io.gfile.GFile(file, 'wb') as f:
+    f.write(saved_model.SerializeToString())
 
 
 class Exporter:
