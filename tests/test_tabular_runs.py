@@ -369,7 +369,7 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
 
 
 @pytest.mark.parametrize('engine', [
-    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl'])
+    pytest.param('estimator', marks=pytest.mark.estimator), 'ctl', 'keras'])
 def test_tfx_bsl_run_inference_dispatches_on_the_methods(trained, sets,
                                                          engine):
   """tfx-bsl's RunInference (Beam; the `tfx` extra) calls a signature by
