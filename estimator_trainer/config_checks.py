@@ -28,6 +28,9 @@ DEFAULT_LEARNING_RATE = 2e-3
 # give the linear model a larger rate than the DNN (0.2 against 0.05).
 LINEAR_LEARNING_RATE = 1e-2
 MIN_STRUCTURED_STEPS = 2000
+# The built-in models' names (models.BUILTIN_NAMES, which imports
+# TensorFlow; a test keeps them equal).
+MODEL_NAMES = ('cnn', 'resnet20', 'linear', 'dnn', 'wide_deep')
 TRAINING_MODES = ('train_and_evaluate', 'train')
 # What structured data's logits mean (heads/).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
@@ -157,6 +160,10 @@ def check(config):
   if not isinstance(config.model, str) and not callable(config.model):
     raise UsageError('--model must be a name, MODULE:FUNCTION or a '
                      f'builder function, got {config.model!r}')
+  if isinstance(config.model, str) and ':' not in config.model and (
+      config.model not in MODEL_NAMES):  # Before any data is read.
+    raise UsageError(f'--model must be one of {", ".join(MODEL_NAMES)} or '
+                     f'MODULE:FUNCTION; got {config.model!r}')
   if config.eval_files and not config.train_files:
     raise UsageError('--eval_files needs --train_files')
   if config.train_files and not (config.eval_files or config.structured):

@@ -166,7 +166,8 @@ PACKAGE_CHECKS = {
     'tabular-column-the-data-lacks', 'tabular-bad-feature-spec',
     'model-dir-under-a-file', 'label-smoothing-with-binary-head',
     'huber-delta-with-binary-head', 'global-batch-not-divisible-by-replicas',
-    'tfrecords-without-spec'}
+    'tfrecords-without-spec', 'tabular-label-key-the-data-lacks',
+    'tabular-model-typo-before-the-data'}
 
 
 # Cases whose error comes once TensorFlow is loaded, which run the CLI in
@@ -190,6 +191,7 @@ IN_PROCESS = {
         'not-a-model', 'wrong-logits-dtype', 'no-sync-batch-norm',
         'unknown-name')],
     'tfrecords-without-spec', 'tfrecords-no-image-key-estimator',
+    'tabular-label-key-the-data-lacks', 'tabular-model-typo-before-the-data',
     'tfrecords-no-image-key-ctl', 'tfrecords-eval-files-without-label',
     'tfrecords-other-image-shape', 'tfrecords-rgb-read-as-grey',
     'ctl-train-on-estimator-model-dir',
@@ -423,6 +425,16 @@ CASES = [
           ('without-spec', 'train', ['--label_key=answer'],
            '{data}/tab/train.csv: no records to infer a spec from (a header '
            'only)')]],
+    # Issue 75, item 2: a flag's error names the flag, exit 2, before any
+    # data is read (a header-only training file would fail otherwise).
+    _case('tabular-label-key-the-data-lacks', [*TABULAR, '--label_key=crad'],
+          2, "{data}/tab/train.csv: no column 'crad' (--label_key names it);"
+          ' its columns: x, color, answer', setup=_tabular()),
+    _case('tabular-model-typo-before-the-data',
+          [*TABULAR, '--label_key=answer', '--model=liner'], 2,
+          "--model must be one of cnn, resnet20, linear, dnn, wide_deep or "
+          "MODULE:FUNCTION; got 'liner'", setup=_tabular(
+              header_only=['train'])),
     _case('tabular-column-the-data-lacks',
           [*TABULAR, '--feature_spec={data}/tab/spec.json'], 1,
           "{data}/tab/eval.csv: no column 'size' (the feature spec names "

@@ -400,10 +400,10 @@ def test_infer_command_writes_the_spec_and_prints_its_choices(
   spec, lines = infer_lib.infer(census[0], 'income', 'fnlwgt')
   assert result.stdout.splitlines() == lines + [f'wrote {output}']
   assert spec_lib.read(str(output)) == spec
-  # A column the data lacks: the DataError the command reports as one line,
-  # exit 1 (errors.reported, as test_run.py's process shows), read here
-  # without a process of its own.
-  with pytest.raises(DataError) as error:
+  # A column the data lacks: the usage error (of --label) the command
+  # reports as one line, exit 2 (errors.reported, as test_run.py's process
+  # shows), read here without a process of its own.
+  with pytest.raises(UsageError) as error:
     infer_lib.infer(census[0], 'salary')
   assert str(error.value) == (
       f'{census[0].replace("*", "0")}: no column \'salary\' (--label names '

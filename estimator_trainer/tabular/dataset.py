@@ -162,7 +162,8 @@ def _inferred_spec(config):
   --label_key), its choices logged."""
   spec, lines = infer.infer(config.train_files, config.label_key,
                             head=config.head,
-                            skip_unlabeled=config.skip_rows_without_label)
+                            skip_unlabeled=config.skip_rows_without_label,
+                            flags=('--label_key', None))
   _logger.info('No --feature_spec: the spec inferred from %s (label '
                '--label_key=%s), as `python -m estimator_trainer.tabular.'
                'infer` writes it:\n  %s', config.train_files,

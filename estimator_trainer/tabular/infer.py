@@ -49,7 +49,6 @@ from estimator_trainer.tabular import cell_syntax
 from estimator_trainer.tabular import infer_rules
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import table
-from estimator_trainer.tabular import table_files
 
 MAX_CATEGORICAL = 100
 # Records read: the first of the files (every rule above is decided well
@@ -64,7 +63,8 @@ MAX_CODES = 10
 
 def infer(source_or_files, label, weight=None, head=None,
           max_categorical=MAX_CATEGORICAL, max_codes=MAX_CODES,
-          skip_unlabeled=False, max_rows=MAX_ROWS, missing_values=None):
+          skip_unlabeled=False, max_rows=MAX_ROWS, missing_values=None,
+          flags=('--label', '--weight')):
   """(FeatureSpec, lines saying what it chose and why) of the training files
   of a TabularSource, of comma-separated globs or of a list of files;
   `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
@@ -72,7 +72,9 @@ def infer(source_or_files, label, weight=None, head=None,
   an error naming the first); read from the first `max_rows` records
   (None: all), the first line says when the files have more;
   `missing_values`: the cells of a number column that are missing (with an
-  empty cell; None: cell_syntax.MISSING_VALUES), kept in the spec."""
+  empty cell; None: cell_syntax.MISSING_VALUES), kept in the spec;
+  `flags`: the command's names of `label` and `weight`, which a column the
+  files lack is the usage error of."""
   if isinstance(source_or_files, str):
     files = sources.glob_files(source_or_files)
   elif isinstance(source_or_files, (list, tuple)):
@@ -90,9 +92,11 @@ def infer(source_or_files, label, weight=None, head=None,
     raise DataError(f'{", ".join(files)}: no records to infer a spec from'
                     f'{" (a header only)" * csv}')
   labels = (label,) if isinstance(label, str) else tuple(label)
-  for flag, names in (('label', labels), ('weight', (weight,) * bool(weight))):
+  for flag, names in zip(flags, (labels, (weight,) * bool(weight))):
     for name in names:
-      table_files.check_has(files[0], name, list(cells.values), why=f'--{flag}')
+      if name not in cells.values:
+        raise UsageError(f'{files[0]}: no column {name!r} ({flag} names it);'
+                         f' its columns: {", ".join(cells.values)}')
   lines = [f'{len(cells.numbers)} records in {len(files)} files']
   # Read in part: what the first records lack is looked for in the rest.
   read = len(cells.numbers)
