@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from estimator_trainer import config_checks
 from estimator_trainer import models
 
 
@@ -20,3 +21,9 @@ def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables():
   reference = float32(images)
   assert float(tf.reduce_max(tf.abs(logits - reference))) < 0.05 * float(
       tf.reduce_max(tf.abs(reference)))
+
+
+def test_the_configs_model_names_are_the_builtins():
+  """config_checks refuses an unknown name before any data is read, from
+  its own list (the CLI checks flags before TensorFlow loads)."""
+  assert config_checks.MODEL_NAMES == models.BUILTIN_NAMES
