@@ -87,15 +87,36 @@ def pipeline_layout(mode, input_context, global_batch_size):
           input_context.num_replicas_in_sync // num_pipelines)
 
 
+def _shuffled(ds, buffer_size, seed):
+  """`ds` shuffled in the order of the seed pair (`seed`, `seed`) in every
+  engine: the pair canned Estimators' RunConfig(tf_random_seed=seed) gives
+  a graph's tf.data shuffle, as Keras's set_random_seed(seed) does eagerly.
+
+  tf.data takes the pair's first seed from the graph's (eagerly: the
+  process's) global seed: Estimator's graph has --seed, the TF2 engines'
+  eager context none (87654321 then), so one --seed shuffled in two orders,
+  and the engines' runs of one table differed (issue 72, item 4). The seed
+  is set on the graph that builds the shuffle alone, never the process's:
+  eagerly, a function's graph."""
+  def build(ds):
+    graph = tf.compat.v1.get_default_graph()
+    previous, graph.seed = graph.seed, seed
+    try:
+      return ds.shuffle(buffer_size, seed=seed)
+    finally:
+      graph.seed = previous
+  return tf.function(build)(ds) if tf.executing_eagerly() else build(ds)
+
+
 def shuffled_repeat(ds, config, seeded, cache=True):
   """A TRAIN pipeline's examples: cached in memory (unless not `cache`),
-  shuffled (seeded unless not `seeded`: see data.make_input_fn), repeated.
-  The order is the same either way."""
+  shuffled (seeded unless not `seeded`: see data.make_input_fn; seeded, in
+  one order in every engine), repeated. The order is the same either way."""
   if cache:
     ds = ds.cache()
   if config.shuffle_buffer:
-    ds = ds.shuffle(config.shuffle_buffer,
-                    seed=config.seed if seeded else None)
+    ds = (_shuffled(ds, config.shuffle_buffer, config.seed) if seeded else
+          ds.shuffle(config.shuffle_buffer))
   return ds.repeat()
 
 
