@@ -37,11 +37,10 @@ def test_training_continues_as_estimator_would(estimator, tmp_path, mnist_small_
                                                optimizer, rate, tolerance):
   """STEPS Estimator steps, then MORE steps two ways from that checkpoint:
   Estimator's, and ctl's from the carried-over one (the same data order:
-  both input pipelines start over, unshuffled: graph and eager derive
-  shuffle seeds differently). Measured: SGD 0.0, the same float32 ops;
-  Adam 3.5e-6, Keras's and tf.compat.v1's Adam computing the same update in
-  another order, and dividing by sqrt(v) amplifies that in tiny
-  gradients."""
+  both input pipelines start over, unshuffled). Measured: SGD 0.0, the same
+  float32 ops; Adam 3.5e-6, Keras's and tf.compat.v1's Adam computing the
+  same update in another order, and dividing by sqrt(v) amplifies that in
+  tiny gradients."""
   config = lambda model_dir, **kw: _config(model_dir, mnist_small_dir,
                                            optimizer=optimizer, **kw)
   start = tmp_path / 'estimator'
