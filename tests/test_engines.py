@@ -357,7 +357,9 @@ def seeded_mlp(input_shape, num_classes, seed=None):
 def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
                                                       mnist_small_dir):
   """Same seed and data, 1 epoch of real Fashion-MNIST images (the 10,000
-  of mnist_small_dir, evaluated on 2,000): within 1.5 points. Of a seeded
+  of mnist_small_dir, evaluated on 2,000): within 0.2 points (measured:
+  equal; 0.814 vs 0.810 while graph and eager shuffled in two orders,
+  before issue 72's item 4, when this allowed 1.5 points). Of a seeded
   MLP: what the engines share or not (input, loss, optimizer, schedule,
   evaluation) is the model's whatever it is, and the CNN's convolutions
   made most of the cost of 3 epochs."""
@@ -371,7 +373,7 @@ def test_engines_reach_the_same_accuracy_in_one_epoch(tmp_path,
     accuracy[engine] = json.loads(
         (model_dir / 'metrics.json').read_text())['accuracy']
   print('1-epoch accuracy by engine:', accuracy)
-  assert max(accuracy.values()) - min(accuracy.values()) <= 0.015, accuracy
+  assert max(accuracy.values()) - min(accuracy.values()) <= 0.002, accuracy
   assert min(accuracy.values()) > 0.75, accuracy
 
 
