@@ -14,9 +14,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.estimator]
 # other orders of one seed (before issue 72's fix) ctl's average_loss was
 # 3.4 % off Estimator's (multiclass) and its RMSE 1.4 % (regression). Short
 # of where float rounding grows into the run: measured, the engines agree
-# to 0.15 % at 400 steps, 0.36 % at 600 (Estimator's graph and Keras's Adam
+# to 0.15 % at 400 steps, 0.36 % at 600 (tf.compat.v1's Adam and Keras's
 # round differently; over 2,000 steps an over-fitting table amplifies that
-# past 1 %, as turning oneDNN's kernels off does in one engine).
+# past 1 %, as a learning rate 5e-7 higher does in one engine: the tabular
+# guide's figures).
 STEPS = 400
 TOLERANCE = {'accuracy': 0.002}  # Absolute; the others relative.
 RELATIVE = 0.005
@@ -31,7 +32,8 @@ def sets(tmp_path_factory):
 @pytest.mark.parametrize('name', ['multiclass', 'regression'])
 def test_the_engines_train_a_model_alike(sets, tmp_path, name, model):
   """accuracy to 0.002; RMSE and average_loss to 0.5 % (the accuracy of the
-  58 evaluation rows moves in steps of 0.017: the loss shows less)."""
+  58 evaluation rows moves in steps of 0.017: the loss shows smaller
+  differences)."""
   data = sets[name]
   results = {}
   for engine in ('estimator', 'ctl', 'keras'):
