@@ -172,13 +172,41 @@ def test_the_statistics_read_the_numbers_training_reads(tmp_path,
                 [('2', '1', 'red', '0'), (text if column == 'x' else '1', n,
                                           'red', '1')])
     for reader in ('arrow', 'tensorflow', 'python'):
-      if reader == 'arrow' and len(text) > cell_syntax.MAX_FLOAT_CHARS:
-        continue  # Left out: Arrow's typed read takes it (issue 71 note).
       with pytest.raises(DataError) as error:
         _statistics(_source(path), monkeypatch, reader)
       assert str(error.value).startswith(
           f"{path} line 3, column '{column}': "
           f'{text if column == "x" else n!r} is '), reader
+
+
+def test_a_long_float_is_read_as_training_reads_it(tmp_path, monkeypatch):
+  """A float cell of 40 characters: TensorFlow 2.15's parser refuses it
+  (more than MAX_FLOAT_CHARS), 2.16+'s reads it. Arrow's typed read took
+  it on every stack: on 2.15 the statistics counted a number that training
+  then failed on (a bare InvalidArgumentError after the statistics were
+  stored), or with --unreadable_as_missing read as missing (the mean of
+  20 values, training's fill of 19)."""
+  text = '0.' + '1' * 38
+  rows = [(f'{i}.5', '1', 'red', str(i % 2)) for i in range(20)]
+  rows[7] = (text, '1', 'red', '1')
+  path = _csv(tmp_path / 'long.csv', rows)
+  for unreadable_as_missing in (False, True):
+    source = _source(path, unreadable_as_missing=unreadable_as_missing)
+    try:
+      x = _parsed(source)['x']
+    except tf.errors.InvalidArgumentError:
+      x = None  # Training's parse refuses it.
+    for reader in ('arrow', 'tensorflow', 'python'):
+      if x is None:
+        with pytest.raises(DataError) as error:
+          _statistics(source, monkeypatch, reader)
+        assert str(error.value) == (
+            f"{path} line 9, column 'x': {text!r} is not a number "
+            '(--unreadable_as_missing reads such cells as missing)'), reader
+      else:
+        _, mean, _ = _statistics(source, monkeypatch, reader)
+        np.testing.assert_allclose(mean, np.nanmean(x.astype(np.float64)),
+                                   rtol=1e-6, err_msg=reader)
 
 
 def test_a_word_in_a_number_column_fails_or_is_missing_by_choice(
