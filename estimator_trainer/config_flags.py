@@ -88,10 +88,11 @@ def _apply_config_file(path, flag_values):
         raise UsageError(f'--config {path}: {e}') from None
 
 
-def config_from_flags(flag_values=flags.FLAGS):
+def config_from_flags(flag_values=flags.FLAGS, record_dir=None):
   """The validated TrainConfig of the parsed flags (and --config file), and
-  of the run that model_dir records where no flag is given, in the TF_CONFIG
-  cluster of the environment."""
+  of the run that model_dir (or `record_dir`: migrate's --from, whose run
+  is carried to model_dir, on another engine) records where no flag is
+  given, in the TF_CONFIG cluster of the environment."""
   if flag_values.config:
     _apply_config_file(flag_values.config, flag_values)
   values = {field.name: flag_values[field.name].value
@@ -103,6 +104,10 @@ def config_from_flags(flag_values=flags.FLAGS):
     values['model_dir'] = flag_values.job_dir
   # A --config file's values are present too: _apply_config_file parsed them.
   given = {name for name in values if flag_values[name].present}
+  model_dir = values['model_dir']
+  if record_dir:
+    values['model_dir'] = record_dir
+    given.add('engine')  # The engine carried to is migrate's to choose.
   values, taken = run_record.read(values, given)
   for name, recorded in run_record.overridden(values, given).items():
     _logger.info('--%s=%s given: the run in %s had %s', name,
@@ -113,4 +118,5 @@ def config_from_flags(flag_values=flags.FLAGS):
     _logger.info('From %s: %s', layout.model_file(values['model_dir']),
                  ' '.join(f'--{name}={run_record.shown(value)}'
                           for name, value in taken.items()))
-  return config_lib.TrainConfig.from_environment(**values)
+  return config_lib.TrainConfig.from_environment(
+      **{**values, 'model_dir': model_dir})

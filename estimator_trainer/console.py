@@ -132,6 +132,11 @@ def _without_startup_lines():
 
 def quiet_tensorflow(verbose):
   """Imports TensorFlow, with its noise hidden unless `verbose`."""
+  # google-api-core (pulled in by the tfx extra, which TensorFlow's
+  # estimator imports) warns about Python 3.11 on every start of `run` and
+  # `migrate`; it says nothing about the run.
+  warnings.filterwarnings('ignore', category=FutureWarning,
+                          module=r'google\.api_core\.')
   if verbose:
     _import_tensorflow()
     return

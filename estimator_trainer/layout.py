@@ -202,3 +202,13 @@ def read_scalars(directory):
         if number is not None:
           scalars.setdefault(value.tag, []).append((event.step, number))
   return {tag: sorted(points) for tag, points in scalars.items()}
+
+
+def absolute(patterns):
+  """Comma-separated paths or globs with each local one made absolute (a
+  record a run in another directory reads alike); a remote one (gs://...)
+  as it is."""
+  if not patterns:
+    return patterns
+  return ','.join(part if '://' in part else os.path.abspath(part)
+                  for part in patterns.split(','))

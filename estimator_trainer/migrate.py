@@ -33,7 +33,6 @@ from absl import logging
 from estimator_trainer import config_flags
 from estimator_trainer import console
 from estimator_trainer import errors
-from estimator_trainer import layout
 from estimator_trainer.errors import UsageError
 
 config_flags.define_flags()
@@ -56,13 +55,12 @@ def main(argv):
       raise UsageError('--to is the new model_dir: give no --model_dir')
     FLAGS.model_dir = FLAGS.to
     source = FLAGS['from'].value
-    stored_spec = layout.stored_feature_spec(
-        source if os.path.isdir(source) else os.path.dirname(source))
-    if stored_spec and not FLAGS['feature_spec'].present:
-      # Structured data: the spec stored with the statistics carried along.
-      FLAGS.feature_spec = stored_spec
-    config = dataclasses.replace(config_flags.config_from_flags(),
-                                 engine='ctl', cluster=None)
+    # The run --from records (this package's model_dir: its model, data and
+    # feature spec, stored with the statistics) where no flag is given, as
+    # `run` resumes it; a canned Estimator's model_dir records none.
+    config = dataclasses.replace(config_flags.config_from_flags(
+        record_dir=source if os.path.isdir(source) else
+        os.path.dirname(source)), engine='ctl', cluster=None)
     console.quiet_tensorflow(verbose=logging.get_verbosity() >= logging.DEBUG)
     # TensorFlow loads only now, after quiet_tensorflow (as in run.py).
     from estimator_trainer.tf2 import migration

@@ -10,13 +10,6 @@ to `--model_dir`. Each flag's help starts with the data it applies to:
 Exit codes: 0 success, 1 runtime error, 2 usage error.
 """
 
-import warnings
-
-# google-api-core (pulled in by the tfx extra) warns about Python 3.11 on
-# every start; it says nothing about this run.
-warnings.filterwarnings('ignore', category=FutureWarning,
-                        module=r'google\.api_core\.')
-
 # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags

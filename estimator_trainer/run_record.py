@@ -4,7 +4,6 @@ checks of given flags against what its checkpoints are of."""
 
 import dataclasses
 import json
-import os
 
 from estimator_trainer import config_checks
 from estimator_trainer import engines
@@ -227,7 +226,7 @@ def of(config):
                                        field.name in flag_data.IMAGES):
       continue
     value = getattr(config, field.name)
-    if field.name in _DATA_PATHS and value and '://' not in value:
-      value = os.path.abspath(value)
+    if field.name in _DATA_PATHS:
+      value = layout.absolute(value)
     record[field.name] = list(value) if isinstance(value, tuple) else value
   return record

@@ -45,3 +45,13 @@ def test_read_scalars_reads_v1_and_v2_summaries_and_skips_the_rest(tmp_path):
 ])
 def test_paths_are_the_documented_ones(path, expected):
   assert path == expected
+
+
+def test_absolute_makes_each_local_pattern_absolute(tmp_path, monkeypatch):
+  """Each of comma-separated patterns (run_record.of took the whole string
+  as one path: 'a.csv,b.csv' kept b.csv relative to wherever a resume ran),
+  remote ones as they are."""
+  monkeypatch.chdir(tmp_path)
+  assert layout.absolute('a.csv,data/b*.csv,gs://bucket/c.csv') == (
+      f'{tmp_path}/a.csv,{tmp_path}/data/b*.csv,gs://bucket/c.csv')
+  assert layout.absolute(None) is None

@@ -173,3 +173,43 @@ def test_the_optimizer_an_estimator_checkpoint_was_trained_with():
     stored = {**weights, **{f'dnn/hidden_0/kernel/{slot}': [4, 2]
                             for slot in slots}}
     assert migration._optimizer_of(stored) == name  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+def test_a_one_command_csv_run_migrates_with_its_own_record(estimator,
+                                                            tmp_path):
+  """`migrate --from --to` alone carries a one-command CSV run (its data,
+  label and spec from --from's model.json, as `run` resumes it: it had
+  failed with '--feature_spec needs --train_files', a flag the user never
+  gave), and keeps the statistics the model was trained on when the data
+  changed since (they had been computed again from the new rows: another
+  model's preprocessing), saying so; the carried run trains on with no
+  other flag."""
+  del estimator
+  data = tmp_path / 'data.csv'
+  rows = [f'{i % 7 * 0.5},{(i * 3) % 5},{int(i % 7 > 3)}' for i in range(80)]
+  data.write_text('a,b,y\n' + '\n'.join(rows) + '\n')
+  source = tmp_path / 'estimator'
+  result = warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.run', f'--model_dir={source}',
+       f'--train_files={data}', '--label_key=y', '--engine=estimator',
+       '--train_steps=3', '--export=none'], 600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  with data.open('a') as f:  # The data change after training.
+    f.write('\n'.join(['30.0,4,1'] * 40) + '\n')
+  carried = tmp_path / 'carried'
+  result = _migrate(f'--from={source}', f'--to={carried}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip().endswith(str(carried / 'ckpt-3'))
+  statistics = 'preprocessing/statistics.json'
+  assert json.loads((carried / statistics).read_text()) == json.loads(
+      (source / statistics).read_text())
+  assert 'the training data differ from these stored statistics' in (
+      result.stderr)
+  assert 'FutureWarning' not in result.stderr  # Issue 75, item 5.
+  result = warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.run', f'--model_dir={carried}',
+       '--train_steps=5'], 600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert json.loads((carried / 'metrics.json').read_text())[
+      'global_step'] == 5

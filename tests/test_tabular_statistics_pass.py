@@ -25,6 +25,7 @@ from estimator_trainer.tabular.statistics import split_summary
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular.statistics import summaries
+from estimator_trainer.tabular.statistics import training_files
 from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.spec import Column, FeatureSpec
@@ -514,3 +515,19 @@ def test_a_workers_data_error_is_the_commands_line(age_files, tmp_path,
   relayed = RuntimeError('Traceback (most recent call last):\nOSError: x')
   with pytest.raises(RuntimeError):
     beam_statistics.run(argv)
+
+
+def test_the_training_files_record_is_of_absolute_paths(tmp_path,
+                                                       monkeypatch):
+  """A run resumed in another directory, or migrate's carried run (whose
+  model.json has the paths absolute), has the same training files as the
+  relative command that stored the statistics: no second pass, no stale
+  statistics (the record had the paths as typed)."""
+  (tmp_path / 'd.csv').write_text('age,y\n1,0\n2,1\n')
+  monkeypatch.chdir(tmp_path)
+  spec = FeatureSpec((Column('age', 'float'),), 'y', head='binary')
+  relative, absolute = (
+      training_files.of(TabularSource({TRAIN: path}, spec, eval_fraction=0.2))
+      for path in ('d.csv', str(tmp_path / 'd.csv')))
+  assert relative == absolute
+  assert relative['files'][0][0] == str(tmp_path / 'd.csv')

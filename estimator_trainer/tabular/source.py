@@ -19,6 +19,7 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.errors import DataError
 from estimator_trainer.sources.files import memoized
@@ -66,13 +67,20 @@ class TabularSource:
     self.feature_spec = feature_spec
 
   def __str__(self):
+    return self.describe()
+
+  def describe(self, absolute=False):
+    """The files and the split, in words; `absolute`: local paths made
+    absolute (a record that a run in another directory reads alike)."""
     kind = "CSV" if self.is_csv else "TFRecord"
+    patterns = {split: layout.absolute(pattern) if absolute else pattern
+                for split, pattern in self.patterns.items()}
     if self._held_out:
-      return (f'{kind} files {self.patterns[sources.TRAIN]} '
+      return (f'{kind} files {patterns[sources.TRAIN]} '
               f'({self._held_out / HOLDOUT_BUCKETS:.1%} of the records held '
               'out for evaluation)')
-    return (f'{kind} files {self.patterns[sources.TRAIN]} / '
-            f'{self.patterns[sources.TEST]}')
+    return f'{kind} files {patterns[sources.TRAIN]} / {patterns[sources.TEST]}'
+
 
   @memoized
   def files(self, split):

@@ -250,15 +250,21 @@ def _optimizer_of(stored):
 def _carry_preprocessing(source_dir, model_dir):
   """Copies structured data's stored statistics (layout.PREPROCESSING_DIR)
   along: the model was trained on them, not on what the data give now. Not
-  its directories: a cluster's shares of the statistics pass, done with."""
+  its directories (a cluster's shares of the statistics pass, done with),
+  nor the record of the training files they are of: without it they are a
+  trained model's, kept and checked against the data as a resumed chief's
+  are (a warning if they differ); with it, files changed since would make
+  them stale before the carried checkpoint is written (computed again,
+  another model's preprocessing)."""
   source = layout.preprocessing_dir(source_dir)
   if not tf.io.gfile.isdir(source):
     return
   target = layout.preprocessing_dir(model_dir)
   tf.io.gfile.makedirs(target)
+  record = os.path.basename(layout.training_files_file(model_dir))
   for name in tf.io.gfile.listdir(source):
     path = os.path.join(source, name)
-    if not tf.io.gfile.isdir(path):
+    if name != record and not tf.io.gfile.isdir(path):
       tf.io.gfile.copy(path, os.path.join(target, name), overwrite=True)
 
 

@@ -15,9 +15,13 @@ def of(source):
   """The split of TabularSource `source` (its files' patterns, a held-out
   fraction, whether unlabeled records are skipped) and each training
   file's path, size and modification time, as JSON reads them back."""
-  files = [[path, stat.length, stat.mtime_nsec] for path, stat in
-           ((path, tf.io.gfile.stat(path)) for path in source.files(TRAIN))]
-  return {'split': str(source), 'skip_unlabeled': source.skip_unlabeled,
+  # Absolute: a run started in another directory (the record's paths are
+  # absolute: run_record.of) has the same files.
+  files = [[layout.absolute(path), stat.length, stat.mtime_nsec]
+           for path, stat in ((path, tf.io.gfile.stat(path))
+                              for path in source.files(TRAIN))]
+  return {'split': source.describe(absolute=True),
+          'skip_unlabeled': source.skip_unlabeled,
           'files': files}
 
 
