@@ -133,7 +133,8 @@ def finished_file(model_dir, task_type, task_index):
 
 
 def evaluator_file(model_dir):
-  """Where a running evaluator task announces itself (estimator engine)."""
+  """Where a running evaluator task announces itself, a lease (estimator
+  engine)."""
   return os.path.join(model_dir, EVALUATOR_FILE)
 
 

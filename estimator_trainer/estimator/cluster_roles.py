@@ -2,14 +2,13 @@
 and the evaluator."""
 
 import contextlib
-import json
 import logging
 import os
-import socket
 
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import lease
 from estimator_trainer import outputs
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import job as job_lib
@@ -39,23 +38,22 @@ def evaluate_until_trained(config):
 
 @contextlib.contextmanager
 def _announced(model_dir):
-  """While the evaluator runs, model_dir says so (layout.evaluator_file):
-  a chief whose TF_CONFIG does not list the evaluator (TensorFlow's own
-  train_and_evaluate documentation gives only the evaluator its task)
+  """While the evaluator runs, model_dir says so (layout.evaluator_file, a
+  lease): a chief whose TF_CONFIG does not list the evaluator (TensorFlow's
+  own train_and_evaluate documentation gives only the evaluator its task)
   learns of it there, and leaves the final evaluation and export to it."""
   path = layout.evaluator_file(model_dir)
-  tf.io.gfile.makedirs(model_dir)
-  outputs.write_atomic(path, json.dumps(
-      {'host': socket.gethostname(), 'pid': os.getpid()}) + '\n')
-  try:
+  record = lease.new_record()
+  outputs.write_atomic(path, lease.dumps(record))
+  with lease.hold(path, record):
     yield
-  finally:
-    tf.io.gfile.remove(path)
 
 
 def evaluator_announced(model_dir):
-  """Whether an evaluator task runs on model_dir (_announced)."""
-  return tf.io.gfile.exists(layout.evaluator_file(model_dir))
+  """Whether an evaluator task runs on model_dir (_announced); one whose
+  lease is stale (killed) is gone, said in a line."""
+  return lease.live(layout.evaluator_file(model_dir),
+                    'an evaluator task') is not None
 
 
 def _evaluate_until_trained(config):

@@ -1,0 +1,35 @@
+"""A process holding a lease, as a trainer does, without TensorFlow: the
+tests kill it as a trainer would be killed. `python lease_holder.py
+evaluator MODEL_DIR` announces an evaluator there (evaluator.json). It
+prints `held` once it holds it, then waits to be stopped."""
+
+import subprocess
+import sys
+import time
+
+from estimator_trainer import layout
+from estimator_trainer import lease
+from estimator_trainer import outputs
+
+
+def start(kind, model_dir, **kwargs):
+  """The holder process, once it holds; its stdout a pipe."""
+  proc = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, __file__, kind, str(model_dir)],
+      stdout=subprocess.PIPE, text=True, **kwargs)
+  assert proc.stdout.readline() == 'held\n'
+  return proc
+
+
+def _hold(kind, model_dir):
+  assert kind == 'evaluator', kind
+  path = layout.evaluator_file(model_dir)
+  record = lease.new_record()
+  outputs.write_atomic(path, lease.dumps(record))  # As the evaluator does.
+  return lease.hold(path, record)
+
+
+if __name__ == '__main__':
+  with _hold(sys.argv[1], sys.argv[2]):
+    print('held', flush=True)
+    time.sleep(600)
