@@ -30,6 +30,7 @@ import threading
 import time
 
 from estimator_trainer import outputs
+from estimator_trainer.errors import TrainerError
 
 _logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ path, interval, record = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]
 identity = ('host', 'pid', 'since')
 for signum in (signal.SIGINT, signal.SIGTERM):
   signal.signal(signum, signal.SIG_IGN)  # To outlive the holder: its signals.
+print('ready', flush=True)
 def holder():
   try:
     with open(path) as f:
@@ -174,8 +176,14 @@ def hold(path, record):
     return
   beater = subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, '-c', _BEATER, path, str(HEARTBEAT_SECS),
-       json.dumps(record)], stdin=subprocess.PIPE)
+       json.dumps(record)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
   try:
+    # Once it ignores the signals a terminal sends the whole group (Ctrl-C),
+    # which would end it before the holder released the lease.
+    if beater.stdout.readline() != b'ready\n':
+      raise TrainerError(f'{path}: its heartbeat process ended as it started'
+                         f' (exit code {beater.wait()})')
+    beater.stdout.close()
     yield
   finally:
     beater.stdin.close()  # The beater removes the file and exits.

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -54,6 +55,20 @@ def test_a_live_evaluator_is_announced_and_a_killed_one_is_not(tmp_path,
       rf'{record["host"]}, pid {holder.pid}, since {record["since"]}\), its '
       rf'heartbeat \d+ s old: pid {holder.pid} is gone from this host',
       warning), warning
+
+
+def test_a_holder_stopped_by_ctrl_c_leaves_no_lease(tmp_path):
+  """A terminal's Ctrl-C reaches the whole process group: the heartbeat
+  process ignores it, from its start on, and removes the file when the
+  holder has unwound. Sent as the holder had just started its heartbeat
+  process, it killed that process before it ignored the signal, and the
+  file stayed."""
+  holder = lease_holder.start('evaluator', tmp_path, start_new_session=True,
+                              stderr=subprocess.DEVNULL)
+  os.killpg(holder.pid, signal.SIGINT)
+  holder.wait()
+  _wait_until(lambda: not os.path.exists(
+      layout.evaluator_file(str(tmp_path))))
 
 
 def test_an_evaluator_file_with_an_old_heartbeat_is_ignored(tmp_path,
