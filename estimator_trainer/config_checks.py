@@ -31,7 +31,7 @@ MIN_STRUCTURED_STEPS = 2000
 # The built-in models' names (models.BUILTIN_NAMES, which imports
 # TensorFlow; a test keeps them equal).
 MODEL_NAMES = ('cnn', 'resnet20', 'linear', 'dnn', 'wide_deep')
-TRAINING_MODES = ('train_and_evaluate', 'train')
+TRAINING_MODES = engines.TRAINING_MODES
 # What structured data's logits mean (heads/).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
 # The --optimizer and --linear_optimizer choices (optimizers.py builds them).

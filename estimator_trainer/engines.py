@@ -6,13 +6,18 @@ engine offers every mode, strategy and cluster task), and one entry here.
 Imports no TensorFlow: the CLI checks flags first.
 """
 
+import contextlib
 import dataclasses
 import importlib
 
 from estimator_trainer import outputs
+from estimator_trainer import run_lock
 from estimator_trainer import stack
 
 MODES = ('train_and_evaluate', 'train', 'evaluate', 'predict', 'export')
+# The modes that write checkpoints: a run of one holds its model_dir
+# (run_lock.py); the others only read it.
+TRAINING_MODES = MODES[:2]
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
 CLUSTER_TASKS = ('chief', 'worker', 'ps', 'evaluator')
@@ -32,11 +37,27 @@ class Engine:
           f'--engine={config.engine} (on {config.model_dir}: `python -m '
           'estimator_trainer.migrate --from=MODEL_DIR --to=NEW_DIR` carries '
           'an Estimator model_dir over to the TF2 engines)')
-    module = importlib.import_module(self.module)
-    if config.cluster is not None:  # Its tasks share the model_dir.
+    with _removed_if_failed(config), _locked(config):
+      # Refused (model_dir in use) before TensorFlow loads: at once.
+      module = importlib.import_module(self.module)
       return getattr(module, config.mode)(config)
-    with outputs.none_of_a_failed_run(config.model_dir):
-      return getattr(module, config.mode)(config)
+
+
+def _removed_if_failed(config):
+  """A run alone removes the model_dir it made when it fails (outputs.py);
+  a cluster's tasks share theirs."""
+  if config.cluster is not None:
+    return contextlib.nullcontext()
+  return outputs.none_of_a_failed_run(config.model_dir)
+
+
+def _locked(config):
+  """model_dir's lock (run_lock.py) for a training run, held by its chief
+  in a cluster."""
+  if config.mode not in TRAINING_MODES or not (
+      config.cluster is None or config.cluster.is_chief):
+    return contextlib.nullcontext()
+  return run_lock.held(config.model_dir, config.cluster)
 
 
 ENGINES = {

@@ -24,6 +24,11 @@ class UsageError(TrainerError):
   exit_code = 2
 
 
+class ModelDirInUse(UsageError):
+  """Another training run holds the model_dir (run_lock.py): nothing in it
+  is this run's, to write or to remove."""
+
+
 class DataError(TrainerError):
   """A data source is missing, unreachable or malformed."""
 

@@ -20,6 +20,7 @@ TRAIN_SPEC_FILE = 'train_spec.json'  # A cluster chief's step count.
 FINISHED_DIR = 'finished'  # One file per training task that finished.
 EVALUATOR_FILE = 'evaluator.json'  # An evaluator task runs.
 MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
+LOCK_FILE = 'lock.json'  # The training run that holds it (run_lock.py).
 # An estimator checkpoint's --ema_decay average of weight W: W/<this>.
 AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 # Structured data's preprocessing: the statistics computed from the training
@@ -77,10 +78,11 @@ def warm_start_vocabulary_file(model_dir, table, which):
 def stored_feature_spec(model_dir):
   """The path of model_dir's stored feature spec; None without one."""
   path = feature_spec_file(model_dir)
-  return path if _exists(path) else None
+  return path if exists(path) else None
 
 
-def _exists(path):
+def exists(path):
+  """Whether `path` exists; TensorFlow only for a URL."""
   if '://' in path:  # gs://...: only TensorFlow reads those.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return tf.io.gfile.exists(path)
@@ -89,14 +91,14 @@ def _exists(path):
 
 def has_checkpoint(model_dir):
   """Whether model_dir has a checkpoint state file (of any engine)."""
-  return _exists(os.path.join(model_dir, CHECKPOINT_STATE_FILE))
+  return exists(os.path.join(model_dir, CHECKPOINT_STATE_FILE))
 
 
 def read_model_file(model_dir):
   """model_dir's record of the run its checkpoints are of (MODEL_FILE, a
   dict); None without one."""
   path = model_file(model_dir)
-  if not _exists(path):
+  if not exists(path):
     return None
   return read_json(path, 'a record of a run')
 
@@ -136,6 +138,11 @@ def evaluator_file(model_dir):
   """Where a running evaluator task announces itself, a lease (estimator
   engine)."""
   return os.path.join(model_dir, EVALUATOR_FILE)
+
+
+def lock_file(model_dir):
+  """The lease of the training run that holds model_dir (run_lock.py)."""
+  return os.path.join(model_dir, LOCK_FILE)
 
 
 def scratch_dir(model_dir, task_type, task_index):

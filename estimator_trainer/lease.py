@@ -1,5 +1,6 @@
 """Leases: a file in model_dir that says a process is there for as long as
-it is, and no longer: evaluator.json (an evaluator task runs).
+it is, and no longer. evaluator.json (an evaluator task runs) and lock.json
+(a training run holds the model_dir: run_lock.py) are leases.
 
 The holder's record (host, pid, since, command) carries a heartbeat, the
 time it was last renewed, rewritten atomically every HEARTBEAT_SECS. A

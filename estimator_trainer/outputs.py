@@ -7,7 +7,7 @@ import os
 
 
 from estimator_trainer import layout
-from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import ModelDirInUse, TrainerError
 
 _logger = logging.getLogger(__name__)
 
@@ -132,13 +132,16 @@ def none_of_a_failed_run(model_dir):
   checkpoint of a trained step, the model_dir it made is removed (its
   record, events and statistics, of a run that never trained), so that a
   failed command writes nothing. A model_dir that existed is left to the
-  engine (the estimator's step-0 checkpoint: checkpoints.none_untrained)."""
-  # Engines import TensorFlow; the scripts using this module's others not.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  made = not tf.io.gfile.exists(model_dir)
+  engine (the estimator's step-0 checkpoint: checkpoints.none_untrained);
+  so is one another run made meanwhile and holds (ModelDirInUse)."""
+  made = not layout.exists(model_dir)
   try:
     yield
+  except ModelDirInUse:
+    raise
   except Exception:
+    # Engines import TensorFlow; the scripts using this module's others not.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     if made and tf.io.gfile.exists(model_dir):
       latest = tf.train.latest_checkpoint(model_dir)
       if not latest or layout.checkpoint_step(latest) == 0:

@@ -1,7 +1,8 @@
 """A process holding a lease, as a trainer does, without TensorFlow: the
-tests kill it as a trainer would be killed. `python lease_holder.py
-evaluator MODEL_DIR` announces an evaluator there (evaluator.json). It
-prints `held` once it holds it, then waits to be stopped."""
+tests kill it as a trainer would be killed. `python lease_holder.py lock
+MODEL_DIR` holds MODEL_DIR's run lock (run_lock.held); `... evaluator
+MODEL_DIR` announces an evaluator there (evaluator.json). It prints `held`
+once it holds it, then waits to be stopped."""
 
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from estimator_trainer import layout
 from estimator_trainer import lease
 from estimator_trainer import outputs
+from estimator_trainer import run_lock
 
 
 def start(kind, model_dir, **kwargs):
@@ -22,7 +24,8 @@ def start(kind, model_dir, **kwargs):
 
 
 def _hold(kind, model_dir):
-  assert kind == 'evaluator', kind
+  if kind == 'lock':
+    return run_lock.held(model_dir, None)
   path = layout.evaluator_file(model_dir)
   record = lease.new_record()
   outputs.write_atomic(path, lease.dumps(record))  # As the evaluator does.

@@ -496,8 +496,11 @@ CASES = [
 
 
 def _snapshot(root):
-  """Relative path -> (size, mtime) of `root` and everything under it."""
-  return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+  """Relative path -> (size, mtime) of every file under `root`, 'dir' of
+  every directory: a directory's times change as a training run's lock
+  comes and goes in it (run_lock.py), though nothing stays written."""
+  return {str(p.relative_to(root)): 'dir' if p.is_dir() else (
+      p.stat().st_size, p.stat().st_mtime_ns)
           for p in [root, *root.rglob('*')]}
 
 

@@ -255,6 +255,7 @@ def test_ctrl_c_saves_the_current_step_and_exits_130(
   assert not (model_dir / 'eval').exists()
   assert not (model_dir / 'export').exists()
   assert not (model_dir / 'metrics.json').exists()
+  assert not (model_dir / layout.LOCK_FILE).exists()  # The rerun may run.
   print(f'Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
   # No rerun: the state a Ctrl-C leaves is asserted above, and its save is
   # SIGTERM's (faults.StopSignals, one handler); the estimator's resume from
