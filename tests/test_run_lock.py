@@ -233,3 +233,26 @@ def test_two_runs_on_one_model_dir(tmp_path, mnist_small_dir, capfd, caplog,
   metrics = json.loads((model_dir / 'metrics.json').read_text())
   assert metrics['global_step'] == 300
   assert not (model_dir / layout.LOCK_FILE).exists()
+
+
+def test_a_url_model_dirs_lock_best_effort(tmp_path, monkeypatch, caplog):
+  """A model_dir by URL (gs://...; file:// here, through the same
+  tf.io.gfile calls): no atomic create, a thread's heartbeat. A live lock
+  refuses, a stale one is taken over; the holder renews it, and removes
+  it at the end."""
+  monkeypatch.setattr(lease, 'HEARTBEAT_SECS', 0.05)
+  url = f'file://{tmp_path}'
+  path = layout.lock_file(url)
+  _write_lock(tmp_path)
+  with pytest.raises(ModelDirInUse):
+    with run_lock.held(url, None):
+      pass
+  stale = _write_lock(tmp_path, age=61)
+  with caplog.at_level(logging.INFO):
+    with run_lock.held(url, None):
+      first = lease.read(path)
+      assert first['pid'] == os.getpid()
+      _wait_until(lambda: lease.read(path)['heartbeat'] > first['heartbeat'])
+  assert _warnings(caplog)[0].startswith(
+      f'Took over {path} from {lease.describe(stale)}')
+  assert not os.listdir(tmp_path)
