@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from cluster_launch import (LAUNCHER, launch, launched_cluster, restart_alone,
                             restart_alone_in_process, task_lines)
 import cli_config
 import cnn_weights
+import lease_holder
 import serve_export
 import scripts_dir
 import warm_process
@@ -325,6 +327,33 @@ def test_one_task_evaluates_and_exports_the_end_when_no_tf_config_lists_it(
   assert metrics['global_step'] == 60
   assert metrics['accuracy'] > 0.5  # The cluster trained (0.75 here).
   assert not (model_dir / layout.EVALUATOR_FILE).exists()
+
+
+@pytest.mark.estimator
+def test_the_chief_evaluates_the_end_when_the_announced_evaluator_was_killed(
+    tmp_path, mnist_small_dir):
+  """Issue 73, item 3: an evaluator SIGKILLed with its heartbeat process
+  left evaluator.json, and the chief left the final evaluation and export
+  to it: no metrics.json. The file is a stale lease now (its pid gone from
+  this host): the chief says so in a line and evaluates and exports."""
+  model_dir = tmp_path / 'model'
+  evaluator = lease_holder.start('evaluator', model_dir,
+                                 start_new_session=True)
+  os.killpg(evaluator.pid, signal.SIGKILL)
+  evaluator.wait()
+  assert (model_dir / layout.EVALUATOR_FILE).exists()
+  result = launch(['--workers=1'], _flags(
+      model_dir, mnist_small_dir, '--strategy=multi_worker_mirrored',
+      '--train_steps=20', '--save_checkpoints_steps=20'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  assert set(task_lines(result.stdout, 'Final evaluation')) == {'worker:0'}
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'global_step'] == 20
+  ignored = task_lines(result.stdout, f'Ignored {model_dir}/'
+                       f'{layout.EVALUATOR_FILE} of an evaluator task (host')
+  assert {task: len(lines) for task, lines in ignored.items()} == {
+      'worker:0': 1}
 
 
 def _files(model_dir):
