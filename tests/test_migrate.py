@@ -146,13 +146,22 @@ def test_a_tf2_engine_on_an_estimator_model_dir_gives_the_command_that_works(
   assert '--optimizer=sgd' in command
   to = tmp_path / 'estimator_tf2'
 
-  without_sgd = _migrate(*(flag for flag in command[3:]
-                           if flag != '--optimizer=sgd'))
-  assert without_sgd.stderr.strip().splitlines()[-1] == (
+  # Without --optimizer=sgd: the run's own, from its model.json; where no
+  # record says it (a model_fn's model_dir), the error naming the flag.
+  without_sgd = [flag for flag in command[3:] if flag != '--optimizer=sgd']
+  recorded = _migrate(*(flag.replace(str(to), f'{to}_recorded')
+                        for flag in without_sgd))
+  assert recorded.returncode == 0, recorded.stderr[-3000:]
+  assert recorded.stdout.strip() == f'{to}_recorded/ckpt-2'
+  record = (source / 'model.json').read_text()
+  (source / 'model.json').unlink()
+  unrecorded = _migrate(*without_sgd)
+  (source / 'model.json').write_text(record)
+  assert unrecorded.stderr.strip().splitlines()[-1] == (
       f'error: {source}/model.ckpt-2 holds no Adam slots (no beta1_power): '
       'its Estimator trained with --optimizer=sgd; give migrate '
       '--optimizer=sgd')
-  assert without_sgd.returncode == 1
+  assert unrecorded.returncode == 1
   assert not to.exists()
 
   carried = _migrate(*command[3:])
