@@ -94,10 +94,13 @@ def describe(self, model_name: str, data: str, num_replicas: int,
     parts.append(f'{train_steps} steps ({epochs:.4g} '
                  f'epoch{"" if epochs == 1 else "s"} of '
                  f'{num_train_examples} training examples)')
+  # The data's description names its files, not the spec (issue 75,
+  # item 3): feature_spec is among the others.
   described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
                'dataset', 'train_files', 'eval_files', 'eval_fraction',
-               'skip_rows_without_label', 'feature_spec', 'data_source', 'idx_dir', 'batch_size_per_replica', 'global_batch_size',
-               'train_steps', 'train_epochs', 'cluster'}
+               'skip_rows_without_label', 'data_source', 'idx_dir',
+               'batch_size_per_replica', 'global_batch_size', 'train_steps',
+               'train_epochs', 'cluster'}
   others = [f'{field.name}={getattr(self, field.name)!r}'
             for field in dataclasses.fields(self)
             if field.name not in described and

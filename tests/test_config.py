@@ -242,3 +242,13 @@ def test_the_config_line_says_ftrl_keeps_its_rate(kwargs, said):
   line = TrainConfig(model_dir='/tmp/x', **kwargs).describe('m', 'd', 1, 64)
   assert line.endswith('; ftrl keeps a constant rate, as canned Estimators '
                        'do') == said, line
+
+
+def test_the_config_line_names_the_feature_spec(tmp_path):
+  """Every setting not at its default is on the Config line: a run's
+  --feature_spec was not (issue 75, item 3)."""
+  data = tmp_path / 'd.csv'
+  data.write_text('a,y\n1,0\n')
+  line = TrainConfig(model_dir='/tmp/x', train_files=str(data),
+                     feature_spec='spec.json').describe('linear', 'd', 1, 64)
+  assert "feature_spec='spec.json'" in line, line
