@@ -30,7 +30,9 @@ import sys
 import threading
 import time
 
+from estimator_trainer import lease_beater
 from estimator_trainer import outputs
+from estimator_trainer.lease_beater import same_holder
 from estimator_trainer.errors import TrainerError
 
 _logger = logging.getLogger(__name__)
@@ -38,44 +40,6 @@ _logger = logging.getLogger(__name__)
 HEARTBEAT_SECS = 15
 # Four heartbeats: a write to a remote file system may take seconds.
 LEASE_SECS = 60
-# What names a holder (a process since a moment) in its record.
-_IDENTITY = ('host', 'pid', 'since')
-
-_BEATER = r'''
-import json, os, select, signal, sys, time
-path, interval, record = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
-identity = ('host', 'pid', 'since')
-for signum in (signal.SIGINT, signal.SIGTERM):
-  signal.signal(signum, signal.SIG_IGN)  # To outlive the holder: its signals.
-print('ready', flush=True)
-def holder():
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return None
-def mine(current):
-  return current is None or all(
-      current.get(key) == record[key] for key in identity)
-while not select.select([0], [], [], interval)[0]:
-  current = holder()
-  if not mine(current):
-    sys.stderr.write(f"warning: {path} names another holder (host "
-                     f"{current.get('host')}, pid {current.get('pid')}): "
-                     "this process no longer renews it\n")
-    sys.exit()
-  record['heartbeat'] = time.time()
-  tmp = f'{path}.tmp-{os.getpid()}'
-  with open(tmp, 'w') as f:
-    f.write(json.dumps(record) + '\n')
-  os.replace(tmp, path)
-# End of input: the holder released the lease or died.
-current = holder()
-if current is not None and mine(current):
-  os.remove(path)
-'''
-
-
 def new_record(**extra):
   """This process's record as a holder, renewed now; `extra` fields too."""
   now = time.time()
@@ -87,10 +51,6 @@ def new_record(**extra):
 
 def dumps(record):
   return json.dumps(record) + '\n'
-
-
-def same_holder(record, other):
-  return all(record.get(key) == other.get(key) for key in _IDENTITY)
 
 
 def describe(record):
@@ -176,7 +136,7 @@ def hold(path, record):
       yield
     return
   beater = subprocess.Popen(  # pylint: disable=consider-using-with
-      [sys.executable, '-c', _BEATER, path, str(HEARTBEAT_SECS),
+      [sys.executable, lease_beater.__file__, path, str(HEARTBEAT_SECS),
        json.dumps(record)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
   try:
     # Once it ignores the signals a terminal sends the whole group (Ctrl-C),
