@@ -48,11 +48,11 @@ def chunks(source, split, files, rows):
                         ) if source.filtered else None
   unreadable = {}  # Column -> [count, (file, line) of the first].
   if source.is_csv:
-    parts = table.csv_chunks(files, spec.names, rows)
+    parts = ((cells.start, cells)
+             for cells in table.csv_chunks(files, spec.names, rows))
   else:
     parts = _example_chunks(source, files, rows)
-  for part in parts:
-    start = part.pop('start') if isinstance(part, dict) else part.start
+  for start, part in parts:
     if isinstance(part, dict):  # Parsed by TensorFlow, checked.
       size = len(part[spec.label])
       if mask is not None:
@@ -91,9 +91,10 @@ def _typed(cells, spec, unreadable_as_missing, unreadable):
 
 
 def _example_chunks(source, files, rows):
-  """The TFRecord `files`' records `rows` at a time (None: a file at a
-  time), parsed by TensorFlow (8 times faster than in Python) into read()'s
-  columns or, where a value is bad, as Cells, whose checks name it. Eager."""
+  """(records before it, chunk) of the TFRecord `files`' records, `rows` at
+  a time (None: a file at a time), parsed by TensorFlow (8 times faster
+  than in Python) into read()'s columns or, where a value is bad, as
+  Cells, whose checks name it. Eager."""
   spec = source.feature_spec
   kinds = {c.name: c.dtype for c in spec.data_columns}
   kinds.update({name: spec.label_dtype for name in spec.label_columns})
@@ -109,17 +110,12 @@ def _example_chunks(source, files, rows):
         if part is None:
           part = table.example_cells(files, kinds)
           table.add_examples(part, index, batch, number, kinds)
-          part.start = start
-        else:
-          part['start'] = start
-        yield part
+        yield start, part
         start, number = start + len(batch), number + len(batch)
     except tf.errors.OpError as e:
       raise DataError(f'{path}: {first_line(e.message)}') from None
   if not start:
-    part = table.example_cells(files, kinds)
-    part.start = 0
-    yield part
+    yield 0, table.example_cells(files, kinds)
 
 
 def _parsed(source, records):
