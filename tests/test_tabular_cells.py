@@ -118,7 +118,7 @@ def test_missing_values_are_missing_in_every_reader(tmp_path, monkeypatch):
   assert frame.x.isna().sum() == frame.n.isna().sum() == len(tokens)
   spec, lines = infer_lib.infer(path, 'y')
   assert [(c.name, c.kind) for c in spec.columns] == [
-      ('x', 'float_normalized'), ('n', 'integer_categorical'),
+      ('x', 'float_normalized'), ('n', 'float_normalized'),
       ('color', 'string_categorical')], lines
   assert (f'x: float_normalized (numbers; {len(tokens)} of {len(rows)} '
           'missing; imputed with their mean)') in lines

@@ -4,12 +4,14 @@
       [--weight=COL] [--head=HEAD] --output=spec.json
 
 It reads the data as a person would (the rule was chosen on twelve real
-tables: docs/guide/tabular.md#how-infer-reads-the-data):
-- numbers are numbers (float_normalized), integers too, unless they are
-  plainly codes: at most --max_codes distinct integers (a store id, a
-  class 1..3, a year of a few) become integer_categorical; a CSV column
-  is numbers when 95 % of its present cells are (NA, null, ... are
-  missing: cell_syntax.py), its other cells errors of the run;
+tables, integers on 24: docs/guide/tabular.md#how-infer-reads-the-data):
+- numbers are numbers (float_normalized), integers too (survey levels,
+  counts, a class 1..3: the order is information, as the baseline a data
+  scientist runs first reads them), unless named as ids (store_id,
+  StoreID, zip_code: integer_categorical, hashed beyond --max_categorical
+  distinct values); a CSV column is numbers when 95 % of its present cells
+  are (NA, null, ... are missing: cell_syntax.py), its other cells errors
+  of the run;
 - strings, and numbers written with a leading zero (zip codes: 02134 is
   not 2134), are categorical up to --max_categorical distinct values, else
   hashed (num_bins: a power of 2, about twice the distinct values);
@@ -54,10 +56,8 @@ MAX_CATEGORICAL = 100
 # Records read: the first of the files (every rule above is decided well
 # on this many; a hashed column's distinct values are counted on them).
 MAX_ROWS = 200_000
-# Integer columns (and labels) of at most this many distinct values are
-# codes: on the twelve tables this rule was chosen on, counts and amounts
-# (ages, prices, incomes, weights: 17 to 286 distinct) are numbers, while
-# store ids, cylinders, a year of 3 to 7 values are codes.
+# Integer labels of at most this many distinct values are classes (a
+# 1/2 label is binary); of more, a regression.
 MAX_CODES = 10
 
 
@@ -120,12 +120,11 @@ def infer(source_or_files, label, weight=None, head=None,
   for name, values in cells.values.items():
     if name in labels or name == weight:
       continue
-    column, why = infer_rules.column(name, values, cells, max_categorical,
-                                     max_codes)
+    column, why = infer_rules.column(name, values, cells, max_categorical)
     if column is None and sample and csv and all(
         cells.absent(v, 'float32') for v in values):
-      column, why = _later(files, name, read, max_rows,
-                           max_categorical, max_codes, missing)
+      column, why = _later(files, name, read, max_rows, max_categorical,
+                           missing)
     lines.append(f'{name}: {why}')
     if column:
       columns.append(column)
@@ -144,8 +143,7 @@ def infer(source_or_files, label, weight=None, head=None,
   return spec, lines
 
 
-def _later(files, name, start, max_rows, max_categorical, max_codes,
-           missing):
+def _later(files, name, start, max_rows, max_categorical, missing):
   """(Column or None, why) of a CSV column with no value in its first
   `start` records: of its first `max_rows` values in the records after."""
   later = table.read_csv_present(files, name, start, max_rows)
@@ -154,7 +152,7 @@ def _later(files, name, start, max_rows, max_categorical, max_codes,
     return None, (f'left out: no values ({later.missing} in all '
                   f'{start + later.skipped} records)')
   column, why = infer_rules.column(name, later.values[name], later,
-                                   max_categorical, max_codes)
+                                   max_categorical)
   first = f'{later.files[later.file_index[0]]} line {later.numbers[0]}'
   return column, (f'no values in the first {start} records, so from the '
                   f'{len(later.numbers)} values after (the first: {first}): '
@@ -196,10 +194,10 @@ def _define_flags():
   flags.DEFINE_integer('max_categorical', MAX_CATEGORICAL, 'String columns '
                        'of up to this many distinct values are categorical, '
                        'of more hashed.', lower_bound=1)
-  flags.DEFINE_integer('max_codes', MAX_CODES, 'Integer columns (and labels) '
-                       'of up to this many distinct values are codes '
-                       '(categorical; a label: classes), of more numbers.',
-                       lower_bound=1)
+  flags.DEFINE_integer('max_codes', MAX_CODES, 'Integer labels of up to this '
+                       'many distinct values are classes, of more a '
+                       'regression (integer columns are numbers unless '
+                       'named as ids).', lower_bound=1)
   flags.DEFINE_bool('skip_rows_without_label', False, 'Leave out the records '
                     'whose label is missing (else an error naming one).')
   flags.DEFINE_integer('max_rows', MAX_ROWS, 'Infer from the first this '
