@@ -26,7 +26,6 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer import models
 from estimator_trainer.errors import UsageError
 
 _logger = logging.getLogger(__name__)
@@ -153,17 +152,17 @@ def warn_if_far(distances, step):
 
 def population_statistics(model, bn_layers, dataset, num_batches):
   """[(mean, variance)] float64 of each of `bn_layers`' inputs over the
-  first `num_batches` batches of `dataset` ((features, labels) of a global
+  first `num_batches` batches of `dataset` (the model's inputs of a global
   batch each), each batch forward in training mode. Call it inside a
   tf.function (or a graph)."""
   # Per layer: the sums of the batches' means, variances and squared means.
   # Tuples: autograph would take lists in a loop for tensor lists.
   sums = tuple((tf.zeros(layer.moving_mean.shape, tf.float64),) * 3
                for layer in bn_layers)
-  for features, _ in dataset.take(num_batches):
+  for inputs in dataset.take(num_batches):
     moments = [[] for _ in bn_layers]
     with _recording(bn_layers, moments):
-      model(models.model_inputs(features), training=True)
+      model(inputs, training=True)
     for layer, found in zip(bn_layers, moments):
       if len(found) != 1:
         raise UsageError(f'--bn_recompute_batches: batch-norm layer '
@@ -198,8 +197,9 @@ def assign(bn_layers, statistics):
 class Recompute:
   """Precise BN of an eagerly built model (the TF2 engines): calling it
   writes the population statistics of the first `num_batches` batches of
-  `make_dataset()` (global batches of training data, in their seeded
-  order: the same batches at every call) into the moving statistics;
+  `make_dataset()` (the model's inputs of global batches of training data,
+  in their seeded order: the same batches at every call) into the moving
+  statistics;
   `check(step)` only compares them with the moving ones (`warn_if_far`)."""
 
   def __init__(self, model, make_dataset, num_batches, recompute=True):

@@ -37,11 +37,12 @@ class RunData:
     nothing, unless the data says otherwise."""
 
 
-def eval_weights(features, mask, weights=None):
+def eval_weights(features, mask, weights=None, keys=models.FeatureKeys()):
   """Adds to EVAL `features` their weights (`weights`, or 1, times `mask`:
-  with_eval_padding's 0 for padding) and which rows are padding."""
-  features[models.WEIGHT] = mask if weights is None else mask * weights
-  features[models.PADDING] = tf.equal(mask, 0.0)
+  with_eval_padding's 0 for padding) and which rows are padding, under
+  `keys` (models.FeatureKeys.of the model's inputs; images': the default)."""
+  features[keys.weight] = mask if weights is None else mask * weights
+  features[keys.padding] = tf.equal(mask, 0.0)
   return features
 
 

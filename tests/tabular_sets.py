@@ -89,9 +89,12 @@ def _floats(names):
 
 
 # Column names as users have them: scikit-learn's own (a space), a dash, a
-# dot, non-ASCII letters.
+# dot, non-ASCII letters; and `weight` and `padding`, once the input's keys
+# of the example weights and the padding (issue 72, item 5), beside the
+# weight column `w`.
 USERS_NAMES = {'mean_radius': 'mean radius', 'mean_texture': 'x-1',
-               'mean_smoothness': 'a.b', 'size': 'größe'}
+               'mean_smoothness': 'a.b', 'size': 'größe',
+               'worst_concavity': 'weight', 'worst_symmetry': 'padding'}
 
 
 def _breast_cancer(directory, name='breast_cancer', rename=None):

@@ -332,7 +332,8 @@ def test_keras_applications_mobilenet_v2(tmp_path_factory, tmp_path, caplog):
       tf.train.latest_checkpoint(config.model_dir)).expect_partial()
   stale = _accuracy(model, config)
   input_fn = make_input_fn(config, config.global_batch_size)
-  batch_norm.Recompute(model, lambda: input_fn(ModeKeys.TRAIN), 8)()
+  batch_norm.Recompute(model, lambda: input_fn(ModeKeys.TRAIN).map(
+      lambda features, _: features['image']), 8)()
   recomputed = _accuracy(model, config)
   print(f'MobileNetV2 eval accuracy at step 60: {stale:.4f}, '
         f'{recomputed:.4f} recomputed')

@@ -90,6 +90,58 @@ def test_model_fn_sets_training_only_in_train(mode, training):
   assert seen == [training]
 
 
+# Rows of a model_fn's own batch: labels, weights, and which are padding.
+OWN_LABELS = [1, 0, 1, 1, 0, 0]
+OWN_WEIGHTS = [1.0, 2.0, 0.5, 3.0, 0.0, 0.0]
+OWN_PADDING = [False, False, False, False, True, True]
+
+
+@pytest.mark.parametrize('columns', [('x',), ('x', 'weight', 'padding',
+                                              '_weight')])
+def test_model_fn_weighs_by_the_features_weight_and_leaves_out_padding(
+    columns):
+  """A model_fn fed by an input_fn of your own reads the example weights
+  under 'weight' and the padding under 'padding' (the documented keys: the
+  loss, the metrics, num_examples), as before issue 72's item 5; where
+  structured-data columns have those names, under models.FeatureKeys' keys
+  apart from them ('__weight' beside 'weight' and '_weight'), and the
+  columns are the model's inputs. The linear model starts at 0: every
+  example's loss is log 2, the label's mean the weights'."""
+  keys = models.FeatureKeys.of(dict.fromkeys(columns))
+  assert keys == (models.FeatureKeys() if columns == ('x',) else
+                  models.FeatureKeys('__weight', '_padding'))
+  params = {**PARAMS, 'head': 'binary', 'class_names': ('no', 'yes'),
+            'model_input': {name: {'kind': 'dense', 'width': 1}
+                            for name in columns}}
+  rng = np.random.default_rng(0)
+  results = {}
+  for mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
+    with tf.Graph().as_default():
+      features = {name: tf.constant(rng.normal(size=(6, 1)), tf.float32)
+                  for name in columns}
+      features[keys.weight] = tf.constant(OWN_WEIGHTS)
+      if mode == ModeKeys.EVAL:
+        features[keys.padding] = tf.constant(OWN_PADDING)
+      spec = estimator.make_model_fn('linear')(
+          features, tf.constant(OWN_LABELS, tf.int64), mode, params)
+      with tf.compat.v1.Session() as sess:
+        sess.run([tf.compat.v1.global_variables_initializer(),
+                  tf.compat.v1.local_variables_initializer()])
+        if mode == ModeKeys.TRAIN:
+          results['loss'] = sess.run(spec.loss)
+        else:
+          sess.run([op for _, op in spec.eval_metric_ops.values()])
+          results.update(sess.run({name: value for name, (value, _) in
+                                   spec.eval_metric_ops.items()}))
+  # Summed over the examples, times their weights, over the global batch.
+  assert results['loss'] == pytest.approx(
+      np.log(2) * sum(OWN_WEIGHTS) / PARAMS['global_batch_size'], rel=1e-6)
+  assert results['num_examples'] == 4
+  assert results['label/mean'] == pytest.approx(
+      np.average(OWN_LABELS, weights=OWN_WEIGHTS), rel=1e-6)
+  assert results['average_loss'] == pytest.approx(np.log(2), rel=1e-6)
+
+
 # --- RunConfig --------------------------------------------------------------
 
 

@@ -23,14 +23,16 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.errors import DataError, TrainerError, UsageError
 from estimator_trainer.models import PADDING
+from estimator_trainer.models import WEIGHT
 from estimator_trainer.strategy import make_strategy
 from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular.statistics import scan
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as stats_lib
 from estimator_trainer.tabular import warm_start
-from estimator_trainer.tabular.encoder import EncodedInput, Encoder
-from estimator_trainer.tabular.input import WEIGHT, make_input_fn
+from estimator_trainer.tabular.encoder import (OOV_INDICES, EncodedInput,
+                                               Encoder)
+from estimator_trainer.tabular.input import make_input_fn
 from estimator_trainer.tabular.source import TabularSource as Source
 from estimator_trainer.tabular.spec import Column, Cross, FeatureSpec
 
@@ -668,13 +670,57 @@ def test_prediction_reads_num_predictions_test_examples(data):
   assert ids.tolist() == [400, 401, 402, 403, 404]
 
 
-@pytest.mark.parametrize('name', [WEIGHT, PADDING])
-def test_a_feature_named_weight_or_padding_is_a_usage_error(data, name):
-  source, stats = data['wine']
-  spec = dataclasses.replace(source.feature_spec, columns=(
-      *source.feature_spec.columns, Column(name, 'float')))
-  with pytest.raises(UsageError, match=f"a feature named '{name}'"):
-    make_input_fn(_config(), 8, Source(source.patterns, spec), stats)
+def test_columns_named_weight_and_padding_are_features_beside_the_weights(
+    tmp_path):
+  """Issue 72, item 5: columns named `weight` and `padding` (refused
+  before: the features' keys of the example weights and the padding) are
+  features in every mode; the weights (the weight column `w`) and the
+  padding go under keys apart from them, models.FeatureKeys.of the
+  encoded columns."""
+  table = {ID: [float(i) for i in range(15)],
+           'weight': [10.0 * i for i in range(15)],
+           'padding': ['a', 'b', 'c'] * 5,
+           'w': [i + 1.0 for i in range(15)],
+           'label': [i % 2 for i in range(15)]}
+  spec = FeatureSpec(
+      columns=(Column(ID, 'float'), Column('weight', 'float'),
+               Column('padding', 'string_categorical')),
+      label='label', weight='w', head='binary')
+  source = Source({TRAIN: _write_csv(tmp_path / 'train.csv', table,
+                                     range(10)),
+                   TEST: _write_csv(tmp_path / 'test.csv', table,
+                                    range(10, 15))}, spec)
+  stats = stats_lib.compute(spec, source.columns(TRAIN))
+  keys = models_lib.FeatureKeys.of(Encoder(spec, stats).inputs)
+  assert (keys.weight, keys.padding) == ('_weight', '_padding')
+  input_fn = make_input_fn(_config(shuffle_buffer=0, num_predictions=5), 4,
+                           source, stats)
+  codes = {v: i for i, v in enumerate(stats.columns['padding'].vocabulary)}
+  columns = {ID, 'weight', 'padding'}
+
+  def assert_columns(features, rows):
+    np.testing.assert_array_equal(features['weight'][:, 0], 10.0 * rows)
+    np.testing.assert_array_equal(
+        features['padding'],
+        [codes['abc'[int(i) % 3]] + OOV_INDICES for i in rows])
+    assert set(keys.inputs(features)) == columns
+
+  features, _ = next(iter(input_fn(ModeKeys.TRAIN)))
+  rows = features[ID].numpy()[:, 0]
+  assert set(features) == columns | {'_weight'}
+  assert_columns(features, rows)
+  np.testing.assert_array_equal(features['_weight'], rows + 1)
+  features = [f for f, _ in input_fn(ModeKeys.EVAL)]  # 5 rows, padded to 8.
+  padded = np.concatenate([f['_padding'] for f in features])
+  weights = np.concatenate([f['_weight'] for f in features])
+  rows = np.concatenate([f[ID].numpy()[:, 0] for f in features])
+  assert set(features[0]) == columns | {'_weight', '_padding'}
+  assert padded.tolist() == [False] * 5 + [True] * 3
+  np.testing.assert_array_equal(weights, [11, 12, 13, 14, 15, 0, 0, 0])
+  assert_columns(features[0], rows[:4])
+  predicted = next(iter(input_fn(ModeKeys.PREDICT)))
+  assert set(predicted) == columns
+  assert_columns(predicted, predicted[ID].numpy()[:, 0])
 
 
 # --- In Estimator's graph and under MirroredStrategy ------------------------

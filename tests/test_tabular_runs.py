@@ -324,6 +324,29 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
                                   abs=1e-6), key
 
 
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('ctl', 'keras')))
+def test_predictions_are_the_served_ones(trained, sets, tmp_path, engine):
+  """--mode=predict of users_names' run (among its columns `weight` and
+  `padding`, features since issue 72, item 5): the first test rows'
+  predictions, as the export serves them."""
+  data = sets['users_names']
+  model_dir = trained('users_names', engine)
+  count = 6
+  path = engines.ENGINES[engine].run(config(
+      model_dir, data, engine=engine, mode='predict', num_predictions=count,
+      predictions_file=str(tmp_path / 'predictions.jsonl'), **FLAGS))
+  lines = [json.loads(line) for line in open(path, encoding='utf-8')]
+  served = tf.saved_model.load(str(export_dir(model_dir))).signatures[
+      'predict'](examples=tf.constant(examples(
+          {k: v[:count] for k, v in data.eval_rows.items()})))
+  assert [line['index'] for line in lines] == list(range(count))
+  for name in ('probabilities', 'logits'):
+    np.testing.assert_allclose(  # Written to 6 decimals.
+        [line[name] for line in lines], served[name].numpy(), atol=1e-6,
+        err_msg=name)
+
+
 def _saved_model_cli_run(*args):
   """`saved_model_cli run ARGS` in this process: its run command on its
   flags parsed (not a TensorFlow process each; the tool as a process is
@@ -618,6 +641,29 @@ def test_2_replicas_step_as_1_with_weights(sets, census_steps, ctl_steps,
   score = _relative(two, one)
   print(f'{head} on {engine}: invariance score {score:.1e}')
   assert score < 0.01
+
+
+@pytest.mark.parametrize('engine', engine_params.engines_with(
+    both_stacks=('ctl', 'keras')))
+def test_columns_named_weight_and_padding_train_weighted_by_the_weight_column(
+    sets, tmp_path, engine):
+  """users_names' columns `weight` and `padding` are features (refused
+  before issue 72, item 5) and its example weights the weight column `w`:
+  a linear model's first SGD step from 0 moves the bias by -rate x the sum
+  over the batch (the first 16 training rows: unshuffled) of w x
+  (sigmoid(0) - label) / 16, and both columns' weights move."""
+  data = sets['users_names']
+  changes = one_step(tmp_path, data, engine, 1, model='linear',
+                     model_kwargs=None)
+  with open(data.train_files, newline='', encoding='utf-8') as f:
+    rows = [row for _, row in zip(range(16), csv.DictReader(f))]
+  weight = np.array([float(row['w']) for row in rows])
+  label = np.array([data.spec['label_vocabulary'].index(row['diagnosis'])
+                    for row in rows])
+  assert changes['logits/bias'] == pytest.approx(
+      [-0.1 * np.sum(weight * (0.5 - label)) / 16], rel=1e-5)
+  for name in ('weight', 'padding'):
+    assert np.abs(changes[f'linear/weights_{name}/kernel']).max() > 0, name
 
 
 @pytest.mark.slow

@@ -99,12 +99,14 @@ def run_step(setup, steps, batch_size, every_steps):
   """Forward, the head's loss, backward and the optimizer's update."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from estimator_trainer import heads  # pylint: disable=g-import-not-at-top
+  from estimator_trainer import models as models_lib  # pylint: disable=g-import-not-at-top
   from estimator_trainer import optimizers  # pylint: disable=g-import-not-at-top
   from estimator_trainer.models import tabular as models  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as model_dir:
     train, tabular, config = _input(setup, batch_size, model_dir)
     features, labels = next(iter(train))
-  weights = features.pop('weight', None)
+  weights = features.pop(
+      models_lib.FeatureKeys.of(tabular.spec.model_input).weight, None)
   head = heads.of_data(tabular.spec)
   model = getattr(models, config.model)(tabular.spec.model_input,
                                         head.logits_dimension, seed=0)

@@ -137,11 +137,13 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   `model_input` for structured data). A `'weight'` per example weighs its
   loss and metrics; in EVAL `'padding'` (True) marks rows that are no
   examples (weight them 0 too); TRAIN with `steps_per_run` > 1 reads more
-  batches from their iterator.
+  batches from their iterator. (Structured data with a column of either
+  name: models.FeatureKeys.of `model_input` says their keys.)
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
-    inputs = models.model_inputs(features)
+    keys = models.FeatureKeys.of(params.model_input)
+    inputs = keys.inputs(features)
     label_smoothing = config_resolved.label_smoothing_of(
         params.label_smoothing, images=params.head is None)
     if params.head is None:  # An image classifier.
@@ -164,7 +166,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
                            weight_decay=params.weight_decay)
     if mode == ModeKeys.TRAIN:
       batch_norm_hooks.note_training_model(model)
-      return _train_spec(model, head, features, labels, params)
+      return _train_spec(model, head, features, labels, params, keys)
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
     if mode == ModeKeys.PREDICT:
@@ -173,7 +175,7 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           export_outputs=head.export_outputs(predictions))
 
     if mode == ModeKeys.EVAL:
-      weights = features.get(models.WEIGHT, tf.ones(tf.shape(logits)[:1]))
+      weights = features.get(keys.weight, tf.ones(tf.shape(logits)[:1]))
       metrics = head.eval_metrics(params.eval_images)
       # A per-replica mean, not a share of the global batch: Estimator
       # averages the replicas' `loss`. `average_loss` is exact over the whole
@@ -182,12 +184,12 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
           mode, loss=losses.weighted_mean(head.eval_loss(labels, logits),
                                           weights),
           eval_metric_ops=metrics.update(inputs, labels, logits, weights,
-                                         features.get(models.PADDING)))
+                                         features.get(keys.padding)))
 
   return model_fn
 
 
-def _train_spec(model, head, features, labels, params):
+def _train_spec(model, head, features, labels, params, keys):
   """The TRAIN spec: one step per session.run, or up to `steps_per_run`, a
   batch each (the steps train_loop's hook sets for the run); with
   `accumulate_steps` > 1, that many batches each."""
@@ -221,14 +223,14 @@ def _train_spec(model, head, features, labels, params):
       if micro_batch:  # Read in order, after the one before.
         with tf.control_dependencies(tf.nest.flatten((features, labels))):
           features, labels = read()
-      inputs = models.model_inputs(features)
+      inputs = keys.inputs(features)
       # After the micro-batches before: their batch-norm updates read the
       # moving statistics that those before wrote, k updates in a row.
       with tf.control_dependencies(updates):
         logits = model(inputs, training=True)
       micro_loss = head.replica_training_loss(
           labels, logits, params.global_batch_size, model.losses,
-          features.get('weight')) / micro_batches
+          features.get(keys.weight)) / micro_batches
       gradients = [gradients_lib.add(total, gradient) for total, gradient in
                    zip(gradients, tf.compat.v1.gradients(
                        scale.scaled(micro_loss) if scale else micro_loss,

@@ -195,8 +195,10 @@ class Job:
     """Before each checkpoint save (on the chief, which saves): the time
     (first), the batch-norm statistics recomputed with
     --bn_recompute_batches, or else checked at the last step."""
+    keys = models.FeatureKeys.of(self.source.spec.model_input)
     return [self.save_clock, batch_norm_hooks.StatisticsListener(
-        lambda: self.input_fn(data.ModeKeys.TRAIN),
+        lambda: self.input_fn(data.ModeKeys.TRAIN).map(
+            lambda features, _: keys.inputs(features)),
         self.config.bn_recompute_batches or batch_norm.CHECK_BATCHES,
         bool(self.config.bn_recompute_batches), self.max_steps)]
 

@@ -20,22 +20,24 @@ The package, one module a job over one of shared pieces:
     images.py    cnn, resnet20
     tabular.py   linear, dnn, wide_deep (the canned Estimators' counterparts)
     load.py      a builder by name or MODULE:FUNCTION; build, check; a
-                 model's input signature and inputs
+                 model's input signature
+    features.py  an input element's features: the model's inputs, and
+                 keyed apart from them the example weights and padding
 """
 
 # The names callers use as `models.X`, whichever module holds them.
+from estimator_trainer.models.features import FeatureKeys
+from estimator_trainer.models.features import PADDING
+from estimator_trainer.models.features import WEIGHT
 from estimator_trainer.models.images import cnn
 from estimator_trainer.models.images import resnet20
 from estimator_trainer.models.layers import BN_EPSILON
 from estimator_trainer.models.layers import BN_MOMENTUM
 from estimator_trainer.models.load import BUILTIN_NAMES
 from estimator_trainer.models.load import IMAGE_BUILTINS
-from estimator_trainer.models.load import PADDING
 from estimator_trainer.models.load import TABULAR_BUILTINS
-from estimator_trainer.models.load import WEIGHT
 from estimator_trainer.models.load import build
 from estimator_trainer.models.load import check
 from estimator_trainer.models.load import input_signature
-from estimator_trainer.models.load import model_inputs
 from estimator_trainer.models.load import name_of
 from estimator_trainer.models.load import resolve

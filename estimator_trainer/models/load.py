@@ -1,6 +1,7 @@
 """Loading a builder: a built-in name or MODULE:FUNCTION imported by path;
 building its model (precision, seeds, weight decay) and checking it (a bad
-builder is exit 2; the weights' checkpoint names); a model's inputs."""
+builder is exit 2; the weights' checkpoint names); a model's input
+signature."""
 
 import collections.abc
 import contextlib
@@ -13,6 +14,7 @@ import tensorflow as tf
 from estimator_trainer import layer_names
 from estimator_trainer.errors import UsageError, first_line
 from estimator_trainer.models import images
+from estimator_trainer.models.features import FeatureKeys
 from estimator_trainer.models import tabular
 
 
@@ -35,20 +37,6 @@ def input_signature(model_input):
                  if _encoded(value, 'kind') == 'dense' else
                  tf.TensorSpec([None], tf.int64))
           for name, value in model_input.items()}
-
-
-# The features' keys that are not the model's inputs: each example's weight
-# (0 for the eval input's padding) and, in EVAL, True for the padding's rows
-# (which num_examples leaves out).
-WEIGHT, PADDING = 'weight', 'padding'
-
-
-def model_inputs(features):
-  """What the model is called with: the image batch, or the dict of encoded
-  columns (`features` without WEIGHT and PADDING)."""
-  inputs = {name: value for name, value in features.items()
-            if name not in (WEIGHT, PADDING)}
-  return inputs['image'] if set(inputs) == {'image'} else inputs
 
 
 IMAGE_BUILTINS = images.BUILTINS
@@ -198,7 +186,7 @@ def check(builder, model_input, num_classes, model_kwargs=None,
                   precision=precision, sync_batch_norm=sync_batch_norm)
     if inspect:
       inspect(model)
-    batch = model_inputs({
+    batch = FeatureKeys.of(model_input).inputs({
         name: tf.zeros([2, *spec.shape[1:]], spec.dtype)
         for name, spec in input_signature(model_input).items()})
     try:

@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional, Tuple
 import tensorflow as tf
 
 from estimator_trainer import layout
+from estimator_trainer import models
 from estimator_trainer import pipeline
 from estimator_trainer.config import check_head_flags
 from estimator_trainer.errors import DataError, UsageError
@@ -97,12 +98,13 @@ class Serving:
 
   def encode_labeled(self, serialized):
     """(features, labels) of serialized tf.Examples with their labels (and
-    weights, as the `weight` feature): TFMA's evaluation input."""
+    weights, under models.FeatureKeys.of the encoded columns, as the
+    input_fn keys them): TFMA's evaluation input."""
     raw, label, weight = self._source.parse_examples(serialized, labels=True)
     encoder = Encoder(self._feature_spec, self._statistics)
     features = encoder(raw)
     if weight is not None:
-      features[input_lib.WEIGHT] = weight
+      features[models.FeatureKeys.of(encoder.inputs).weight] = weight
     return features, encoder.encode_label(label, self._head)
 
 

@@ -7,16 +7,12 @@ import tensorflow as tf
 
 from estimator_trainer import models
 from estimator_trainer import pipeline
-from estimator_trainer.errors import UsageError
 from estimator_trainer.pipeline import ModeKeys
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular.encoder import Encoder
 
 _logger = logging.getLogger(__name__)
 
-# The features' key of each example's weight (the weight column's value;
-# in evaluation 0 for padding).
-WEIGHT = models.WEIGHT
 # Where a TRAIN input_fn may stop (make_input_fn's `stage`): its batches of
 # records, their parsed columns, or the encoded features (the engines').
 STAGES = ('read', 'parse', 'encode')
@@ -43,9 +39,10 @@ def _files_bytes(files):
 def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
                   encoder=None, stage='encode'):
   """Returns `input_fn(mode, input_context=None)` for Estimator and the TF2
-  engines, yielding `(features, labels)`: features the Encoder's dict plus
-  WEIGHT (TRAIN: the weight column's, absent without one; EVAL: 0 for
-  padding, else the weight column's or 1) and in EVAL models.PADDING,
+  engines, yielding `(features, labels)`: features the Encoder's dict (a
+  column of any name) plus, under models.FeatureKeys.of its inputs, the
+  example weights (TRAIN: the weight column's, absent without one; EVAL: 0
+  for padding, else the weight column's or 1) and in EVAL the padding,
   labels the head's (Encoder.encode_label). PREDICT: the first
   `config.num_predictions` test examples' features.
 
@@ -68,13 +65,6 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   if stage not in STAGES:
     raise ValueError(f'stage {stage!r} is not one of {STAGES}')
   feature_spec = source.feature_spec
-  names = [c.name for c in feature_spec.columns] + [
-      c.name for c in feature_spec.crosses]
-  for reserved, meaning in ((WEIGHT, 'the example weights'),
-                            (models.PADDING, "evaluation's padding")):
-    if reserved in names:
-      raise UsageError(f"feature spec: a feature named '{reserved}' (the "
-                       f"input's key of {meaning}); rename it")
   head_name = head(config, feature_spec)
   num_test = source.num_examples(TEST)  # Validates the data before any graph.
 
@@ -82,6 +72,7 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
     # Here, not in a map function: the tables live in the caller's graph,
     # where Estimator's scaffold initialises them.
     encoding = encoder or Encoder(feature_spec, statistics)
+    keys = models.FeatureKeys.of(encoding.inputs)
 
     def features(records, mask=None):
       if stage == 'read':
@@ -93,9 +84,9 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
       if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
         return encoded
       if mask is not None:
-        pipeline.eval_weights(encoded, mask, weight)
+        pipeline.eval_weights(encoded, mask, weight, keys)
       elif weight is not None:
-        encoded[WEIGHT] = weight
+        encoded[keys.weight] = weight
       return encoded, encoding.encode_label(label, head_name)
     return features
 

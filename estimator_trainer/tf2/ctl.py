@@ -8,7 +8,6 @@ tutorial's loop for seconds on tf.data's autotune thread.
 
 import tensorflow as tf
 
-from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
@@ -41,8 +40,9 @@ class _Trainer:
 
     def loss_of(micro_batch):
       features, labels = micro_batch
-      weights = features.get('weight')
-      logits = model(models.model_inputs(features), training=True)
+      keys = self._job.feature_keys
+      weights = features.get(keys.weight)
+      logits = model(keys.inputs(features), training=True)
       self.loss.update_state(head.per_example_loss(labels, logits),
                              sample_weight=weights)
       if self.accuracy is not None:

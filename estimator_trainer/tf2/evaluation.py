@@ -10,7 +10,6 @@ import tensorflow as tf
 from estimator_trainer import checkpoints
 from estimator_trainer import layout
 from estimator_trainer import losses
-from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import summaries
 from estimator_trainer.data import ModeKeys
@@ -38,11 +37,12 @@ class Evaluator:
     self._writer = job_lib.writer(job, layout.EVAL_DIR)
 
   def _replica_step(self, features, labels):
-    inputs = models.model_inputs(features)
+    keys = self._job.feature_keys
+    inputs = keys.inputs(features)
     logits = self._job.model(inputs, training=False)
-    weights = features[models.WEIGHT]
+    weights = features[keys.weight]
     self._metrics.update(inputs, labels, logits, weights,
-                         features[models.PADDING])
+                         features[keys.padding])
     self._loss.update_state(losses.weighted_mean(
         self._job.head.eval_loss(labels, logits), weights))
 
@@ -134,7 +134,7 @@ def predict(config):
   job = job_lib.Job(config, training=False)
   job.restore()
   batches = ({name: values.numpy() for name, values in job.head.predictions(
-      job.model(models.model_inputs(features), training=False)).items()}
+      job.model(job.feature_keys.inputs(features), training=False)).items()}
              for features in job.input_fn(PREDICT))
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, (

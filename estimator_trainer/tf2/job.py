@@ -78,6 +78,8 @@ class Job:
     run_log.log_config(config, self.source, self.num_replicas,
                        self.global_batch_size, self.max_steps, training)
     self.example_format = self.source.serving
+    # Where the input's features hold the example weights and padding.
+    self.feature_keys = models.FeatureKeys.of(spec.model_input)
     self.head = heads.of_data(spec, config.head, config.label_smoothing,
                               config.huber_delta, image_summaries=True)
     self.weight_names = models.check(
@@ -153,7 +155,8 @@ class Job:
     input_fn = data.make_input_fn(config, self.global_batch_size,
                                   self.source)
     return batch_norm.Recompute(
-        self.model, lambda: input_fn(data.ModeKeys.TRAIN),
+        self.model, lambda: input_fn(data.ModeKeys.TRAIN).map(
+            lambda features, _: self.feature_keys.inputs(features)),
         config.bn_recompute_batches or batch_norm.CHECK_BATCHES, recompute)
 
   @property

@@ -14,7 +14,6 @@ runs to each checkpoint step in turn.
 
 import tensorflow as tf
 
-from estimator_trainer import models
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
 from estimator_trainer.tf2 import preemption
@@ -129,12 +128,15 @@ class _FitModel(tf.keras.Model):
     return {metric.name: metric.result() for metric in self.metrics}
 
 
-def _fit_element(features, labels):
-  """fit's (inputs, labels[, sample weights]) of an input_fn element."""
-  inputs = models.model_inputs(features)
-  if 'weight' in features:
-    return inputs, labels, features['weight']
-  return inputs, labels
+def _fit_element(keys):
+  """fit's (inputs, labels[, sample weights]) of an input_fn element
+  `(features, labels)`, its weights under `keys` (models.FeatureKeys)."""
+  def element(features, labels):
+    inputs = keys.inputs(features)
+    if keys.weight in features:
+      return inputs, labels, features[keys.weight]
+    return inputs, labels
+  return element
 
 
 def _fit(job, evaluate):
@@ -157,7 +159,8 @@ def _fit(job, evaluate):
     if step < job.max_steps:
       data = tf.keras.utils.experimental.DatasetCreator(
           lambda context: _micro_batches(
-              job.input_fn(TRAIN, context).map(_fit_element),
+              job.input_fn(TRAIN, context).map(
+                  _fit_element(job.feature_keys)),
               config.accumulate_steps),
           job.input_options())
       if job.coordinator:
