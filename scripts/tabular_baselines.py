@@ -4,7 +4,7 @@ per table, `tabular.infer`'s spec and what it chose, then `run` for each
 --models x --engines with no tuning (plus --flags), beside scikit-learn's
 LogisticRegression / Ridge and HistGradientBoosting on the same 80/20
 split. Prints a Markdown table (AUC for binary, accuracy for multiclass,
-RMSE for regression).
+RMSE for regression; a classifier's log loss beside it).
 
   python scripts/tabular_baselines.py --work_dir=/tmp/baselines \
       [--tables=wine,pima] [--models=linear,dnn,wide_deep] \
@@ -74,13 +74,18 @@ def main(argv):
         metrics, note = _train(train, test, spec_path, model, engine,
                                model_dir)
         score = metrics.get(metric) if metrics else None
+        # Without label smoothing (the default flow's) the mean log loss.
+        log_loss = (metrics.get('average_loss') if metrics and
+                    baseline['linear_log_loss'] is not None else None)
         rows.append((name, spec.head, model, engine, metric, score,
-                     baseline['linear'], baseline['boosting'], note))
+                     baseline['linear'], baseline['boosting'], log_loss,
+                     baseline['linear_log_loss'], note))
         print(' | '.join(map(str, rows[-1])), flush=True)
   if rows:
     print('\n| table | head | model | engine | metric | score | '
-          'LogisticRegression/Ridge | HistGradientBoosting | note |')
-    print('|---|---|---|---|---|---|---|---|---|')
+          'LogisticRegression/Ridge | HistGradientBoosting | log loss | '
+          'LogisticRegression log loss | note |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|')
     for row in rows:
       print('| ' + ' | '.join(f'{v:.4f}' if isinstance(v, float) else str(v)
                               for v in row) + ' |')
