@@ -137,8 +137,9 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
   `model_input` for structured data). A `'weight'` per example weighs its
   loss and metrics; in EVAL `'padding'` (True) marks rows that are no
   examples (weight them 0 too); TRAIN with `steps_per_run` > 1 reads more
-  batches from their iterator. (Structured data with a column of either
-  name: models.FeatureKeys.of `model_input` says their keys.)
+  batches from their iterator. Where `model_input` has a column of either
+  name, they come under keys apart from it (models.FeatureKeys: `'_weight'`,
+  `'_padding'`).
   """
   def model_fn(features, labels, mode, params):
     params = ModelParams.from_dict(params)
