@@ -48,8 +48,9 @@ class StatisticsListener(tf.compat.v1.train.CheckpointSaverListener):
   """Before each checkpoint save, with `recompute` (--bn_recompute_batches):
   writes the population statistics of the first `num_batches` batches of
   `make_dataset()` (the model's inputs of global batches of training data,
-  in their seeded order) into the moving statistics. Without: the warnings when the moving
-  statistics are stale (at the start, and measured at `final_step`)."""
+  in their seeded order) into the moving statistics. Without: the warnings
+  when the moving statistics are stale (at the start, and measured at
+  `final_step`)."""
 
   def __init__(self, make_dataset, num_batches, recompute, final_step):
     self._make_dataset = make_dataset
