@@ -18,12 +18,27 @@ def _duration(seconds):
   return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m{seconds:02d}s'
 
 
-class Progress:
-  """Step, loss, examples/s and ETA of a run to `max_steps`."""
+def loss_name(hparams):
+  """What the progress line's loss is, from a run's HParams
+  (summaries.run_hparams): the training objective, which evaluation's plain
+  loss can be well below (label smoothing 0.1 keeps a 10-class loss above
+  ~0.5), so the line says what it adds."""
+  terms = []
+  if hparams['label_smoothing'] and hparams['head'] == 'multiclass':
+    terms.append('label-smoothed')
+  if hparams['weight_decay']:
+    terms.append('with L2')
+  return 'train loss' + (f' ({", ".join(terms)})' if terms else '')
 
-  def __init__(self, max_steps, global_batch_size, stream=None,
-               every_secs=10.0):
+
+class Progress:
+  """Step, loss (named `loss_name`), examples/s and ETA of a run to
+  `max_steps`."""
+
+  def __init__(self, max_steps, global_batch_size, loss_name='train loss',
+               stream=None, every_secs=10.0):
     self._max_steps = max_steps
+    self._loss_name = loss_name
     self._global_batch_size = global_batch_size
     self._stream = stream or sys.stderr
     self._every_secs = every_secs
@@ -57,15 +72,16 @@ class Progress:
                            (now - self._last[1]))
     self._last = (step, now)
     if self._bar is not None:
-      self._bar.set_postfix(loss=f'{loss:.4f}',
-                            examples_per_s=f'{examples_per_second:,.0f}',
+      self._bar.set_postfix({self._loss_name: f'{loss:.4f}',
+                             'examples_per_s': f'{examples_per_second:,.0f}'},
                             refresh=False)
       self._bar.update(step - self._bar.n)
       return
     steps_per_second = (step - self._start[0]) / (now - self._start[1])
     eta = (self._max_steps - step) / steps_per_second
-    _logger.info('step %d/%d (%.0f%%) loss %.4f %s examples/s ETA %s',
-                 step, self._max_steps, 100 * step / self._max_steps, loss,
+    _logger.info('step %d/%d (%.0f%%) %s %.4f %s examples/s ETA %s',
+                 step, self._max_steps, 100 * step / self._max_steps,
+                 self._loss_name, loss,
                  f'{examples_per_second:,.0f}', _duration(eta))
 
   def close(self):

@@ -78,6 +78,26 @@ def test_runnable_examples_run(page, tmp_path, fashion_mnist_dir):
   assert result.returncode == 0, result.stderr[-4000:]
 
 
+@pytest.mark.slow
+def test_the_sample_output_is_a_runs(estimator, fashion_mnist_dir, tmp_path):
+  """The README's, getting started's and the command-line page's sample
+  console output is what scripts/sample_output.py's run (README's
+  `scripts/train.sh --train_epochs=1`) prints, with its timings and figures
+  masked (issue 75, item 1: the pages showed a bare `loss` a label-smoothed
+  run's training loss, and `step 3120/9370` of a 9,375-step run)."""
+  del estimator, fashion_mnist_dir  # The run's engine and data.
+  sample_output = scripts_dir.load('sample_output')
+  model_dir = tmp_path / 'runs' / 'fashion_mnist'
+  sampled = sample_output.samples(sample_output.console(model_dir),
+                                  model_dir)
+  assert sample_output.differences(sampled) == [], (
+      'run python scripts/sample_output.py')
+  # The masks leave what the docs say of the run: how many steps, of what.
+  masked, = sample_output.mask(sampled['sample progress line'])
+  assert masked == ('step N/938 (N%) train loss (label-smoothed) X '
+                    'N examples/s ETA T')
+
+
 def test_readme_python_is_a_checked_example():
   """The README's Python is a copy of a docs example the tests run."""
   checked = {code for page in PAGES

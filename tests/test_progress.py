@@ -34,7 +34,7 @@ def test_terminal_gets_a_bar_with_loss_rate_and_eta(monkeypatch):
   assert handler.stream is log_stream
   bar = terminal.getvalue().split('\r')[-1]
   # 59 steps of 64 examples in 2 s since the last display.
-  assert '100/100' in bar and 'loss=0.2500' in bar
+  assert '100/100' in bar and 'train loss=0.2500' in bar
   assert 'examples_per_s=1,888' in bar
 
 
@@ -48,9 +48,30 @@ def test_plain_lines_when_not_a_terminal(monkeypatch, caplog):
     shown.update(step, loss=1.0)
   # The first step starts the clock, then a line every 10 s and at the end.
   assert [record.getMessage() for record in caplog.records] == [
-      'step 240/1000 (24%) loss 1.0000 200 examples/s ETA 0m38s',
-      'step 1000/1000 (100%) loss 1.0000 422 examples/s ETA 0m00s',
+      'step 240/1000 (24%) train loss 1.0000 200 examples/s ETA 0m38s',
+      'step 1000/1000 (100%) train loss 1.0000 422 examples/s ETA 0m00s',
   ]
+
+
+def test_the_line_says_what_its_loss_is(monkeypatch, caplog):
+  """Issue 75, item 1: with label smoothing 0.1 the training loss stays
+  above ~0.5 while evaluation's is 0.3, and the line said only 'loss'."""
+  hparams = {'head': 'multiclass', 'label_smoothing': 0.1,
+             'weight_decay': 0.0}
+  assert progress.loss_name(hparams) == 'train loss (label-smoothed)'
+  assert progress.loss_name({**hparams, 'weight_decay': 1e-5}) == (
+      'train loss (label-smoothed, with L2)')
+  # A binary head's loss is not smoothed (heads.make).
+  assert progress.loss_name({**hparams, 'head': 'binary'}) == 'train loss'
+  clock = iter([0, 20])
+  monkeypatch.setattr(progress.time, 'monotonic', lambda: next(clock))
+  caplog.set_level(logging.INFO, logger=progress.__name__)
+  shown = progress.Progress(10, 1, progress.loss_name(hparams),
+                            stream=io.StringIO())
+  shown.update(0, loss=0.6)
+  shown.update(10, loss=0.55)
+  assert caplog.records[-1].getMessage().startswith(
+      'step 10/10 (100%) train loss (label-smoothed) 0.5500 ')
 
 
 def test_the_final_line_rounds_while_metrics_json_keeps_every_digit(

@@ -88,7 +88,8 @@ def test_train_evaluate_predict_on_real_fashion_mnist(tmp_path,
              'Graph was finalized'),
       needed=(f'Data: fashion_mnist from IDX files in {mnist_small_dir}',
               # Not a terminal: plain progress lines, ending at the last step.
-              'step 100/100 (100%) loss ', 'Saving checkpoints for 100 into',
+              'step 100/100 (100%) train loss (label-smoothed) ',
+              'Saving checkpoints for 100 into',
               'Saving dict for global step 100: accuracy = '))
   assert (len(result.stderr.splitlines()) <
           len(evaluated.stderr.splitlines()) / 5)

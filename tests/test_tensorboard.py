@@ -55,7 +55,8 @@ def logdir(tmp_path_factory, mnist_small_dir):
   # Not a terminal: plain progress lines, each run's ending at its last step.
   for flags in _RUNS.values():
     steps = flags['train_steps']
-    assert any(line.startswith(f'step {steps}/{steps} (100%) loss ')
+    assert any(line.startswith(f'step {steps}/{steps} (100%) '
+                               'train loss (label-smoothed) ')
                for line in progress.lines), progress.lines
   return parent
 

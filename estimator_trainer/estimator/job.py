@@ -19,6 +19,7 @@ from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
+from estimator_trainer import progress as progress_lib
 from estimator_trainer import run_log
 from estimator_trainer import summaries
 from estimator_trainer import weights
@@ -159,11 +160,12 @@ class Job:
     if self.is_chief:  # Only the chief writes events and shows progress.
       # (Several steps per run need no strategy across processes, so they
       # run on a chief, whose TrainLoopHook plans them.)
+      hparams = self.hparams()
       hooks.append(train_loop.TrainLoopHook(
           self.config, self.max_steps, self.global_batch_size,
-          self.num_replicas, self.steps_per_run, self.save_clock))
-      hooks.append(summaries.HParamsHook(self.config.model_dir,
-                                         self.hparams()))
+          self.num_replicas, self.steps_per_run, self.save_clock,
+          progress_lib.loss_name(hparams)))
+      hooks.append(summaries.HParamsHook(self.config.model_dir, hparams))
     if self.config.early_stopping_evals and not evaluates:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))

@@ -70,7 +70,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
   """
 
   def __init__(self, config, max_steps, global_batch_size, num_replicas,
-               steps_per_run, save_clock):
+               steps_per_run, save_clock, loss_name):
     self._config = config
     self._max_steps = max_steps
     # Examples per optimizer step.
@@ -78,7 +78,8 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
     self._num_replicas = num_replicas
     self._steps_per_run = steps_per_run
     self._save_clock = save_clock
-    self._progress = progress_lib.Progress(max_steps, self._global_batch_size)
+    self._progress = progress_lib.Progress(max_steps, self._global_batch_size,
+                                           loss_name)
 
   def begin(self):
     self._global_step = tf.compat.v1.train.get_global_step()

@@ -32,10 +32,12 @@ class TrainSummaries:
     self._timer = cadence.Timer()
     # Examples per optimizer step.
     self._examples = job.global_batch_size * job.config.accumulate_steps
-    self._progress = (progress_lib.Progress(job.max_steps, self._examples)
+    hparams = job.hparams()
+    self._progress = (progress_lib.Progress(job.max_steps, self._examples,
+                                            progress_lib.loss_name(hparams))
                       if job.is_chief else None)
     with self._writer.as_default(step=start_step):
-      for summary in summaries.hparams_summaries(job.hparams()):
+      for summary in summaries.hparams_summaries(hparams):
         tf.summary.experimental.write_raw_pb(summary)
 
   def update(self, step, loss, read_metrics):
