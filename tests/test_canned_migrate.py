@@ -2,6 +2,7 @@
 --from): trained by canned code on columns of every kind, the carried
 model's served predictions are canned's own on the whole eval set."""
 
+import logging
 import pathlib
 
 import numpy as np
@@ -257,3 +258,23 @@ def test_the_same_serving_contract(estimator, canned_runs, carried, canned,
   assert {'predict', 'serving_default'} <= set(theirs)
   for name in theirs:
     assert ours.get(name) == theirs[name], (name, ours.get(name), theirs[name])
+
+
+def test_migrate_logs_what_it_reads_and_writes_not_a_training_plan(
+    estimator, data, canned_runs, tmp_path, caplog):
+  """Issue 75, item 3: `migrate --engine=estimator` logged the Config line
+  of a run (`engine ctl`, a 2,000-step plan) for a command that trains
+  nothing."""
+  del estimator
+  model_dir, spec_file, head = canned_runs('LinearClassifier')[:3]
+  to = tmp_path / 'carried'
+  with caplog.at_level(logging.INFO):
+    migration.convert(_config(to, data[0], spec_file, head, engine='ctl'),
+                      str(model_dir / 'canned'), estimator_engine=True)
+  lines = [record.getMessage() for record in caplog.records]
+  assert not [line for line in lines if line.startswith('Config: ')], lines
+  checkpoint = tf.train.latest_checkpoint(str(model_dir / 'canned'))
+  assert (f"Migrate: reading {checkpoint} (a canned Estimator's); writing "
+          f"the estimator engine's checkpoint into {to}") in lines
+  assert any(line.startswith(f'Carried {checkpoint} over to {to}/')
+             for line in lines), lines

@@ -42,10 +42,12 @@ class Job:
   optimizer's `iterations`).
 
   `training=False` (evaluate mode) builds no strategy: it restores the model
-  alone, on this process's default devices.
+  alone, on this process's default devices. `migrating`: migrate's job,
+  which holds a model and its optimizers' slots to write and trains nothing
+  (its own lines say what it does; no Config line's training plan).
   """
 
-  def __init__(self, config, training=True):
+  def __init__(self, config, training=True, migrating=False):
     self.config = config
     outputs.require_writable_dir(config.model_dir)
     cluster = config.cluster
@@ -75,8 +77,9 @@ class Job:
         config, self.global_batch_size, training,
         seeded=self.coordinator is None)
     spec = self.source.spec
-    run_log.log_config(config, self.source, self.num_replicas,
-                       self.global_batch_size, self.max_steps, training)
+    if not migrating:
+      run_log.log_config(config, self.source, self.num_replicas,
+                         self.global_batch_size, self.max_steps, training)
     self.example_format = self.source.serving
     # Where the input's features hold the example weights and padding.
     self.feature_keys = models.FeatureKeys.of(spec.model_input)

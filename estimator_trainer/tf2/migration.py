@@ -55,8 +55,14 @@ def convert(config, source, estimator_engine=False, given=()):
                      'over into a new model_dir')
   before = (set(tf.io.gfile.listdir(config.model_dir))
             if tf.io.gfile.isdir(config.model_dir) else None)
+  is_canned = canned_settings.is_canned(stored)
+  _logger.info(
+      'Migrate: reading %s (%s); writing %s checkpoint into %s', checkpoint,
+      "a canned Estimator's" if is_canned else "the estimator engine's",
+      "the estimator engine's" if is_canned and estimator_engine
+      else "the TF2 engines' (ctl, keras)", config.model_dir)
   try:
-    if canned_settings.is_canned(stored):
+    if is_canned:
       return _convert_canned(config, checkpoint, reader, estimator_engine,
                              given)
     return _convert_own(config, checkpoint, reader, stored)
@@ -91,7 +97,7 @@ def _convert_own(config, checkpoint, reader, stored):
   if config.feature_spec:  # Checked against the stored one before a write.
     dataset.feature_spec_of(config, os.path.dirname(checkpoint))
   _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
-  job = job_lib.Job(config)
+  job = job_lib.Job(config, migrating=True)
   names = job.weight_names
   weights.assign(job.model, names,
                  weights.read_weights(checkpoint, names, build_model=None),
@@ -177,7 +183,7 @@ def _convert_canned(config, checkpoint, reader, estimator_engine, given):
   if data.spec.head == 'regression':
     # Canned's weights and slots are in the label's units: so is the model.
     data.persist(config.model_dir, label_units=True)
-  job = job_lib.Job(config)
+  job = job_lib.Job(config, migrating=True)
   if data.spec.head == 'regression' and tuple(
       job.source.spec.label_scale or ()) != (0.0, 1.0):
     raise TrainerError(f'--to {config.model_dir} holds statistics of another'
