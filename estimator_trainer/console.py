@@ -52,6 +52,13 @@ _INTERNAL_WARNINGS = (
 )
 
 
+# TensorFlow's warnings that say what the package does on purpose: a
+# cluster's estimator-engine evaluation runs without a strategy unless
+# --eval_strategy names one, which the distribute coordinator warned on
+# every worker.
+_TENSORFLOW_WARNINGS_HIDDEN = (
+    '`eval_strategy` is not passed in. No distribution strategy will be used',
+)
 # AutoGraph meeting Python's own import machinery, which Keras's
 # synchronized batch norm calls inside the estimator engine's graph: it runs
 # it as-is, as it should.
@@ -59,13 +66,14 @@ _AUTOGRAPH_ON_IMPORTLIB = 'AutoGraph could not transform <function _gcd_import'
 
 
 class _TensorflowFilter(logging.Filter):
-  """Drops deprecation notices, TensorFlow's INFO chatter and AutoGraph's
-  notes on Python's import machinery."""
+  """Drops deprecation notices, TensorFlow's INFO chatter, its warnings of
+  what the package does on purpose and AutoGraph's notes on Python's import
+  machinery."""
 
   def filter(self, record):
     message = str(record.msg)
-    if (_DEPRECATION_MARK in message or
-        record.getMessage().startswith(_AUTOGRAPH_ON_IMPORTLIB)):
+    if (_DEPRECATION_MARK in message or record.getMessage().startswith(
+        (_AUTOGRAPH_ON_IMPORTLIB, *_TENSORFLOW_WARNINGS_HIDDEN))):
       return False
     return (record.levelno >= logging.WARNING or
             message.startswith(_TENSORFLOW_INFO_SHOWN))
@@ -110,9 +118,10 @@ def _import_tensorflow():
 
 
 @contextlib.contextmanager
-def _without_startup_lines():
+def without_startup_lines():
   """Holds back this process's stderr (fd 2), then replays it without the
-  start-up lines; C++ writes there directly, past Python's sys.stderr."""
+  start-up lines; C++ writes there directly, past Python's sys.stderr. (The
+  test suite's processes import TensorFlow in it too: tests/conftest.py.)"""
   sys.stderr.flush()
   saved = os.dup(2)
   with tempfile.TemporaryFile() as held:
@@ -144,7 +153,7 @@ def quiet_tensorflow(verbose):
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
   for message in _INTERNAL_WARNINGS:
     warnings.filterwarnings('ignore', message=message)
-  with _without_startup_lines():
+  with without_startup_lines():
     _import_tensorflow()
     # TensorFlow 2.16+ probes for GPUs on first use, not on import (an
     # error-level cuInit line where there is none): probed here, held back.

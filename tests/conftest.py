@@ -3,6 +3,7 @@ initializes, so that tests can run MirroredStrategy with 2 replicas."""
 
 import gc
 import gzip
+import importlib
 import json
 import os
 import pathlib
@@ -26,6 +27,14 @@ os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 # test_engines.py from 58 to 53 CPU-s on a 2-core AMD EPYC (its peak RSS
 # 1.20 -> 1.24 GiB): the garbage collector had taken 5.6 of the 58.
 gc.set_threshold(10_000, 10, 100)
+
+from estimator_trainer import console  # pylint: disable=g-import-not-at-top
+
+# TensorFlow's first import and use, without the C++ start-up lines of a GPU
+# build on a machine without GPUs, as in the CLI (issue 75, item 5: xdist's
+# workers passed them on to scripts/test.sh's output).
+with console.without_startup_lines():
+  importlib.import_module('tensorflow').config.list_physical_devices()
 
 from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
 from estimator_trainer.engines import TF2_ENGINES  # pylint: disable=g-import-not-at-top

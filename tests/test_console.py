@@ -1,0 +1,51 @@
+"""Third-party noise hidden where it is emitted (console.py): in the CLI's
+processes and in the test suite's (issue 75, item 5). What the CLI prints of
+a run is test_run.py's."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+TESTS = pathlib.Path(__file__).resolve().parent
+
+# What a GPU build of TensorFlow prints at import and first use on a
+# machine without GPUs (2.15: cuDNN, cuFFT, cuBLAS; 2.21: cuInit).
+_STARTUP_WORDS = ('Unable to register', 'cuInit', 'TensorRT')
+
+
+def _python(code, cwd=None):
+  env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
+      [str(TESTS.parent), str(TESTS), os.environ.get('PYTHONPATH', '')])}
+  env.pop('TF_CPP_MIN_LOG_LEVEL', None)  # As a shell without it.
+  return subprocess.run([sys.executable, '-c', code], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=300,
+                        check=False)
+
+
+def test_the_suites_processes_print_no_tensorflow_startup_lines():
+  """scripts/test.sh printed three `Unable to register cuDNN/cuFFT/cuBLAS
+  factory` lines before its total: xdist's workers import TensorFlow in
+  conftest.py outside any test's capture."""
+  result = _python('import conftest', cwd=TESTS)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert not [line for line in result.stderr.splitlines()
+              if any(word in line for word in _STARTUP_WORDS)], result.stderr
+
+
+def test_the_coordinators_eval_strategy_warning_is_hidden():
+  """Each cluster worker of the estimator engine printed the distribute
+  coordinator's warning that it evaluates without a strategy, which is what
+  the package does unless --eval_strategy names one. The same logger's
+  other warnings stay."""
+  result = _python(
+      'from estimator_trainer import console\n'
+      'console.quiet_tensorflow(verbose=False)\n'
+      'from tensorflow.python.platform import tf_logging\n'
+      # distribute_coordinator.run_distribute_coordinator's words.
+      'tf_logging.warning("`eval_strategy` is not passed in. No distribution '
+      'strategy will be used for evaluation.")\n'
+      'tf_logging.warning("another warning")\n')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'another warning' in result.stderr
+  assert 'eval_strategy' not in result.stderr
