@@ -20,7 +20,7 @@ def _duration(seconds):
 
 def loss_name(hparams):
   """What the progress line's loss is, from a run's HParams
-  (summaries.run_hparams): the training objective, which evaluation's plain
+  (hparams.run_hparams): the training objective, which evaluation's plain
   loss can be well below (label smoothing 0.1 keeps a 10-class loss above
   ~0.5), so the line says what it adds."""
   terms = []

@@ -1,16 +1,13 @@
-"""TensorBoard content beyond Estimator's own: eval images, HParams."""
+"""TensorBoard content beyond Estimator's own: eval images, the run's
+examples/s (the HParams plugin's: hparams.py)."""
 
 import functools
 import io
 import math
-import os
 
 import numpy as np
 import tensorflow as tf
 
-from estimator_trainer import config_resolved
-from estimator_trainer import layout
-from estimator_trainer import models
 
 
 def scalar_summary(writer, tag, value, step):
@@ -208,78 +205,3 @@ def _misclassified_summary(tag, class_names, images, labels, predictions,
 # The whole run's training examples per second, written at its last step
 # (examples_per_second is of the last interval alone).
 RUN_RATE = 'run_examples_per_second'
-
-# The HParams plugin's table: final metrics by (run relative to model_dir, tag).
-_HPARAMS_METRICS = (
-    (layout.EVAL_DIR, 'accuracy', 'eval accuracy'),
-    (layout.EVAL_DIR, 'average_loss', 'eval loss'),
-    ('', 'loss', 'train loss'),
-    ('', RUN_RATE, 'examples/s'),
-)
-
-
-def run_hparams(config, spec, num_replicas, global_batch_size, train_steps):
-  """What the HParams plugin compares runs by (`spec`: the DatasetSpec).
-
-  The plugin makes one row of the runs whose values are all equal and
-  averages their metrics: the run's model_dir makes every run its own row
-  (a resumed one too: the same directory), and the data's name, its head
-  and the model say what each row is of."""
-  return {
-      'run': (config.model_dir if '://' in config.model_dir
-              else os.path.abspath(config.model_dir)),
-      'engine': config.engine,
-      'model': models.name_of(config.model),
-      'dataset': spec.name,
-      'head': spec.head or 'multiclass',
-      'strategy': config.strategy,
-      'replicas': num_replicas,
-      'global_batch_size': global_batch_size,
-      'optimizer': config.optimizer,
-      'learning_rate': config.learning_rate,
-      # HParams takes no None: each off control as its value of no effect
-      # (a clip at norm 0: none; an average of decay 0: the weights).
-      'linear_optimizer': config.linear_optimizer or 'none',
-      'linear_learning_rate': (config.linear_learning_rate or
-                               config.learning_rate),
-      'lr_decay': config.lr_decay,
-      'weight_decay': config_resolved.weight_decay_of(config, spec),
-      'label_smoothing': config_resolved.label_smoothing_of(
-          config.label_smoothing, images=not spec.head),
-      'clip_global_norm': config.clip_global_norm or 0.0,
-      'accumulate_steps': config.accumulate_steps,
-      'ema_decay': config.ema_decay or 0.0,
-      'precision': config.precision,
-      'train_steps': train_steps,
-      'seed': config.seed,
-  }
-
-
-def hparams_summaries(hparams):
-  """Serialized Summary protos recording a run's hyperparameters for
-  TensorBoard's HParams plugin, to write with the run's training events.
-
-  With the experiment config in every run, runs under one parent directory
-  share one table, whichever TensorBoard finds first.
-  """
-  from tensorboard.plugins.hparams import api as hp  # pylint: disable=g-import-not-at-top
-  config = hp.hparams_config_pb(
-      hparams=[hp.HParam(name) for name in hparams],
-      metrics=[hp.Metric(tag, group=group, display_name=display)
-               for group, tag, display in _HPARAMS_METRICS])
-  return [config.SerializeToString(),
-          hp.hparams_pb(hparams).SerializeToString()]
-
-
-class HParamsHook(tf.compat.v1.train.SessionRunHook):
-  """Writes the run's hyperparameters with Estimator's training events (its
-  graph's FileWriter for model_dir: one events file)."""
-
-  def __init__(self, model_dir, hparams):
-    self._model_dir = model_dir
-    self._hparams = hparams
-
-  def begin(self):
-    writer = tf.compat.v1.summary.FileWriterCache.get(self._model_dir)
-    for summary in hparams_summaries(self._hparams):
-      writer.add_summary(tf.compat.v1.Summary.FromString(summary))

@@ -15,7 +15,7 @@ from estimator_trainer import engines
 from estimator_trainer import heads
 from estimator_trainer import losses
 from estimator_trainer import run_record
-from estimator_trainer import summaries
+from estimator_trainer import hparams
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import engine_params
@@ -51,7 +51,7 @@ def test_each_kind_of_data_smooths_by_its_default(head, label_smoothing,
     np.testing.assert_allclose(built.per_example_loss(LABELS, LOGITS),
                                built.eval_loss(LABELS, LOGITS), rtol=1e-6)
   config = TrainConfig(model_dir='/tmp/x', label_smoothing=label_smoothing)
-  assert summaries.run_hparams(config, _spec(head), 1, 64, 10)[
+  assert hparams.run_hparams(config, _spec(head), 1, 64, 10)[
       'label_smoothing'] == applied
 
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_trainer import engines
+from estimator_trainer import hparams
 from estimator_trainer import stack
 from estimator_trainer import summaries
 from estimator_trainer.config import TrainConfig
@@ -160,12 +162,7 @@ def test_hparams_table_compares_the_runs(tensorboard):
           'optimizer', 'learning_rate', 'train_steps', 'clip_global_norm',
           'accumulate_steps', 'ema_decay'} <= {
               info['name'] for info in experiment['hparamInfos']}
-  groups = _post(
-      f'{tensorboard}/data/plugin/hparams/session_groups',
-      {'experimentName': '', 'colParams': [], 'startIndex': 0,
-       'sliceSize': 10, 'allowedStatuses': [
-           'STATUS_UNKNOWN', 'STATUS_SUCCESS', 'STATUS_FAILURE',
-           'STATUS_RUNNING']})['sessionGroups']
+  groups = _session_groups(tensorboard)
   by_rate = {group['hparams']['learning_rate']: group for group in groups}
   assert set(by_rate) == {0.001, 0.003}
   for group in groups:
@@ -190,6 +187,50 @@ def test_hparams_table_compares_the_runs(tensorboard):
         f'&tag={summaries.RUN_RATE}'))
     assert rate['trainingStep'] == step == group['hparams']['train_steps']
     assert rate['value'] == pytest.approx(value) and value > 0
+
+
+def _session_groups(url):
+  return _post(
+      f'{url}/data/plugin/hparams/session_groups',
+      {'experimentName': '', 'colParams': [], 'startIndex': 0,
+       'sliceSize': 10, 'allowedStatuses': [
+           'STATUS_UNKNOWN', 'STATUS_SUCCESS', 'STATUS_FAILURE',
+           'STATUS_RUNNING']})['sessionGroups']
+
+
+def test_the_hparams_table_shows_what_tells_two_structured_runs_apart(
+    tmp_path):
+  """Issue 75, item 4: the table showed accumulate_steps, clip_global_norm,
+  dataset, ema_decay and engine (the first five by name: nothing said which
+  differ), three of them constants of every run, and named its rows by hash
+  ids. Two structured runs' HParams as the engines write them (no training:
+  the events are the test)."""
+  spec = types.SimpleNamespace(name='census', head='binary',
+                               prior_weight_decay=1e-4)
+  runs = {'linear': {'model': 'linear'},
+          'dnn': {'model': 'dnn', 'learning_rate': 0.003}}
+  for name, flags in runs.items():
+    config = TrainConfig(model_dir=str(tmp_path / name), label_key='y',
+                         train_files=str(tmp_path / 'train.csv'), **flags)
+    values = hparams.run_hparams(config, spec, 1, 64, 2000)
+    with tf.summary.create_file_writer(config.model_dir).as_default(step=0):
+      for summary in hparams.hparams_summaries(
+          values, hparams.compared(config, values)):
+        tf.summary.experimental.write_raw_pb(summary)
+  with _tensorboard(tmp_path) as url:
+    experiment = _post(f'{url}/data/plugin/hparams/experiment',
+                       {'experimentName': ''})
+    groups = _session_groups(url)
+  # TensorBoard's page ticks the first five columns, those that differ
+  # first (tensorboard/webfiles.zip, index.js: _computeHParams).
+  names = [info['name'] for info in experiment['hparamInfos']]
+  assert names[:5] == ['dataset', 'learning_rate', 'model', 'run',
+                       'train_steps']
+  assert {'accumulate_steps', 'clip_global_norm', 'ema_decay'} <= set(
+      names[5:])
+  # A row per run, named by it.
+  assert sorted(group['name'] for group in groups) == sorted(
+      str(tmp_path / name) for name in runs)
 
 
 # The test's own server handling, not TensorBoard's serving: a stand-in

@@ -15,13 +15,13 @@ from estimator_trainer import data
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import heads
+from estimator_trainer import hparams as hparams_lib
 from estimator_trainer import layout
 from estimator_trainer import listen
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import run_log
-from estimator_trainer import summaries
 from estimator_trainer import weights
 from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import early_stopping_hook
@@ -165,7 +165,9 @@ class Job:
           self.config, self.max_steps, self.global_batch_size,
           self.num_replicas, self.steps_per_run, self.save_clock,
           progress_lib.loss_name(hparams)))
-      hooks.append(summaries.HParamsHook(self.config.model_dir, hparams))
+      hooks.append(hparams_lib.HParamsHook(
+          self.config.model_dir, hparams,
+          hparams_lib.compared(self.config, hparams)))
     if self.config.early_stopping_evals and not evaluates:
       hooks.append(early_stopping_hook.make_hook(
           self.estimator, self.config.early_stopping_evals))
@@ -205,7 +207,7 @@ class Job:
         bool(self.config.bn_recompute_batches), self.max_steps)]
 
   def hparams(self):
-    return summaries.run_hparams(self.config, self.source.spec,
+    return hparams_lib.run_hparams(self.config, self.source.spec,
                                  self.num_replicas,
                                  self.global_batch_size, self.max_steps)
 

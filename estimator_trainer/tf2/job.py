@@ -13,13 +13,13 @@ from estimator_trainer import config_resolved
 from estimator_trainer import data
 from estimator_trainer import faults
 from estimator_trainer import heads
+from estimator_trainer import hparams as hparams_lib
 from estimator_trainer import listen
 from estimator_trainer import loss_scale
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer import outputs
 from estimator_trainer import run_log
-from estimator_trainer import summaries
 from estimator_trainer import training_progress
 from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tf2 import ema
@@ -254,7 +254,7 @@ class Job:
       self.watchdog.kick()
 
   def hparams(self):
-    return summaries.run_hparams(self.config, self.source.spec,
+    return hparams_lib.run_hparams(self.config, self.source.spec,
                                  self.num_replicas,
                                  self.global_batch_size, self.max_steps)
 

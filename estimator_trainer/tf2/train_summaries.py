@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from estimator_trainer import cadence
 from estimator_trainer import loss_scale
+from estimator_trainer import hparams as hparams_lib
 from estimator_trainer import progress as progress_lib
 from estimator_trainer import summaries
 from estimator_trainer.tf2 import job as job_lib
@@ -37,7 +38,8 @@ class TrainSummaries:
                                             progress_lib.loss_name(hparams))
                       if job.is_chief else None)
     with self._writer.as_default(step=start_step):
-      for summary in summaries.hparams_summaries(hparams):
+      for summary in hparams_lib.hparams_summaries(
+          hparams, hparams_lib.compared(job.config, hparams)):
         tf.summary.experimental.write_raw_pb(summary)
 
   def update(self, step, loss, read_metrics):
