@@ -77,8 +77,8 @@ def compared(config, hparams):
 def hparams_summaries(hparams, shown):
   """Serialized Summary protos recording a run's hyperparameters for
   TensorBoard's HParams plugin, to write with the run's training events;
-  its row is named by the run's model_dir, its columns `shown` (compared's)
-  are shown at first.
+  its row is named by the run's model_dir (`<name> in <parent>`), its
+  columns `shown` (compared's) are shown at first.
 
   With the experiment config in every run, runs under one parent directory
   share one table, whichever TensorBoard finds first: their columns shown
@@ -97,8 +97,12 @@ def hparams_summaries(hparams, shown):
   for info in data.experiment.hparam_infos:
     info.differs = info.name in shown
   metadata.content = data.SerializeToString()
+  # The row's name: the run's directory first (the page cuts long names),
+  # then where it is (rows of one name would be one, their metrics averaged).
+  run = hparams['run']
+  name = f'{os.path.basename(run)} in {os.path.dirname(run)}'
   return [config.SerializeToString(),
-          hp.hparams_pb(hparams, trial_id=hparams['run']).SerializeToString()]
+          hp.hparams_pb(hparams, trial_id=name).SerializeToString()]
 
 
 class HParamsHook(tf.compat.v1.train.SessionRunHook):
