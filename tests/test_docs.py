@@ -98,6 +98,22 @@ def test_the_sample_output_is_a_runs(estimator, fashion_mnist_dir, tmp_path):
                     'N examples/s ETA T')
 
 
+def test_structured_data_has_its_serving_and_cluster_examples():
+  """Issue 75, item 6: export.md had no saved_model_cli example for
+  structured data and clusters.md no cluster on CSV. The export's is a
+  runnable block (test_runnable_examples_run runs it), the cluster's
+  commands pass their flags to the trainer (the flags test checks them)."""
+  served = [code for marker, _, code in _blocks(DOCS / 'guide' / 'export.md')
+            if marker.startswith('runnable') and 'saved_model_cli' in code]
+  assert any('--input_examples' in code and "'raw:predict'" in code
+             for code in served), served
+  trainers = [set(names) for code in _shell_and_yaml(
+      DOCS / 'guide' / 'clusters.md') for command, names in _commands(code)
+              if command == 'estimator_trainer.run']
+  assert any({'train_files', 'eval_files', 'feature_spec'} <= names
+             for names in trainers), trainers
+
+
 def test_readme_python_is_a_checked_example():
   """The README's Python is a copy of a docs example the tests run."""
   checked = {code for page in PAGES
