@@ -3,6 +3,7 @@ examples run, the flags its commands pass exist, its links resolve, and the
 architecture page names every module. The site's strict build is CI's
 (scripts/docs.sh, .ci/run)."""
 
+import fnmatch
 import functools
 import importlib.util
 import os
@@ -112,6 +113,23 @@ def test_structured_data_has_its_serving_and_cluster_examples():
               if command == 'estimator_trainer.run']
   assert any({'train_files', 'eval_files', 'feature_spec'} <= names
              for names in trainers), trainers
+
+
+def test_the_tabular_guides_census_paths_are_files_it_writes(tmp_path):
+  """The tabular guide's commands read /tmp/census/ files its first one,
+  scripts/make_census_like.py, writes (they read train-0.csv and
+  test-0.csv, names it never wrote: its shards are train-00000-of-00004.csv
+  and on), or one a command before writes (--output=)."""
+  from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
+  census.write(str(tmp_path), rows=400)  # The guide's 4 shards, fewer rows.
+  written = os.listdir(tmp_path)
+  code = '\n'.join(_shell_and_yaml(DOCS / 'guide' / 'tabular.md'))
+  named = set(re.findall(r"/tmp/census/([^\s'\\]+)", code))
+  made = set(re.findall(r'--output=/tmp/census/(\S+)', code))
+  assert named - made
+  missing = [name for name in sorted(named - made)
+             if not fnmatch.filter(written, name)]
+  assert not missing, (missing, sorted(written))
 
 
 def test_readme_python_is_a_checked_example():
