@@ -8,7 +8,9 @@ it is renamed into place), so that a restarted run or evaluator compares
 with the best export that was written: not with nothing (TF 2.15's
 BestExporter exports its first evaluation in a process, whatever came
 before), nor with an evaluation whose export failed (a checkpoint that
-training deleted first).
+training deleted first). Its global_step ties it to its checkpoint: a
+rerun (stopped after the export, before metrics.json) keeps the export of
+that step, and writes no second one of the same weights.
 
 Both engine families use it (no tf.estimator here).
 """
@@ -49,6 +51,25 @@ def _exports(base_dir):
   return sorted((name for name in names if name.isdigit()), key=int)
 
 
+def _recorded(export_dir):
+  """The evaluation RECORD holds in an export, {} in one without."""
+  path = os.path.join(export_dir, RECORD)
+  if not tf.io.gfile.exists(path):
+    return {}
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+def _export_of_step(base_dir, step):
+  """The path of base_dir's export of the checkpoint at `step`; None
+  without one."""
+  for name in reversed(_exports(base_dir)):
+    path = os.path.join(base_dir, name)
+    if _recorded(path).get('global_step') == step:
+      return path
+  return None
+
+
 def best_exported_score(model_dir):
   """The eval score (early_stopping.score) of model_dir's best `best`
   export, None without one.
@@ -61,10 +82,9 @@ def best_exported_score(model_dir):
   exports = _exports(base_dir)
   if not exports:
     return None
-  path = os.path.join(base_dir, exports[-1], RECORD)
-  if tf.io.gfile.exists(path):
-    with tf.io.gfile.GFile(path) as f:
-      return early_stopping.score(json.load(f))
+  recorded = _recorded(os.path.join(base_dir, exports[-1]))
+  if recorded:
+    return early_stopping.score(recorded)
   return max(early_stopping.eval_accuracies(
       layout.eval_dir(model_dir)).values(), default=None)
 
@@ -143,11 +163,17 @@ class ExportPolicy:
 
     An export counts once written: one that fails (its error propagates)
     neither raises the bar of `best` nor leaves its temporary directory.
+    One of the same checkpoint step, already written, is kept instead.
     """
     text = record(eval_result)
     try:
-      path = write_whole(lambda temporary: write_fn(text, temporary),
-                         self.base_dir, self._owner)
+      path = _export_of_step(self.base_dir, eval_result['global_step'])
+      if path:
+        _logger.info('Kept %s, the export of step %d', path,
+                     eval_result['global_step'])
+      else:
+        path = write_whole(lambda temporary: write_fn(text, temporary),
+                           self.base_dir, self._owner)
     finally:
       self._remove_temporaries()
     if self.kind == 'best':

@@ -301,13 +301,18 @@ def _policy(model_dir, kind, keep=5):
       model_dir=str(model_dir), export=kind, exports_to_keep=keep))
 
 
-def _export(policy, accuracy, fail=False):
-  """An export after an evaluation at `accuracy`, when `policy` wants one,
-  written as the engines write theirs (a temporary directory with the
-  record, renamed when whole); `fail`: failing halfway, as one whose
-  checkpoint training deleted. Returns its path, or None."""
-  result = {'accuracy': np.float32(accuracy), 'global_step': np.int64(0)}
-  if not policy.wants(result, final=False):
+_steps = itertools.count(1)
+
+
+def _export(policy, accuracy, fail=False, step=None, final=False):
+  """An export after an evaluation at `accuracy` (of a new checkpoint
+  step, unless `step`), when `policy` wants one, written as the engines
+  write theirs (a temporary directory with the record, renamed when
+  whole); `fail`: failing halfway, as one whose checkpoint training
+  deleted. Returns its path, or None."""
+  result = {'accuracy': np.float32(accuracy),
+            'global_step': np.int64(step or next(_steps))}
+  if not policy.wants(result, final=final):
     return None
 
   def write(record, temporary):
@@ -353,6 +358,22 @@ def test_best_exports_without_a_record_compare_with_the_evaluations(
   policy = _policy(tmp_path, 'best')
   assert not policy.wants({'accuracy': 0.74}, final=False)
   assert policy.wants({'accuracy': 0.75}, final=False)
+
+
+@pytest.mark.parametrize('kind', ['final', 'latest', 'best'])
+def test_a_checkpoint_step_already_exported_is_kept_not_exported_again(
+    tmp_path, kind):
+  """A rerun stopped after its export, before metrics.json, evaluates that
+  step again: its export is kept, and what a killed export of this task
+  left is removed."""
+  policy = _policy(tmp_path, kind)
+  path = _export(policy, 0.5, step=938, final=True)
+  base_dir = tmp_path / 'export' / kind
+  (base_dir / f'{export_policy.TEMPORARY_PREFIX}local-killed').mkdir()
+  again = _policy(tmp_path, kind)  # The rerun's.
+  assert _export(again, 0.5, step=938, final=True) == path
+  assert os.listdir(base_dir) == [os.path.basename(path)]
+  assert _export(again, 0.6, step=1000, final=True) != path  # A new step's.
 
 
 def test_latest_and_final_exports(tmp_path):
