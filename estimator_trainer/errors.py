@@ -35,7 +35,7 @@ class DataError(TrainerError):
 
 class Interrupted(KeyboardInterrupt):
   """Ctrl-C stopped training, which saved its step and said so in a line
-  (faults.stopped). A KeyboardInterrupt to a caller of the Python API; the
+  (stop_signals.stopped). A KeyboardInterrupt to a caller of the Python API; the
   CLI exits 130, with no more words."""
 
 

@@ -2,49 +2,28 @@
 
 A NaN or Inf loss fails the run, naming the step. A single process (not a
 cluster) also never checkpoints NaN or Inf weights, so that its latest
-checkpoint is one to resume or roll back to; and on SIGTERM (what Kubernetes
-and preemptible VMs send before killing) it stops after the current step,
-saves it and skips the evaluation and export that would follow. A first
-Ctrl-C (SIGINT) does the same, then raises KeyboardInterrupt (the CLI exits
-130); a second one stops the process at once, saying so (exit code 130).
+checkpoint is one to resume or roll back to; and on SIGTERM or Ctrl-C it
+stops after the current step and saves it (stop_signals.py): here, the
+estimator engine's hooks of both.
 """
 
 import logging
 import os
-import signal
 import threading
 
 import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import layout
-from estimator_trainer.errors import INTERRUPTED_EXIT_CODE, Interrupted, TrainerError
+from estimator_trainer.errors import TrainerError
+from estimator_trainer import stop_signals
+from estimator_trainer.stop_signals import Preempted, StopSignals
 
 _logger = logging.getLogger(__name__)
 
 
 class DivergedError(TrainerError):
   """The loss or the weights became NaN or Inf."""
-
-
-def stopped(signals, step):
-  """After training stopped on `signals` (StopSignals) and saved `step`:
-  says so in one line; raises Interrupted (a KeyboardInterrupt) after a
-  Ctrl-C."""
-  _logger.warning('%s at step %d: saved a checkpoint there; run the same '
-                  'command again to resume',
-                  'Interrupted' if signals.interrupted else 'Preempted', step)
-  if signals.interrupted:
-    raise Interrupted(f'interrupted at step {step}')
-
-
-class Preempted(Exception):
-  """Raised once the checkpoint of the current step is saved, to skip what
-  follows training."""
-
-  def __init__(self, step):
-    super().__init__(f'preempted at step {step}')
-    self.step = step
 
 
 def diverged(what, step, model_dir):
@@ -110,66 +89,6 @@ class FiniteCheckpointListener(tf.compat.v1.train.CheckpointSaverListener):
                       self._model_dir)
 
 
-class StopSignals:
-  """Records SIGTERM and a first SIGINT (Ctrl-C) instead of dying of them,
-  while entered, so that training stops after the current step and saves it.
-
-  A second Ctrl-C stops the process at once, saying so, with exit code 130:
-  wherever its main thread is (inside TensorFlow no Python handler runs),
-  a thread learns of it from the signal wakeup fd, which the interpreter's
-  C-level handler writes at once. `sigterm=False` leaves SIGTERM alone: a
-  cluster's tasks would have to stop together, or a handler of TensorFlow's
-  watches it; `on_sigint()` is then called on the first Ctrl-C (to pass it
-  on to that handler).
-  """
-
-  def __init__(self, sigterm=True, on_sigint=None):
-    self.received = False  # SIGTERM or SIGINT.
-    self.interrupted = False  # SIGINT.
-    self._signals = (signal.SIGTERM, signal.SIGINT) if sigterm else (
-        signal.SIGINT,)
-    self._on_sigint = on_sigint
-    self._previous = {}
-    self._wakeup = None  # (read fd, write fd, the previous wakeup fd).
-
-  def __enter__(self):
-    self._previous = {signum: signal.signal(signum, self._handle)
-                      for signum in self._signals}
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    self._wakeup = read, write, signal.set_wakeup_fd(write)
-    threading.Thread(target=self._watch, args=(read,), daemon=True).start()
-    return self
-
-  def __exit__(self, *exc_info):
-    read, write, previous_fd = self._wakeup
-    signal.set_wakeup_fd(previous_fd)
-    os.close(write)  # Ends _watch, which closes `read`.
-    for signum, previous in self._previous.items():
-      signal.signal(signum, previous)
-
-  def _handle(self, signum, frame):
-    del frame
-    self.received = True
-    if signum == signal.SIGINT and not self.interrupted:
-      self.interrupted = True
-      if self._on_sigint:
-        self._on_sigint()
-
-  def _watch(self, read):
-    """Exits on the second SIGINT the wakeup fd reports."""
-    count = 0
-    with os.fdopen(read, 'rb', buffering=0) as wakeups:
-      for data in iter(lambda: wakeups.read(64), b''):
-        count += data.count(signal.SIGINT)
-        if count >= 2:
-          _logger.warning('Interrupted again: stopped at once, without '
-                          'saving this step (the latest checkpoint stays)')
-          for handler in logging.getLogger().handlers:
-            handler.flush()
-          os._exit(INTERRUPTED_EXIT_CODE)  # pylint: disable=protected-access
-
-
 class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
   """Stops training after the step during which SIGTERM or Ctrl-C came.
 
@@ -189,46 +108,51 @@ class _PreemptedListener(tf.compat.v1.train.CheckpointSaverListener):
 
   Listed before the evaluation listener of `tf.estimator.train_and_evaluate`
   (TrainSpec's listeners come first), which it keeps from evaluating and
-  exporting: a preempted task has seconds left, and no final result.
+  exporting: a preempted task has seconds left, and no final result. At
+  the last step a signal stops at once what follows (finish).
   """
 
-  def __init__(self, signals):
+  def __init__(self, signals, max_steps):
     self._signals = signals
+    self._max_steps = max_steps
 
   def after_save(self, session, global_step_value):
     if self._signals.received:
       raise Preempted(global_step_value)
+    if global_step_value >= self._max_steps:  # The evaluation listener's
+      self._signals.stop_at_once(global_step_value)  # final one follows.
 
   def end(self, session, global_step_value):
     # No save before end() when a periodic one was at this very step.
-    if self._signals.received:
-      raise Preempted(global_step_value)
+    self._signals.stop_at_once(global_step_value)
 
 
-def _run_guarded(model_dir, run):
-  """Calls `run(hooks, saving_listeners)` with the guards of this module.
+def _run_guarded(model_dir, run, max_steps, then):
+  """Calls `run(hooks, saving_listeners)` with the guards of this module,
+  then `then(result)` (what follows training: finish).
 
   Returns its result, or None when preempted; raises KeyboardInterrupt
   when interrupted (stopped).
   """
   if threading.current_thread() is not threading.main_thread():
     # Only the main thread may handle signals: run without the handler.
-    return run([], [FiniteCheckpointListener(model_dir)])
+    return then(run([], [FiniteCheckpointListener(model_dir)]))
   with StopSignals() as signals:
-    try:
-      return run([_StopOnSignalHook(signals)],
-                 [FiniteCheckpointListener(model_dir),
-                  _PreemptedListener(signals)])
-    except Preempted as e:
-      stopped(signals, e.step)
-      return None
+    # Training's end switches the signals to stop_at_once.
+    return stop_signals.stopping(signals, lambda: then(run(
+        [_StopOnSignalHook(signals)],
+        [FiniteCheckpointListener(model_dir),
+         _PreemptedListener(signals, max_steps)])))
 
 
-def train_and_evaluate(estimator, train_spec, eval_spec):
-  """`tf.estimator.train_and_evaluate` in a single process, guarded.
+def train_and_evaluate(estimator, train_spec, eval_spec,
+                       then=lambda result: result):
+  """`tf.estimator.train_and_evaluate` in a single process, guarded, then
+  `then(its result)` (metrics.json), still guarded.
 
-  Returns its result, or None when preempted: the checkpoint of the step
-  reached is saved, nothing is evaluated or exported.
+  Returns that, or None when preempted: the checkpoint of the step reached
+  is saved, and what was left of the evaluation, export and `then` is not
+  done.
   """
   def run(hooks, listeners):
     return tf.estimator.train_and_evaluate(
@@ -238,7 +162,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
             hooks=(*train_spec.hooks, *hooks),
             saving_listeners=(*train_spec.saving_listeners, *listeners)),
         eval_spec)
-  return _run_guarded(estimator.model_dir, run)
+  return _run_guarded(estimator.model_dir, run, train_spec.max_steps, then)
 
 
 def train(estimator, input_fn, max_steps, hooks, saving_listeners=()):
@@ -247,4 +171,5 @@ def train(estimator, input_fn, max_steps, hooks, saving_listeners=()):
   _run_guarded(estimator.model_dir,
                lambda more_hooks, listeners: estimator.train(
                    input_fn, max_steps=max_steps, hooks=hooks + more_hooks,
-                   saving_listeners=[*saving_listeners, *listeners]))
+                   saving_listeners=[*saving_listeners, *listeners]),
+               max_steps, lambda result: None)

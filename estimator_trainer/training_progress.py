@@ -15,6 +15,7 @@ from estimator_trainer import early_stopping
 from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import outputs
+from estimator_trainer import stop_signals
 from estimator_trainer.watchdog import cluster_watchdog
 
 _logger = logging.getLogger(__name__)
@@ -139,7 +140,9 @@ def finish_ended(config, final_evaluation=None):
 
   `final_evaluation()` evaluates and exports model_dir's latest checkpoint,
   returning the evaluation. Returns metrics.json's dict, or None when this
-  task writes no metrics.
+  task writes no metrics. A Ctrl-C stops them at once, as a SIGTERM does
+  alone (stop_signals.finish); in a cluster a SIGTERM ends the task, whose
+  supervisor restarts it, as during training.
   """
   model_dir, cluster = config.model_dir, config.cluster
   step = checkpoints.latest_step(model_dir)
@@ -161,7 +164,8 @@ def finish_ended(config, final_evaluation=None):
   _logger.info('Training already finished at step %d: %s left', step,
                'its final evaluation is' if config.export == 'none' else
                'its final evaluation and export are')
-  return outputs.write_eval_metrics(model_dir, final_evaluation())
+  return stop_signals.finish(step, lambda: outputs.write_eval_metrics(
+      model_dir, final_evaluation()), sigterm=cluster is None)
 
 
 def serve(config, finished):

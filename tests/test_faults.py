@@ -258,8 +258,8 @@ def test_ctrl_c_saves_the_current_step_and_exits_130(
   assert not (model_dir / layout.LOCK_FILE).exists()  # The rerun may run.
   print(f'Ctrl-C at step {step}: exit 130 after {seconds:.1f} s')
   # No rerun: the state a Ctrl-C leaves is asserted above, and its save is
-  # SIGTERM's (faults.StopSignals, one handler); the estimator's resume from
-  # such a save to the final export is
+  # SIGTERM's (stop_signals.StopSignals, one handler); the estimator's
+  # resume from such a save to the final export is
   # test_sigterm_on_structured_data_saves_and_the_rerun_resumes[estimator]'s.
 
 
@@ -332,8 +332,8 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
   would wait for), saying so and exiting 130: it died of SIGINT, with no
   word (issue 47, item 7)."""
   script = ('import sys, time\n'
-            'from estimator_trainer import faults\n'
-            'with faults.StopSignals() as signals:\n'
+            'from estimator_trainer import stop_signals\n'
+            'with stop_signals.StopSignals() as signals:\n'
             '  print("ready", flush=True)\n'
             '  while not signals.interrupted:\n'
             '    time.sleep(0.01)\n'

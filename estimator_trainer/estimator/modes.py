@@ -13,6 +13,7 @@ from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer import outputs
+from estimator_trainer import stop_signals
 from estimator_trainer import training_progress
 from estimator_trainer.estimator import cluster_roles
 from estimator_trainer.estimator import job as job_lib
@@ -52,9 +53,9 @@ def _train_and_evaluate_alone(config):
     return training_progress.finish_ended(config,
                                           lambda: job_lib.final_evaluation(job))
   with checkpoints.none_untrained(config.model_dir):
-    result = faults.train_and_evaluate(job.estimator,
-                                       *job.specs([], alone=True))
-  return None if result is None else job.write_metrics(result[0])
+    return faults.train_and_evaluate(
+        job.estimator, *job.specs([], alone=True),
+        then=lambda result: job.write_metrics(result[0]))
 
 
 def _train_in_cluster(config):
@@ -80,7 +81,10 @@ def _train_in_cluster(config):
   progress.mark_finished(job.max_steps)
   if config.cluster.is_chief and not evaluator:
     job = job_lib.eval_job(config)
-    return job.write_metrics(job_lib.final_evaluation(job))
+    # A SIGTERM ends the task, as during training (stop_signals.finish).
+    return stop_signals.finish(checkpoints.latest_step(config.model_dir),
+                         lambda: job.write_metrics(
+                             job_lib.final_evaluation(job)), sigterm=False)
   if config.cluster.is_chief and not config.cluster.has_evaluator:
     _logger.info('An evaluator task runs (%s), though TF_CONFIG lists none: '
                  'it writes the final evaluation and export',

@@ -16,6 +16,7 @@ from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
+from estimator_trainer import stop_signals
 from estimator_trainer import training_progress
 from estimator_trainer import watchdog
 from estimator_trainer.tf2 import cluster_roles
@@ -32,10 +33,11 @@ class Controller:
 
   The engine trains; after each run of steps it calls `after_steps`, and
   `checkpoint` when `checkpoint_due` (ctl) or at the end of a Keras epoch of
-  `save_checkpoints_steps` steps; `finish` ends the run.
+  `save_checkpoints_steps` steps; `finish` ends the run. `watched`:
+  preemption.watch's (stop, signals).
   """
 
-  def __init__(self, job, start_step, evaluate, stop):
+  def __init__(self, job, start_step, evaluate, watched):
     self.job = job
     self.step = start_step
     self._evaluator = evaluate and _evaluator(job)
@@ -45,7 +47,7 @@ class Controller:
         job.checkpoint_dir)
                       if evaluate and job.config.export != 'none' else None)
     self._summaries = TrainSummaries(job, start_step)
-    self._stop = stop  # preemption.watch's
+    self._stop, self._watched = watched
     self._last_eval = None  # monotonic time of the last evaluation.
     # Every worker evaluates collectively, so each decides alike from its
     # own results (reading the chief's eval files could race its writes).
@@ -53,8 +55,10 @@ class Controller:
         layout.eval_dir(job.config.model_dir))
                         if job.config.early_stopping_evals else {})
     self.result = None  # The latest evaluation; None when preempted.
+    self.metrics = None  # metrics.json's dict, written by finish.
+    self._job_finished = False
     self.stopped = False  # Saved on SIGTERM or Ctrl-C: training has ended.
-    self._signals = None  # The faults.StopSignals that stopped it.
+    self._signals = None  # The stop_signals.StopSignals that stopped it.
     self.early_stopped = False  # No better accuracy in the last evaluations.
 
   @property
@@ -92,16 +96,16 @@ class Controller:
 
   def checkpoint(self):
     """Saves the current step and evaluates it unless throttled (the last
-    step is always evaluated); nothing when preempted (already saved)."""
+    step's evaluation is finish's); nothing when preempted (already
+    saved)."""
     if self.stopped:
       return
     began = time.monotonic()
     self.job.save(self.step)
-    final = self.step >= self.job.max_steps
-    if self._evaluator and (
-        final or self._last_eval is None or
+    if self._evaluator and self.step < self.job.max_steps and (
+        self._last_eval is None or
         time.monotonic() - self._last_eval >= self.job.config.throttle_secs):
-      self._evaluate(final)
+      self._evaluate(final=False)
     self._summaries.exclude(time.monotonic() - began)
 
   def _evaluate(self, final):
@@ -120,20 +124,30 @@ class Controller:
       self._exporter.after_evaluation(self.result, final)
 
   def finish(self):
-    """Ends the run: the final evaluation (unless preempted), then the
-    job's clean-up; says when stopped (raises KeyboardInterrupt after a
-    Ctrl-C: faults.stopped)."""
+    """Ends the run: unless preempted, the final evaluation and export (of
+    the last step, unless early stopping's evaluation was it) and
+    metrics.json, which SIGTERM or Ctrl-C stops at once, as it stops
+    training (stop_signals.finish); then the job's clean-up. Says when stopped
+    (raises KeyboardInterrupt after a Ctrl-C: stop_signals.stopped)."""
     self._summaries.close()
-    if self.stopped:
-      self.result = None
-    elif self._evaluator and (self.result is None or
-                              self.result['global_step'] < self.step):
-      self._evaluate(final=True)  # A rerun at the end.
-    self.job.finish(trained=not self.stopped)
-    if self.stopped:
-      faults.stopped(self._signals, self.step)
-    else:
-      _logger.info('Trained to step %d', self.step)
+    try:
+      if self.stopped:
+        stop_signals.stopped(self._signals, self.step)
+      else:
+        _logger.info('Trained to step %d', self.step)
+        self.metrics = stop_signals.finish(self.step, self._end, self._watched)
+    finally:
+      if not self._job_finished:  # Stopped: no result.
+        self.result = None
+        self.job.finish(trained=False)
+
+  def _end(self):
+    if self._evaluator and (self.result is None or
+                            self.result['global_step'] < self.step):
+      self._evaluate(final=True)
+    self.job.finish(trained=True)
+    self._job_finished = True
+    return evaluation.write_results(self.job, self.result)
 
 
 class _SavedCheckpointEvaluator:
@@ -206,8 +220,7 @@ def engine_modes(run):
         return training_progress.finish_ended(
             config, lambda: evaluation.final_evaluation(config))
       with watchdog.peer_lost_fails(config):
-        controller = run(job, not (cluster and cluster.has_evaluator))
-    return evaluation.write_results(controller.job, controller.result)
+        return run(job, not (cluster and cluster.has_evaluator)).metrics
 
   def train(config):
     """Trains to the configured step count; returns the final step (None on

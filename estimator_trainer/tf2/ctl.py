@@ -108,8 +108,9 @@ def _train(job, evaluate):
   """Trains `job` (and evaluates, if `evaluate`); returns the finished
   Controller."""
   trainer = _Trainer(job)
-  with preemption.watch(job.strategy) as stop:
-    controller = controller_lib.Controller(job, job.restore(), evaluate, stop)
+  with preemption.watch(job.strategy) as watched:
+    controller = controller_lib.Controller(job, job.restore(), evaluate,
+                                           watched)
     run = trainer.runner(job.distribute(TRAIN))
     while not controller.done:
       previous = controller.step

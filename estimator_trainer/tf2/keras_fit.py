@@ -154,8 +154,8 @@ def _fit(job, evaluate):
     # every replica: Keras's default reduction ("auto": a sum, beyond TPUs)
     # would multiply them by the workers of a multi-worker cluster.
     model.distribute_reduction_method = 'first'
-  with preemption.watch(job.strategy) as stop:
-    controller = controller_lib.Controller(job, step, evaluate, stop)
+  with preemption.watch(job.strategy) as watched:
+    controller = controller_lib.Controller(job, step, evaluate, watched)
     if step < job.max_steps:
       data = tf.keras.utils.experimental.DatasetCreator(
           lambda context: _micro_batches(

@@ -8,7 +8,7 @@ PreemptionCheckpointHandler does that. The worker that got the signal
 publishes a step through the cluster's coordination service, every worker
 saves when it gets there, then all stop and exit 0; the same command resumes
 there. (It refuses parameter servers.) A Ctrl-C does the same, and the
-interrupted process exits 130 (faults.py).
+interrupted process exits 130 (stop_signals.py).
 """
 
 import contextlib
@@ -20,7 +20,7 @@ import threading
 
 import tensorflow as tf
 
-from estimator_trainer import faults
+from estimator_trainer import stop_signals
 
 
 class _Saved(Exception):
@@ -33,18 +33,20 @@ def _raise_saved():
 
 @contextlib.contextmanager
 def watch(strategy):
-  """Yields `stop(save)`: every worker calls it after each run of training
-  steps (the same runs on every worker). Once training must end, `save()`
-  having saved the current step (the step the cluster agreed on, in a
-  cluster), it returns the faults.StopSignals that tell why (for
-  faults.stopped); until then None. A Ctrl-C stops as a SIGTERM does."""
+  """Yields `stop(save)` and the stop_signals.StopSignals it reads (None outside
+  the main thread; for stop_signals.finish at the end): every worker calls
+  `stop` after each run of training steps (the same runs on every
+  worker). Once training must end, `save()` having saved the current step
+  (the step the cluster agreed on, in a cluster), it returns the signals
+  that tell why (for stop_signals.stopped); until then None. A Ctrl-C stops as a
+  SIGTERM does."""
   if threading.current_thread() is not threading.main_thread():
     # Only the main thread may handle signals: run without a handler.
-    yield lambda save: None
+    yield (lambda save: None), None
   elif not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    with faults.StopSignals() as signals:
-      yield lambda save: signals if signals.received and (
-          save() or True) else None
+    with stop_signals.StopSignals() as signals:
+      yield (lambda save: signals if signals.received and (
+          save() or True) else None), signals
   else:
     previous = signal.getsignal(signal.SIGTERM)
     # The handler restores and saves its own tf.train.Checkpoint; ours are
@@ -58,7 +60,7 @@ def watch(strategy):
 
     try:
       # The handler watches SIGTERM: a Ctrl-C is passed on to it.
-      with faults.StopSignals(sigterm=False, on_sigint=lambda: os.kill(
+      with stop_signals.StopSignals(sigterm=False, on_sigint=lambda: os.kill(
           os.getpid(), signal.SIGTERM)) as signals:
 
         def stop(save):
@@ -68,7 +70,7 @@ def watch(strategy):
             return signals
           return None
 
-        yield stop
+        yield stop, signals
     finally:
       _stop_watching(handler)
       signal.signal(signal.SIGTERM, previous)
