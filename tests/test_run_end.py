@@ -120,10 +120,18 @@ def _check_stopped(model_dir, result, messages, signum):
       f'export/*/{export_policy.TEMPORARY_PREFIX}*')) == []
 
 
-@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGTERM],
-                         ids=['sigint', 'sigterm'])
-@pytest.mark.parametrize('moment', ['saved', 'evaluation', 'export',
-                                    'metrics'])
+_MOMENTS = ['saved', 'evaluation', 'export', 'metrics']
+# Ctrl-C at every moment; SIGTERM, which shares its handler, at the
+# evaluation's in the quick suite, at every moment in the slow one.
+_SIGNALS_AT = [
+    *(pytest.param(signal.SIGINT, moment, id=f'sigint-{moment}')
+      for moment in _MOMENTS),
+    *(pytest.param(signal.SIGTERM, moment, id=f'sigterm-{moment}',
+                   marks=() if moment == 'evaluation' else pytest.mark.slow)
+      for moment in _MOMENTS)]
+
+
+@pytest.mark.parametrize('signum, moment', _SIGNALS_AT)
 @pytest.mark.parametrize('engine', ENGINES)
 def test_a_signal_at_the_end_stops_at_once_and_the_rerun_exports_once(
     tmp_path, mnist_small_dir, engine, moment, signum, caplog,
