@@ -56,14 +56,22 @@ class TrainingProgress:
                     'length_flags': _length_flags(self._config)}) + '\n')
 
   def ended(self):
-    """Whether the chief has finished training with this task's flags: its
-    peers may be gone, and it must not wait for them."""
+    """The max_steps of this task's flags when training with them is over
+    (else None): the chief has finished it, or model_dir's latest checkpoint
+    is at max_steps (a chief killed between that save and its finished
+    mark; its restart waited for peers that had exited). Its peers may be
+    gone, and it must not wait for them."""
     path = layout.train_spec_file(self._model_dir)
     if not tf.io.gfile.exists(path):
-      return False
+      return None
     spec = _read_json(path)
-    return (spec.get('length_flags') == _length_flags(self._config) and
-            self.chief_finished(spec['max_steps']))
+    max_steps = spec['max_steps']
+    if spec.get('length_flags') != _length_flags(self._config):
+      return None
+    if (self.chief_finished(max_steps) or
+        checkpoints.latest_step(self._model_dir) >= max_steps):
+      return max_steps
+    return None
 
   def read_max_steps(self, watchdog):
     """Waits (bounded by the watchdog) for the chief's train spec of this
@@ -87,6 +95,16 @@ class TrainingProgress:
         layout.finished_file(self._model_dir, self._cluster.task_type,
                              self._cluster.task_index),
         json.dumps({'max_steps': max_steps}) + '\n')
+
+  def mark_ended(self):
+    """The finished mark of a training task restarted after the end
+    (ended()), unless written: its former incarnation may have been killed
+    before writing it, and the parameter servers and the evaluator wait for
+    it."""
+    max_steps = self.ended()
+    if not self._finished(self._cluster.task_type, self._cluster.task_index,
+                          max_steps):
+      self.mark_finished(max_steps)
 
   def _finished(self, task_type, index, max_steps):
     path = layout.finished_file(self._model_dir, task_type, index)
@@ -117,7 +135,7 @@ def training_ended(config, max_steps=None):
   strategy exists, which would wait for the peers); alone, model_dir's
   latest checkpoint is at `max_steps`."""
   if config.cluster:
-    return TrainingProgress(config).ended()
+    return TrainingProgress(config).ended() is not None
   return checkpoints.latest_step(config.model_dir) >= max_steps
 
 
@@ -146,6 +164,8 @@ def finish_ended(config, final_evaluation=None):
   """
   model_dir, cluster = config.model_dir, config.cluster
   step = checkpoints.latest_step(model_dir)
+  if cluster and cluster.task_type in (cluster_lib.CHIEF, cluster_lib.WORKER):
+    TrainingProgress(config).mark_ended()
   writes_results = cluster is None or (
       cluster.task_type == cluster_lib.EVALUATOR if cluster.has_evaluator
       else cluster.is_chief)

@@ -391,7 +391,9 @@ def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
   assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
 
   # Worker 1 restarted after the chief (worker 0) finished and left, then
-  # the chief, whose results are written: neither changes a file.
+  # the chief, whose results are written: neither changes a file, but for
+  # worker 1's finished mark, which it writes as a trainer killed before
+  # its own would (training_progress.TrainingProgress.mark_ended).
   files = _files(model_dir)
   command = [sys.executable, '-m', 'estimator_trainer.run', *flags]
   # As the workers' TF_CONFIG lists it: without the evaluator; and with a
@@ -404,4 +406,6 @@ def test_tf2_training_tasks_evaluate_when_no_tf_config_lists_the_evaluator(
           'worker:1') in restart_alone(command, cluster, 1)
   assert 'Training already finished at step 40 and ' in (
       restart_alone_in_process(command, cluster, 0, caplog))
-  assert _files(model_dir) == files
+  marked = _files(model_dir)
+  assert marked.pop(f'{layout.FINISHED_DIR}/worker-1.json')
+  assert marked == files
