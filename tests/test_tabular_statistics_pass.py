@@ -105,6 +105,21 @@ def test_summaries_of_files_merge_to_the_whole_past_the_exact_size(
     assert abs(ranks[0] - ranks[1]) <= summaries.rank_error() + 1 / 100
 
 
+@pytest.mark.parametrize('file_format', ['csv', 'tfrecord'])
+def test_a_cluster_of_more_trainers_than_files_summarises_the_split(
+    data_dir, file_format, tmp_path):
+  """A trainer's share of a cluster of more trainers than training files
+  (the chaos script's 3 trainers on 2 census files) holds no file: it is
+  empty, not an IndexError that failed every trainer of a TFRecord set at
+  every restart (issue 73, item 1)."""
+  source = _source(data_dir, file_format)
+  count = len(source.files(TRAIN)) + 2
+  shares.store_share(str(tmp_path), source, 'binary', count - 1, count)
+  merged = shares.summarise(str(tmp_path), source, 'binary', count)
+  assert statistics.of_summary(SPEC, merged) == statistics.of_summary(
+      SPEC, scan.summarise(source, TRAIN))
+
+
 @pytest.mark.parametrize('at_batch', [0, 1, 2])
 def test_a_batch_python_must_look_at_is_read_again_alone(data_dir,
                                                          monkeypatch,

@@ -61,7 +61,7 @@ def summarise(source, split, head=None, files=None, progress=None):
     if source.is_csv:
       for path in files:
         summary.merge(_file(source, split, path, head, bar))
-    else:
+    elif files:  # A cluster's trainer may have no file (shares.py).
       summary.merge(sources.eagerly(_tfrecords, source, split, files, head,
                                     bar))
   return summary
