@@ -147,7 +147,9 @@ def build(builder, model_input, num_classes, model_kwargs=None, seed=None,
       model = builder(
           dict(model_input) if _is_tabular(model_input) else
           tuple(model_input), num_classes, **kwargs)
-  except UsageError:
+  except (UsageError, tf.errors.OpError):
+    # TensorFlow's runtime errors are the cluster's, not the builder's: a
+    # multi-worker peer gone while the new weights are broadcast.
     raise
   except Exception as e:  # pylint: disable=broad-except
     raise UsageError(f'--model {name} raised {type(e).__name__}: '

@@ -215,7 +215,8 @@ def engine_modes(run):
         return cluster_roles.evaluate_until_trained(config)
       if cluster_roles.serves(config):
         return cluster_roles.serve(config)
-      job = _training_job(config)
+      with watchdog.peer_lost_fails(config):  # Its weights are broadcast.
+        job = _training_job(config)
       if job is None:
         return training_progress.finish_ended(
             config, lambda: evaluation.final_evaluation(config))
@@ -228,7 +229,8 @@ def engine_modes(run):
     with cluster_lib.tf_config_environment(config.cluster):
       if cluster_roles.serves(config):
         return cluster_roles.serve(config)
-      job = _training_job(config)
+      with watchdog.peer_lost_fails(config):
+        job = _training_job(config)
       if job is None:
         training_progress.finish_ended(config)
         return checkpoints.latest_step(config.model_dir)

@@ -1,0 +1,46 @@
+"""A multi-worker peer lost while a TF2 task builds its model (its weights
+are broadcast then) is a lost peer, not the builder's fault (issue 73, item
+1: the chaos script's chief killed at the start of training made its
+worker exit 2 with '--model dnn raised UnavailableError: ...')."""
+
+from unittest import mock
+
+import pytest
+import tensorflow as tf
+
+from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import models
+from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import TrainerError, UsageError
+from estimator_trainer.tf2 import controller
+from estimator_trainer.watchdog import PEER_LOST
+
+_LOST = tf.errors.UnavailableError(
+    None, None, 'Collective ops is aborted by: failed to connect to all '
+    'addresses')
+
+
+def _broadcast_fails(input_shape, num_classes):
+  del input_shape, num_classes
+  raise _LOST
+
+
+def test_a_tensorflow_runtime_error_of_the_builder_is_no_usage_error():
+  with pytest.raises(tf.errors.UnavailableError) as raised:
+    models.build(_broadcast_fails, (28, 28, 1), 10)
+  assert raised.value is _LOST
+  assert not isinstance(raised.value, UsageError)
+
+
+@pytest.mark.parametrize('mode', ['train_and_evaluate', 'train'])
+def test_a_peer_lost_while_the_model_is_built_is_said_so(tmp_path, mode):
+  config = TrainConfig(
+      model_dir=str(tmp_path), engine='ctl', dataset='mnist',
+      strategy='multi_worker_mirrored', cluster=cluster_lib.Cluster(
+          jobs={'chief': ['localhost:1'], 'worker': ['localhost:2']},
+          task_type='worker', task_index=0, has_evaluator=False))
+  modes = controller.engine_modes(run=None)
+  run = {'train_and_evaluate': modes[0], 'train': modes[1]}[mode]
+  with mock.patch.object(controller, '_training_job', side_effect=_LOST), \
+      pytest.raises(TrainerError, match=f'^{PEER_LOST}$'):
+    run(config)
