@@ -95,13 +95,15 @@ def peer_lost_hooks(config):
 @contextlib.contextmanager
 def peer_lost_fails(config):
   """A TF2 engine's training: under multi_worker_mirrored in a cluster, the
-  UnavailableError of its collective ops fails with PEER_LOST."""
+  UnavailableError of its collective ops fails with PEER_LOST, and their
+  AbortedError too (a peer restarted within gRPC's reconnection: 'tried to
+  connect with a different incarnation')."""
   if not _collective(config):
     yield
     return
   try:
     yield
-  except tf.errors.UnavailableError as e:
+  except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
     raise TrainerError(PEER_LOST) from e
 
 

@@ -1,7 +1,8 @@
 """A multi-worker peer lost while a TF2 task builds its model (its weights
 are broadcast then) is a lost peer, not the builder's fault (issue 73, item
 1: the chaos script's chief killed at the start of training made its
-worker exit 2 with '--model dnn raised UnavailableError: ...')."""
+worker exit 2 with '--model dnn raised UnavailableError: ...'); and so is
+one that restarted while training."""
 
 from unittest import mock
 
@@ -32,6 +33,15 @@ def test_a_tensorflow_runtime_error_of_the_builder_is_no_usage_error():
   assert not isinstance(raised.value, UsageError)
 
 
+# Of a peer that restarted before gRPC gave it up (the chaos script's
+# chief, its worker killed and restarted: 'error: AbortedError: Graph
+# execution error:').
+_RESTARTED = tf.errors.AbortedError(
+    None, None, 'Collective ops is aborted by: Error reported from '
+    '/job:worker/task:0: /job:worker/replica:0/task:0 unexpectedly tried to '
+    'connect with a different incarnation. It has likely restarted.')
+
+
 @pytest.mark.parametrize('mode', ['train_and_evaluate', 'train'])
 def test_a_peer_lost_while_the_model_is_built_is_said_so(tmp_path, mode):
   config = TrainConfig(
@@ -44,3 +54,19 @@ def test_a_peer_lost_while_the_model_is_built_is_said_so(tmp_path, mode):
   with mock.patch.object(controller, '_training_job', side_effect=_LOST), \
       pytest.raises(TrainerError, match=f'^{PEER_LOST}$'):
     run(config)
+
+
+def test_a_peer_restarted_while_training_is_a_lost_peer(tmp_path):
+  config = TrainConfig(
+      model_dir=str(tmp_path), engine='ctl', dataset='mnist',
+      strategy='multi_worker_mirrored', cluster=cluster_lib.Cluster(
+          jobs={'chief': ['localhost:1'], 'worker': ['localhost:2']},
+          task_type='chief', task_index=0, has_evaluator=False))
+
+  def run(job, evaluate):
+    del job, evaluate
+    raise _RESTARTED
+
+  with mock.patch.object(controller, '_training_job'), pytest.raises(
+      TrainerError, match=f'^{PEER_LOST}$'):
+    controller.engine_modes(run)[0](config)
