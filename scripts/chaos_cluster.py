@@ -11,8 +11,9 @@ loopback: chief, 2 workers and 2 ps with --strategy=parameter_server, chief
 and 1 worker with multi_worker_mirrored. Every task that exits non-zero is
 started again with the same TF_CONFIG; one that exits 0 is done. Seeded
 kills: --kills SIGKILLs of a random task (chief, worker or ps) in training,
-one every --kill_gap_secs on average, and one of a training task as the
-last checkpoint appears (the estimator engine's final step may pass
+each 0-5 s after one of the 5 checkpoints before the last (a checkpoint
+every --train_steps / 6), and one of a training task 0-1.5 s after the last
+appears (the estimator engine's final step may pass
 --train_steps by up to its trainers' number: asynchronous).
 Then checks: every task's last exit 0, the latest checkpoint and
 metrics.json at --train_steps, no checkpoint step going back, and the final
@@ -84,7 +85,10 @@ class Supervisor:
   def poll(self):
     """Restarts the tasks that exited non-zero; True when all exited 0."""
     for task, proc in self.procs.items():
-      if proc.returncode is None and proc.poll() is not None:
+      # The exit of its current incarnation, once (running() and kill()
+      # reap too).
+      if len(self.exits[task]) < self.starts[task] and (
+          proc.poll() is not None):
         self.exits[task].append(proc.returncode)
         if proc.returncode != 0:
           print(f'[chaos] {task[0]}:{task[1]} exited {proc.returncode} '
@@ -101,10 +105,12 @@ class Supervisor:
             if proc.poll() is None]
 
   def kill(self, task):
+    """SIGKILLs the task; whether that ended it (not an exit just before)."""
     try:
       os.killpg(self.procs[task].pid, signal.SIGKILL)
     except ProcessLookupError:
       pass  # Ended since.
+    return self.procs[task].wait() == -signal.SIGKILL
 
   def stop_all(self):
     for task, proc in self.procs.items():
@@ -168,41 +174,40 @@ def run(args):
       f'--steps_per_loop={args.train_steps // 6}', '--export=final',
       f'--cluster_timeout_secs={args.cluster_timeout_secs}']
   rng = random.Random(args.seed)
+  # A kill in training after each of --kills of the 5 checkpoints before
+  # the last (a random delay later): however fast training is.
+  every = args.train_steps // 6
+  kill_steps = sorted(every * n for n in rng.sample(range(1, 6),
+                                                     args.kills))
   kills, steps_seen, went_back = [], [], []
   supervisor = Supervisor(cluster, tasks, flags, log_dir)
   start = time.monotonic()
-  next_kill = None  # When the next kill in training falls.
   try:
     while not supervisor.poll():
-      now = time.monotonic()
-      if now - start > args.timeout_secs:
+      if time.monotonic() - start > args.timeout_secs:
         raise RuntimeError(f'not finished in {args.timeout_secs} s')
       step = latest_step(model_dir)
       if steps_seen and step < max(steps_seen):
         went_back.append((max(steps_seen), step))
       if not steps_seen or step != steps_seen[-1]:
         steps_seen.append(step)
-      # Training runs once its first checkpoint is there; a kill then
-      # every --kill_gap_secs on average, and one as the last appears.
-      if step >= 0 and next_kill is None:
-        next_kill = now + rng.expovariate(1 / args.kill_gap_secs)
       at_end = step >= args.train_steps and not any(
           kill['at_end'] for kill in kills)
-      in_training = (step < args.train_steps and next_kill is not None and
-                     now >= next_kill and
-                     sum(not k['at_end'] for k in kills) < args.kills)
+      in_training = bool(kill_steps) and step >= kill_steps[0]
       if at_end or in_training:
+        if in_training:
+          kill_steps.pop(0)
+        time.sleep(rng.uniform(0, 1.5) if at_end else rng.uniform(0, 5))
         candidates = [t for t in supervisor.running()
                       if not at_end or t[0] in TRAINING]
-        time.sleep(rng.uniform(0, 1.5))
         if candidates:
           victim = rng.choice(candidates)
-          supervisor.kill(victim)
+          hit = supervisor.kill(victim)
           kills.append({'task': f'{victim[0]}:{victim[1]}', 'step': step,
-                        'at_end': at_end})
+                        'at_end': at_end, 'hit': hit,
+                        'second': round(time.monotonic() - start)})
           print(f'[chaos] SIGKILL {victim[0]}:{victim[1]} at checkpoint '
-                f'{step}', flush=True)
-        next_kill = time.monotonic() + rng.expovariate(1 / args.kill_gap_secs)
+                f'{step}{"" if hit else " (it had exited)"}', flush=True)
       time.sleep(0.2)
   finally:
     supervisor.stop_all()
@@ -255,10 +260,10 @@ def main(argv=None):
   parser.add_argument('--strategy', default='parameter_server',
                       choices=('parameter_server', 'multi_worker_mirrored'))
   parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--kills', type=int, default=3,
-                      help='SIGKILLs during training (one more at the end)')
-  parser.add_argument('--kill_gap_secs', type=float, default=15,
-                      help='mean time between kills in training')
+  parser.add_argument('--kills', type=int, default=3, choices=range(6),
+                      help='SIGKILLs during training, each 0-5 s after one '
+                      'of the checkpoints before the last (one more at the '
+                      'end)')
   parser.add_argument('--train_steps', type=int, default=3000)
   parser.add_argument('--rows', type=int, default=4000)
   parser.add_argument('--cluster_timeout_secs', type=int, default=60)
