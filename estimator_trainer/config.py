@@ -9,16 +9,16 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config_checks
+from estimator_trainer import config_data
 from estimator_trainer import config_resolved
 from estimator_trainer import deprecation
 from estimator_trainer import engines
 from estimator_trainer import stack
-# Constants the fields' help names; tabular/ reads HEADS, check_head_flags here.
+# Constants the fields' help names; tabular/ reads check_head_flags here.
 from estimator_trainer.config_checks import (  # pylint: disable=unused-import
-    DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_EVAL_FRACTION,
-    DEFAULT_LEARNING_RATE, DEFAULT_TRAIN_EPOCHS, HEADS, IMAGE_LABEL_SMOOTHING,
-    LINEAR_LEARNING_RATE, MIN_STRUCTURED_STEPS, OPTIMIZERS, STRUCTURED_MODEL,
-    check_head_flags)
+    DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_LEARNING_RATE,
+    DEFAULT_TRAIN_EPOCHS, IMAGE_LABEL_SMOOTHING, LINEAR_LEARNING_RATE,
+    MIN_STRUCTURED_STEPS, OPTIMIZERS, STRUCTURED_MODEL, check_head_flags)
 # A field with its flag's help, choices, bounds and parser (config_checks).
 _option = config_checks.option
 
@@ -88,42 +88,14 @@ class TrainConfig:
   idx_dir: Optional[str] = _option(
       None, 'Directory of the original IDX files (train-images-idx3-ubyte.gz, '
       '...).')
-  train_files: Optional[str] = _option(
-      None,
-      'Glob of TFRecord files of tf.Example (--image_key, --label_key) to '
-      'train on, instead of --dataset; needs --eval_files. With '
-      '--feature_spec: structured data, CSV files with a header row '
-      '(.csv, .csv.gz) or TFRecords of tf.Example keyed by column; without '
-      '--eval_files, --eval_fraction of them is held out.')
-  eval_files: Optional[str] = _option(
-      None, 'Glob of files to evaluate and predict on.')
-  eval_fraction: Optional[float] = _option(
-      None, 'Without --eval_files: evaluate (and predict) '
-      'on this fraction of the training files\' records, chosen by a hash of '
-      f'each record and left out of training; default {DEFAULT_EVAL_FRACTION}.',
-      above=0)
-  skip_rows_without_label: bool = _option(
-      False, 'Leave out the records whose label is missing (an empty cell, '
-      'an absent feature), from training, evaluation and the statistics, '
-      'and log how many; without it such a record is an error naming it.')
-  unreadable_as_missing: bool = _option(
-      False, 'Read a CSV cell of a number column that is no number (a word: '
-      '"unknown") as a missing value, and log how many per file; without '
-      'it such a cell is an error naming it.')
-  feature_spec: Optional[str] = _option(
-      None, 'The JSON (or YAML) file of the columns\' '
-      'kinds, crosses, label and weight column (`python -m '
-      'estimator_trainer.tabular.infer` writes one from the data). Without '
-      'it, CSV training files\' spec is inferred as that command does (the '
-      'label: --label_key), printed and stored in the model_dir.')
-  head: Optional[str] = _option(
-      None, 'multiclass (softmax cross-entropy), binary '
-      '(sigmoid cross-entropy), multilabel (sigmoid cross-entropy per label) '
-      'or regression (squared error); default: the feature spec\'s. Images '
-      'are multiclass.', choices=HEADS)
-  huber_delta: Optional[float] = _option(
-      None, '--head=regression: Huber loss with this delta instead of the '
-      'squared error.', above=0)
+  train_files: Optional[str] = config_data.TRAIN_FILES
+  eval_files: Optional[str] = config_data.EVAL_FILES
+  eval_fraction: Optional[float] = config_data.EVAL_FRACTION
+  skip_rows_without_label: bool = config_data.SKIP_ROWS_WITHOUT_LABEL
+  unreadable_as_missing: bool = config_data.UNREADABLE_AS_MISSING
+  feature_spec: Optional[str] = config_data.FEATURE_SPEC
+  head: Optional[str] = config_data.HEAD
+  huber_delta: Optional[float] = config_data.HUBER_DELTA
   image_key: str = _option('image', 'tf.Example key of the image in '
                            'TFRecords: raw uint8 bytes or PNG/JPEG '
                            '(TF-Slim: image/encoded).')
@@ -270,6 +242,8 @@ class TrainConfig:
       10, '--mode predict: how many test examples to predict.', above=0)
   predictions_file: Optional[str] = _option(
       None, '--mode predict output (default <model_dir>/predictions.jsonl).')
+  predict_files: Optional[str] = config_data.PREDICT_FILES
+  key_column: Optional[str] = config_data.KEY_COLUMN
   cluster_timeout_secs: int = _option(
       600, 'In a TF_CONFIG cluster, fail when no training step (evaluator and '
       'ps: no new checkpoint) completes for this long: a peer never started '

@@ -186,6 +186,13 @@ def check(config):
     object.__setattr__(config, 'eval_fraction', DEFAULT_EVAL_FRACTION)
   if config.feature_spec and not config.train_files:
     raise UsageError('--feature_spec needs --train_files')
+  object.__setattr__(config, 'key_column', config.key_column or None)
+  for name in ('predict_files', 'key_column'):  # (Structured: the record's.)
+    if getattr(config, name) and not config.structured:
+      raise UsageError(f'--{name} is for structured data: a model_dir of '
+                       'such a run, or --feature_spec or CSV files')
+  if config.predict_files and config.mode != 'predict':
+    raise UsageError('--predict_files is for --mode=predict')
   if config.structured and config.model in ('cnn', 'resnet20'):
     raise UsageError(f'--model {config.model} is an image model: structured '
                      'data (--feature_spec, or CSV files) takes '

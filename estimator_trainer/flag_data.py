@@ -8,7 +8,7 @@ IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
 STRUCTURED = ('eval_fraction', 'skip_rows_without_label',
               'unreadable_as_missing', 'feature_spec', 'head', 'huber_delta',
               'linear_optimizer', 'linear_learning_rate',
-              'linear_optimizer_kwargs')
+              'linear_optimizer_kwargs', 'predict_files', 'key_column')
 # Listed too, so that a new field must be placed (tests/test_config.py).
 BOTH = ('model_dir', 'mode', 'engine', 'model', 'model_kwargs',
         'sync_batch_norm', 'bn_recompute_batches', 'train_files',

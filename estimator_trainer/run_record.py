@@ -19,7 +19,7 @@ from estimator_trainer.errors import UsageError
 _NOT_RECORDED = ('model_dir', 'mode', 'strategy', 'eval_strategy',
                  'communication', 'cpu_replicas', 'intra_op_threads',
                  'inter_op_threads', 'warm_start_from', 'warm_start_vars',
-                 'num_predictions', 'predictions_file',
+                 'num_predictions', 'predictions_file', 'predict_files',
                  'cluster_timeout_secs', 'cluster')
 # The flags that name the data: given one, the record's data source is left
 # whole (its split, shape, keys... still apply, unless given).

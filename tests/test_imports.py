@@ -20,7 +20,7 @@ FLOORS = (
         'losses', 'layer_names', 'ema_recipe', 'flag_data', 'engines',
         'cluster', 'listen', 'weights', 'loss_scale', 'early_stopping',
         'faults', 'stop_signals', 'lease', 'lease_beater', 'run_lock'}),
-    ('config', {'config', 'config_checks', 'config_resolved',
+    ('config', {'config', 'config_checks', 'config_data', 'config_resolved',
                 'config_flags', 'run_record'}),
     ('models and heads', {'models', 'heads', 'metrics', 'summaries',
                           'hparams'}),

@@ -4,7 +4,7 @@ kinds, Column, Cross and FeatureSpec."""
 import dataclasses
 from typing import Optional, Tuple, Union
 
-from estimator_trainer import config
+from estimator_trainer import config_checks
 from estimator_trainer.tabular import cell_syntax
 
 FLOAT_KINDS = ('float', 'float_normalized', 'float_discretized')
@@ -14,7 +14,7 @@ KINDS = FLOAT_KINDS + CATEGORICAL_KINDS + HASHED_KINDS
 # A missing number of a float kind read as int64 (NaN has no int64): the
 # encoder fills it as it fills a float32 NaN.
 MISSING_INT64 = -2**63
-HEADS = config.HEADS
+HEADS = config_checks.HEADS
 
 
 @dataclasses.dataclass(frozen=True)
