@@ -25,7 +25,8 @@ def _tabular_receiver_fn(serving):
   parsing receiver takes them (its classification, regression and predict
   signatures need one string input), or raw columns under their names
   (signatures `raw:...`); the preprocessing is in the graph, so clients
-  send raw values. The columns default to the parsed examples, as the
+  send raw values. The key column (--key_column) is forwarded to the
+  predict signatures' outputs. The columns default to the parsed examples, as the
   images' receiver does."""
   def receiver_fn():
     examples = tf.compat.v1.placeholder_with_default(
@@ -37,7 +38,7 @@ def _tabular_receiver_fn(serving):
         parsed[name], spec.shape, name=spec.name)
            for name, spec in serving.raw_signature.items()}
     return tf.estimator.export.ServingInputReceiver(
-        features=serving.encode(raw),
+        features={**serving.encode(raw), **serving.forwarded(raw)},
         receiver_tensors={'examples': examples},
         receiver_tensors_alternatives={'raw': raw})
   return receiver_fn

@@ -102,7 +102,8 @@ def shown_metrics(metrics):
 def _prediction_line(index, prediction):
   """An image classifier's `{"index", "class", "probabilities"}`; other
   heads' every prediction under its canned name (`class_ids`, `classes`,
-  `probabilities`, `logistic`, `predictions`, `logits`), as lists."""
+  `probabilities`, `logistic`, `predictions`, `logits`), as lists, and the
+  row's forwarded key and place (tabular/rows.py) as they are."""
   if 'class_ids' not in prediction and 'classes' in prediction:
     return {'index': index, 'class': int(prediction['classes']),
             'probabilities': [round(float(x), 6)
@@ -114,6 +115,8 @@ def _prediction_line(index, prediction):
       values = [value.decode() if isinstance(value, bytes) else (
           round(value, 6) if isinstance(value, float) else value)
                 for value in values]
+    elif isinstance(values, bytes):  # A forwarded key or file, as given.
+      values = values.decode()
     line[name] = values
   return line
 

@@ -171,6 +171,9 @@ def make_model_fn(build_model=models.cnn, **model_kwargs):
     logits = model(inputs, training=False)
     predictions = head.predictions(logits)
     if mode == ModeKeys.PREDICT:
+      # A row's key and place, as canned forward_features (the classify
+      # and regress outputs take theirs from the head alone).
+      predictions = keys.with_forwarded(predictions, features)
       return tf.estimator.EstimatorSpec(
           mode, predictions=predictions,
           export_outputs=head.export_outputs(predictions))

@@ -2,7 +2,6 @@
 role), train, evaluate, predict, export."""
 
 import contextlib
-import itertools
 import logging
 
 import tensorflow as tf
@@ -113,13 +112,12 @@ def evaluate(config):
 
 
 def predict(config):
-  """Writes predictions for the first `num_predictions` test images."""
+  """Writes predictions of the first `num_predictions` test examples (the
+  input_fn's: of --predict_files, every record)."""
   checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.eval_job(config)
-  predictions = itertools.islice(job.estimator.predict(job.input_fn),
-                                 config.num_predictions)
   path = config.resolved_predictions_file
-  count = outputs.write_predictions(path, predictions)
+  count = outputs.write_predictions(path, job.estimator.predict(job.input_fn))
   _logger.info('Wrote %d predictions to %s', count, path)
   return path
 

@@ -4,24 +4,26 @@ the input_fn and what serving needs."""
 
 import dataclasses
 import logging
-import re
 from typing import Any, Dict, Optional, Tuple
 
-import tensorflow as tf
-
 from estimator_trainer import layout
-from estimator_trainer import models
 from estimator_trainer import pipeline
+from estimator_trainer import sources
 from estimator_trainer.config import check_head_flags
 from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
+from estimator_trainer.tabular import rows
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
 from estimator_trainer.tabular.encoder import Encoder
+# signature_key: documented here (docs/guide/export.md).
+from estimator_trainer.tabular.serving import Serving
+from estimator_trainer.tabular.serving import signature_key as signature_key  # pylint: disable=useless-import-alias
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.statistics import scan
+from estimator_trainer.tabular.statistics import storage
 from estimator_trainer.tabular.statistics import training_files
 
 _logger = logging.getLogger(__name__)
@@ -51,61 +53,6 @@ class TabularDataSpec:
                             for name, value in self.model_input.items()},
             **({'label_scale': list(self.label_scale)}
                if self.label_scale else {})}
-
-
-def signature_key(name):
-  """Column `name` as a TF2 SavedModel's signature input key (and any
-  graph's op name): itself if it is one, else with each character other
-  than A-Z, a-z, 0-9 and _ as _, and arg_ before a first character that is
-  no letter. tf.saved_model.save keys a signature's inputs by their
-  placeholders' op names after tf.function's parameter-name rule, so
-  'mean radius' cannot be a key there (Estimator's signatures take any
-  key)."""
-  key = re.sub(r'[^A-Za-z0-9_]', '_', name)
-  return key if re.match(r'[A-Za-z]', key) else f'arg_{key}'
-
-
-class Serving:
-  """What an export needs: raw columns of serialized tf.Examples, and the
-  preprocessing (made in the graph that serves). `raw_signature`: column
-  name -> its TensorSpec, named signature_key(name)."""
-
-  def __init__(self, source, feature_spec, statistics, head):
-    self._source = source
-    self._head = head
-    self._feature_spec = feature_spec
-    self._statistics = statistics
-    self.raw_signature = {
-        column.name: tf.TensorSpec([None], tf.dtypes.as_dtype(column.dtype),
-                                   name=signature_key(column.name))
-        for column in feature_spec.data_columns}
-    by_key = {}
-    for name, spec in self.raw_signature.items():
-      other = by_key.setdefault(spec.name, name)
-      if other != name:
-        raise UsageError(f'feature spec: columns {other!r} and {name!r} have '
-                         f'the same serving input name {spec.name!r} '
-                         '(signature_key); rename one')
-
-  def parse_examples(self, serialized):
-    return self._source.parse_examples(serialized)
-
-  def encoder(self):
-    return Encoder(self._feature_spec, self._statistics, labels=False)
-
-  def encode(self, raw):
-    return self.encoder()(raw)
-
-  def encode_labeled(self, serialized):
-    """(features, labels) of serialized tf.Examples with their labels (and
-    weights, under models.FeatureKeys.of the encoded columns, as the
-    input_fn keys them): TFMA's evaluation input."""
-    raw, label, weight = self._source.parse_examples(serialized, labels=True)
-    encoder = Encoder(self._feature_spec, self._statistics)
-    features = encoder(raw)
-    if weight is not None:
-      features[models.FeatureKeys.of(encoder.inputs).weight] = weight
-    return features, encoder.encode_label(label, self._head)
 
 
 class TabularData(pipeline.RunData):
@@ -165,7 +112,7 @@ def _inferred_spec(config):
   spec, lines = infer.infer(config.train_files, config.label_key,
                             head=config.head,
                             skip_unlabeled=config.skip_rows_without_label,
-                            flags=('--label_key', None))
+                            flags=('--label_key', None), key=config.key_column)
   _logger.info('No --feature_spec: the spec inferred from %s (label '
                '--label_key=%s), as `python -m estimator_trainer.tabular.'
                'infer` writes it:\n  %s', config.train_files,
@@ -208,11 +155,18 @@ def load(config, training=False) -> TabularData:
   it."""
   feature_spec = feature_spec_of(config)
   kind = _head(config, feature_spec)
+  if config.key_column in feature_spec.names:
+    raise UsageError(f'--key_column={config.key_column} is a column of the '
+                     'feature spec: a key names rows, the model does not '
+                     'read it; give another column')
+  if config.predict_files:
+    return _new_data(config, feature_spec, kind)
   source = TabularSource({TRAIN: config.train_files, TEST: config.eval_files},
                          feature_spec, head=kind,
                          eval_fraction=config.eval_fraction,
                          skip_unlabeled=config.skip_rows_without_label,
-                         unreadable_as_missing=config.unreadable_as_missing)
+                         unreadable_as_missing=config.unreadable_as_missing,
+                         key=config.key_column)
   if config.skip_rows_without_label:
     for split, files in ((TRAIN, config.train_files),
                          (TEST, config.eval_files)):
@@ -229,6 +183,34 @@ def load(config, training=False) -> TabularData:
       timeout_secs=config.cluster_timeout_secs, head=kind, write=False,
       share=cluster and cluster.trainer_index is not None and (
           cluster.trainer_index, cluster.num_trainers))
+  return _data(config, source, feature_spec, kind, statistics)
+
+
+def _new_data(config, feature_spec, kind):
+  """--predict_files: new records (with or without a label) read with the
+  model_dir's stored spec and statistics alone, never the training files
+  (which need not be there)."""
+  path = layout.statistics_file(config.model_dir)
+  if not layout.exists(path):
+    raise UsageError(f'--predict_files needs the model_dir of a trained '
+                     f'run: {config.model_dir} holds no {path}')
+  try:
+    sources.glob_files(config.predict_files)
+  except DataError:
+    raise UsageError(f'--predict_files={config.predict_files}: no files '
+                     'match') from None
+  source = TabularSource({TEST: config.predict_files}, feature_spec,
+                         head=kind, labels=False, key=config.key_column,
+                         unreadable_as_missing=config.unreadable_as_missing)
+  _check_records(config, source, training=False)
+  statistics = statistics_lib.read(path)
+  storage.check_covers(statistics, feature_spec, path)
+  _logger.info('Tabular statistics read from %s', path)
+  return _data(config, source, feature_spec, kind, statistics)
+
+
+def _data(config, source, feature_spec, kind, statistics):
+  """The TabularData of `source` with its `statistics`."""
   encoder = Encoder(feature_spec, statistics)
   label_scale = statistics.label_scale if kind == 'regression' else None
   spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,
@@ -236,7 +218,9 @@ def load(config, training=False) -> TabularData:
                          label_scale, _prior_weight_decay(statistics,
                                                           label_scale))
   return TabularData(source, spec, feature_spec, statistics,
-                     Serving(source, feature_spec, statistics, kind))
+                     Serving(source, feature_spec, statistics, kind,
+                             source.key and (source.key,
+                                             rows.key_dtype(source))))
 
 
 def _check_records(config, source, training):

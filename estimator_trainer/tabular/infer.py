@@ -64,7 +64,7 @@ MAX_CODES = 10
 def infer(source_or_files, label, weight=None, head=None,
           max_categorical=MAX_CATEGORICAL, max_codes=MAX_CODES,
           skip_unlabeled=False, max_rows=MAX_ROWS, missing_values=None,
-          flags=('--label', '--weight')):
+          flags=('--label', '--weight'), key=None):
   """(FeatureSpec, lines saying what it chose and why) of the training files
   of a TabularSource, of comma-separated globs or of a list of files;
   `label` a column (or a tuple of 0/1 columns: multilabel), `head` None to
@@ -74,7 +74,8 @@ def infer(source_or_files, label, weight=None, head=None,
   `missing_values`: the cells of a number column that are missing (with an
   empty cell; None: cell_syntax.MISSING_VALUES), kept in the spec;
   `flags`: the command's names of `label` and `weight`, which a column the
-  files lack is the usage error of."""
+  files lack is the usage error of; `key`: a column left out (a run's
+  --key_column names rows, it is no feature)."""
   if isinstance(source_or_files, str):
     files = sources.glob_files(source_or_files)
   elif isinstance(source_or_files, (list, tuple)):
@@ -119,6 +120,9 @@ def infer(source_or_files, label, weight=None, head=None,
   columns = []
   for name, values in cells.values.items():
     if name in labels or name == weight:
+      continue
+    if name == key:
+      lines.append(f'{name}: the key (--key_column), not a feature')
       continue
     column, why = infer_rules.column(name, values, cells, max_categorical)
     if column is None and sample and csv and all(
@@ -189,6 +193,8 @@ def _define_flags():
                       'tf.Example.')
   flags.DEFINE_list('label', None, 'The label column (multilabel: several).')
   flags.DEFINE_string('weight', None, 'The weight column, if any.')
+  flags.DEFINE_string('key_column', None, "A column naming the rows, left "
+                      "out of the spec (a run's --key_column).")
   flags.DEFINE_enum('head', None, spec_lib.HEADS, 'The head (default: '
                     'inferred from the label).')
   flags.DEFINE_integer('max_categorical', MAX_CATEGORICAL, 'String columns '
@@ -220,7 +226,8 @@ def main(argv):
     spec, lines = infer(values.train_files, label, values.weight,
                         values.head, values.max_categorical,
                         values.max_codes, values.skip_rows_without_label,
-                        values.max_rows or None, values.missing_values)
+                        values.max_rows or None, values.missing_values,
+                        key=values.key_column)
     outputs.write_atomic(values.output, spec_lib.to_json(spec))
     for line in lines:
       print(line)

@@ -1,6 +1,7 @@
 """The `input_fn` over a TabularSource, on the shared pipeline
 (pipeline.py): records, batched, then parsed and encoded a batch at once."""
 
+import functools
 import logging
 
 import tensorflow as tf
@@ -9,6 +10,7 @@ from estimator_trainer import models
 from estimator_trainer import pipeline
 from estimator_trainer.pipeline import ModeKeys
 from estimator_trainer.sources import TEST, TRAIN
+from estimator_trainer.tabular import rows
 from estimator_trainer.tabular.encoder import Encoder
 
 _logger = logging.getLogger(__name__)
@@ -43,8 +45,9 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
   column of any name) plus, under models.FeatureKeys.of its inputs, the
   example weights (TRAIN: the weight column's, absent without one; EVAL: 0
   for padding, else the weight column's or 1) and in EVAL the padding,
-  labels the head's (Encoder.encode_label). PREDICT: the first
-  `config.num_predictions` test examples' features.
+  labels the head's (Encoder.encode_label). PREDICT: the features of the
+  first `config.num_predictions` test examples (of --predict_files, every
+  one), each row's place and key forwarded (rows.py).
 
   TRAIN reads the pipeline's shard of the train split (cached while its
   files are at most CACHE_BYTES, shuffled, repeated, batched); EVAL each
@@ -81,8 +84,6 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
       if stage == 'parse':
         return (raw, label) if weight is None else (raw, label, weight)
       encoded = encoding(raw)
-      if mode == ModeKeys.PREDICT:  # As serving: no weight, no label.
-        return encoded
       if mask is not None:
         pipeline.eval_weights(encoded, mask, weight, keys)
       elif weight is not None:
@@ -99,7 +100,19 @@ def make_input_fn(config, global_batch_size, source, statistics, seeded=True,
                  'memory', share / 1e9, CACHE_BYTES / 1e9)
     return False
 
-  return pipeline.make_input_fn(
+  shared = pipeline.make_input_fn(
       config, global_batch_size, source.records, num_test,
       lambda: (tf.constant(source.padding_record),), batch_features, seeded,
       cache=cache)
+  key_type = source.key and rows.key_dtype(source)
+
+  def input_fn(mode, input_context=None):
+    if mode != ModeKeys.PREDICT:
+      return shared(mode, input_context)
+    ds = rows.placed(source, TEST)
+    if not config.predict_files:  # New data: every row.
+      ds = ds.take(config.num_predictions)
+    return ds.batch(global_batch_size).map(functools.partial(
+        rows.features, source, encoder or Encoder(feature_spec, statistics),
+        key_type)).prefetch(tf.data.AUTOTUNE)
+  return input_fn

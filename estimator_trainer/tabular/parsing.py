@@ -52,18 +52,20 @@ def _number(text, column, spec, unreadable_as_missing):
                   tf.strings.to_number(tf.where(absent, '0', text), dtype))
 
 
-def parse(spec, records, header=None, unreadable_as_missing=False):
+def parse(spec, records, header=None, unreadable_as_missing=False,
+          labels=True):
   """tf.string records [batch] -> (raw, label, weight): raw maps each
   feature column to its values [batch] (float32, int64 or string); the
   label [batch] (string, int64 or float32; multilabel float32 [batch,
   k]); the weight float32 [batch] or None. CSV lines if a `header` is
   given (the file's column names), else serialized tf.Examples: a CSV
   cell of a number feature as cell_syntax.py says (a missing value's
-  default, `unreadable_as_missing`: also that of one no number).
-  Graph-safe."""
+  default, `unreadable_as_missing`: also that of one no number). Without
+  `labels`, raw alone: the records need no label (new data). Graph-safe."""
+  names = spec.names if labels else [c.name for c in spec.data_columns]
   if header is not None:
-    where = {name: header.index(name) for name in spec.names}
-    names = sorted(spec.names, key=where.get)
+    where = {name: header.index(name) for name in names}
+    names = sorted(names, key=where.get)
     numbers = {c.name: c for c in spec.data_columns if c.dtype != 'string'}
     # Number features as text first: their missing values are words.
     defaults = [tf.constant([''], tf.string) if name in numbers else
@@ -74,8 +76,8 @@ def parse(spec, records, header=None, unreadable_as_missing=False):
       values[name] = _number(values[name], column, spec,
                              unreadable_as_missing)
   else:
-    values = tf.io.parse_example(records, _example_features(spec))
-  return _split(spec, values)
+    values = tf.io.parse_example(records, _example_features(spec, labels))
+  return _split(spec, values) if labels else values
 
 
 def _split(spec, values):

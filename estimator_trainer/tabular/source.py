@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from estimator_trainer import layout
 from estimator_trainer import sources
-from estimator_trainer.errors import DataError
+from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources.files import memoized
 from estimator_trainer.tabular import numpy_columns
 from estimator_trainer.tabular import parsing
@@ -49,11 +49,16 @@ class TabularSource:
   a label (an empty cell, an absent feature; any of multilabel's) are left
   out of both splits (else they fail as bad values do). With
   `unreadable_as_missing`, a CSV cell of a number feature that is no
-  number is a missing value (else an error naming it)."""
+  number is a missing value (else an error naming it). Without `labels`,
+  the files need the features alone (new data to predict on); `key`, a
+  column each file needs too (rows.py reads it)."""
 
   def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
-               skip_unlabeled=False, unreadable_as_missing=False):
+               skip_unlabeled=False, unreadable_as_missing=False,
+               labels=True, key=None):
     self.patterns = patterns
+    self.labels = labels
+    self.key = key
     self.skip_unlabeled = skip_unlabeled
     self.unreadable_as_missing = unreadable_as_missing
     self._held_out = 0
@@ -79,8 +84,7 @@ class TabularSource:
       return (f'{kind} files {patterns[sources.TRAIN]} '
               f'({self._held_out / HOLDOUT_BUCKETS:.1%} of the records held '
               'out for evaluation)')
-    return f'{kind} files {patterns[sources.TRAIN]} / {patterns[sources.TEST]}'
-
+    return f'{kind} files {" / ".join(filter(None, patterns.values()))}'
 
   @memoized
   def files(self, split):
@@ -204,21 +208,24 @@ class TabularSource:
 
   @memoized
   def check_file(self, path):
-    """DataError unless the file at `path` has the columns the spec names:
-    a CSV file in its header (at the places of the first file's), a
-    TFRecord file in its first records. Reads no more of it: a Beam worker
-    checks its own file so."""
-    if not self.is_csv:
-      keys = sources.eagerly(table_files.tfrecord_keys, path)
-      for name in self.feature_spec.names:
-        table_files.check_has(path, name, keys, table_files.SCANNED_RECORDS)
-      return
-    header = table_files.csv_header(path)
-    for name in self.feature_spec.names:
-      table_files.check_has(path, name, header)
-      if header.index(name) != self.header.index(name):
+    """DataError unless the file at `path` has the columns the spec names
+    (UsageError: the key): a CSV file in its header (at the places of the
+    first file's), a TFRecord file in its first records. Reads no more of
+    it: a Beam worker checks its own file so."""
+    data = [c.name for c in self.feature_spec.data_columns]
+    names = [*(self.feature_spec.names if self.labels else data), self.key]
+    columns = (table_files.csv_header(path) if self.is_csv else
+               sources.eagerly(table_files.tfrecord_keys, path))
+    if self.key and self.key not in columns:  # The flag's, not the data's.
+      raise UsageError(f'{path}: no column {self.key!r} (--key_column; '
+                       '--key_column= predicts without one); its columns: '
+                       f'{", ".join(columns)}')
+    for name in filter(None, names):
+      table_files.check_has(path, name, columns,
+                            None if self.is_csv else table_files.SCANNED_RECORDS)
+      if self.is_csv and columns.index(name) != self.header.index(name):
         raise DataError(
-            f'{path}: column {name!r} is its column {header.index(name) + 1}'
+            f'{path}: column {name!r} is its column {columns.index(name) + 1}'
             f' but column {self.header.index(name) + 1} of '
             f'{self._first_file}; every CSV file needs the '
             "feature spec's columns at the same places")
@@ -274,8 +281,7 @@ class TabularSource:
     return table.example(values)
 
   def parse(self, records):
-    """tf.string records [batch] -> (raw, label, weight) (parsing.parse).
-    Graph-safe."""
+    """tf.string records [batch] -> (raw, label, weight): parsing.parse."""
     return parsing.parse(self.feature_spec, records,
                          self.header if self.is_csv else None,
                          self.unreadable_as_missing)
@@ -284,8 +290,7 @@ class TabularSource:
     return parsing.parse_examples(self.feature_spec, serialized, labels)
 
   def columns(self, split, files=None):
-    """The whole split as numpy, every value checked
-    (numpy_columns.read)."""
+    """The whole split as numpy, every value checked (numpy_columns)."""
     return numpy_columns.read(self, split, files)
 
   def column_chunks(self, split, files=None):

@@ -128,13 +128,16 @@ def final_evaluation(config):
 
 
 def predict(config):
-  """--mode predict: the first `num_predictions` test images' classes and
-  probabilities, written as the estimator engine writes them."""
+  """--mode predict: the first `num_predictions` test examples' (or every
+  --predict_files record's) predictions, each with its forwarded key and
+  place, written as the estimator engine writes them."""
   checkpoints.require_checkpoint(config.model_dir)
   job = job_lib.Job(config, training=False)
   job.restore()
-  batches = ({name: values.numpy() for name, values in job.head.predictions(
-      job.model(job.feature_keys.inputs(features), training=False)).items()}
+  keys = job.feature_keys
+  batches = ({name: values.numpy() for name, values in keys.with_forwarded(
+      job.head.predictions(job.model(keys.inputs(features), training=False)),
+      features).items()}
              for features in job.input_fn(PREDICT))
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, (

@@ -23,6 +23,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from estimator_trainer import checkpoints
 from estimator_trainer import export_policy
 from estimator_trainer import layout
+from estimator_trainer import models
 from estimator_trainer.data import model_images
 from estimator_trainer.examples import EXAMPLES_SIGNATURE, ExampleFormat
 from estimator_trainer.tf2 import job as job_lib
@@ -63,6 +64,7 @@ class _TabularServing(tf.Module):
     super().__init__()
     self.model = model
     self.encoder = serving.encoder()  # Its lookup tables are saved too.
+    self._keys = models.FeatureKeys.of(self.encoder.inputs)
     self._head = head
     self._serving = serving
     self.serve_examples = tf.function(
@@ -83,8 +85,12 @@ class _TabularServing(tf.Module):
     return self._head.serving_outputs(self._serve_examples(inputs))[name]
 
   def _predictions(self, raw):
-    return self._head.predictions(self.model(self.encoder(raw),
-                                             training=False))
+    """The head's predictions, and the key (canned forward_features: the
+    predict signatures return it; classify and regress cannot, since
+    TensorFlow Serving takes one or two outputs of the one and one of the
+    other)."""
+    return self._keys.with_forwarded(self._head.predictions(self.model(
+        self.encoder(raw), training=False)), self._serving.forwarded(raw))
 
   def _serve_raw(self, inputs):
     return self._predictions({
