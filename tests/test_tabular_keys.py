@@ -122,6 +122,16 @@ def test_a_key_survives_to_the_predictions_and_the_predict_signatures(
       a=tf.constant(table['a'], tf.float32), b=tf.constant(table['b']),
       id=tf.constant(table['id']))
   assert [v.decode() for v in raw['id'].numpy()] == ids
+  # Without the key, predict serves an empty one; classify never reads it
+  # (here an int64 where the export's is a string).
+  unkeyed = {name: values for name, values in table.items() if name != 'id'}
+  out = served['predict'](examples=tf.constant(examples(unkeyed)))
+  assert out['id'].numpy().tolist() == [b''] * len(ids)
+  classified = served['classification'](inputs=tf.constant(examples(
+      dict(table, id=np.arange(len(ids))))))
+  np.testing.assert_allclose(
+      classified['scores'].numpy(),
+      [line['probabilities'] for line in lines[:5]], atol=1e-5)
 
 
 @pytest.mark.slow
