@@ -32,25 +32,29 @@ def require_writable_dir(path):
 
 
 def write_atomic(path, data):
-  """Writes `data` (str or bytes) to `path` through a temporary file and a
+  """Writes `data` (str or bytes, or an iterable of str: written as it
+  comes, in bounded memory) to `path` through a temporary file and a
   rename: readers see the old file or the whole new one, never a part.
 
   `path` may be local or, through tf.io.gfile, a URL (gs://...); local paths
   need no TensorFlow (scripts that never load it use this too).
   """
   binary = isinstance(data, bytes)
+  chunks = [data] if isinstance(data, (str, bytes)) else data
   tmp = f'{path}.tmp-{os.getpid()}'
   if '://' in path:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     with tf.io.gfile.GFile(tmp, 'wb' if binary else 'w') as f:
-      f.write(data)
+      for chunk in chunks:
+        f.write(chunk)
     tf.io.gfile.rename(tmp, path, overwrite=True)
     return
   if os.path.dirname(path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
   try:
     with open(tmp, 'wb' if binary else 'w') as f:
-      f.write(data)
+      for chunk in chunks:
+        f.write(chunk)
     os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(OSError):
@@ -122,11 +126,17 @@ def _prediction_line(index, prediction):
 
 
 def write_predictions(path, predictions):
-  """Writes JSON lines of `predictions` (_prediction_line) to `path`."""
-  lines = [json.dumps(_prediction_line(i, p))
-           for i, p in enumerate(predictions)]
-  write_atomic(path, ''.join(line + '\n' for line in lines))
-  return len(lines)
+  """Writes JSON lines of `predictions` (_prediction_line; an iterable, of
+  any length: --predict_files' every record) to `path`, as they come;
+  returns how many."""
+  count = 0
+
+  def lines():
+    nonlocal count
+    for count, prediction in enumerate(predictions, 1):
+      yield json.dumps(_prediction_line(count - 1, prediction)) + '\n'
+  write_atomic(path, lines())
+  return count
 
 
 @contextlib.contextmanager

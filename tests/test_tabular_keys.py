@@ -197,3 +197,29 @@ def test_the_flags_are_checked_up_front(values, message):
   with pytest.raises(UsageError, match=message):
     TrainConfig(model_dir='/tmp/x', **values)
 
+
+
+def test_predictions_are_written_as_they_come_and_never_in_part(tmp_path):
+  """write_predictions streams its lines into the temporary file (so that
+  every record of --predict_files needs no list of them in memory), and a
+  failure on the way leaves neither a part nor the temporary file."""
+  from estimator_trainer import outputs  # pylint: disable=g-import-not-at-top
+  path = tmp_path / 'p.jsonl'
+  seen = []
+
+  def predictions(fail_at=None):
+    for i in range(3):
+      if i == fail_at:
+        raise ValueError('bad row')
+      # Asked for while the temporary file is open, not all before it.
+      seen.append(bool(list(tmp_path.glob('p.jsonl.tmp-*'))))
+      yield {'predictions': np.array([i / 3], np.float32),
+             'file': b'a.csv', 'line': i + 2}
+  assert outputs.write_predictions(str(path), predictions()) == 3
+  assert seen == [True] * 3
+  assert [json.loads(line) for line in path.read_text().splitlines()][1] == {
+      'index': 1, 'file': 'a.csv', 'line': 3, 'predictions': [0.333333]}
+  with pytest.raises(ValueError, match='bad row'):
+    outputs.write_predictions(str(path), predictions(fail_at=2))
+  assert len(path.read_text().splitlines()) == 3  # The earlier file, whole.
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['p.jsonl']
