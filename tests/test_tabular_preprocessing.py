@@ -719,7 +719,9 @@ def test_columns_named_weight_and_padding_are_features_beside_the_weights(
   np.testing.assert_array_equal(weights, [11, 12, 13, 14, 15, 0, 0, 0])
   assert_columns(features[0], rows[:4])
   predicted = next(iter(input_fn(ModeKeys.PREDICT)))
-  assert set(predicted) == columns
+  # Beside them, each row's place, forwarded to its prediction (issue 74).
+  assert set(predicted) == columns | {keys.forward + 'file',
+                                      keys.forward + 'line'}
   assert_columns(predicted, predicted[ID].numpy()[:, 0])
 
 
