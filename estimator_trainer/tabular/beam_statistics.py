@@ -20,37 +20,19 @@ Needs the `beam` extra (pip install estimator-trainer[beam]). Exit codes:
 """
 
 import argparse
-import re
 import sys
-
-import apache_beam as beam
 
 from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import sources
 from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import beam_pipeline
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics
 from estimator_trainer.tabular.source import TabularSource
 from estimator_trainer.tabular.statistics import beam_transforms
 from estimator_trainer.tabular.statistics import split_summary
 from estimator_trainer.tabular.statistics import training_files
-
-
-# A package error as a worker process's runner relays it: in the text of a
-# RuntimeError, the worker's whole traceback.
-_WORKER_ERROR = re.compile(
-    r'^estimator_trainer\.errors\.(DataError|UsageError): (.+)$', re.M)
-
-
-def _worker_error(error):
-  """The DataError or UsageError a worker raised, from the `error` the
-  runner raised here; None if it relays none."""
-  found = _WORKER_ERROR.findall(str(error))
-  if not found:
-    return None
-  kind, message = found[-1]
-  return getattr(errors, kind)(message)
 
 
 def _parse(argv):
@@ -92,19 +74,10 @@ def run(argv=None, pipeline_options=None):
           'delete it or give another --model_dir)')
     return
   statistics.remove_stale(args.model_dir, files)
-  options = pipeline_options or beam.options.pipeline_options.PipelineOptions(
-      [arg for arg in beam_args if arg != '--'])
-  try:
-    with beam.Pipeline(options=options) as pipeline:
-      beam_transforms.store(pipeline, args.model_dir, source_args, files,
-                            head)
-  except errors.TrainerError:
-    raise
-  except Exception as e:  # pylint: disable=broad-except
-    error = _worker_error(e)
-    if error is None:
-      raise
-    raise error from None
+  beam_pipeline.run(
+      pipeline_options or beam_pipeline.options(beam_args),
+      lambda pipeline: beam_transforms.store(pipeline, args.model_dir,
+                                             source_args, files, head))
   stored = statistics.read(path)
   print(f'{path}: the statistics of {stored.num_examples} training examples')
 
