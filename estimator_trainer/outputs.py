@@ -112,7 +112,14 @@ def _prediction_line(index, prediction):
     return {'index': index, 'class': int(prediction['classes']),
             'probabilities': [round(float(x), 6)
                               for x in prediction['probabilities']]}
-  line = {'index': index}
+  return {'index': index, **prediction_fields(prediction)}
+
+
+def prediction_fields(prediction):
+  """A prediction's values by name, as JSON takes them: lists, strings
+  decoded, floats to 6 decimals (predictions.jsonl's, and Beam scoring's
+  lines)."""
+  fields = {}
   for name, values in sorted(prediction.items()):
     values = getattr(values, 'tolist', lambda v=values: v)()
     if isinstance(values, list):
@@ -121,8 +128,8 @@ def _prediction_line(index, prediction):
                 for value in values]
     elif isinstance(values, bytes):  # A forwarded key or file, as given.
       values = values.decode()
-    line[name] = values
-  return line
+    fields[name] = values
+  return fields
 
 
 def write_predictions(path, predictions):

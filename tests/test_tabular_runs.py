@@ -12,6 +12,7 @@ import logging
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
 
 from absl import flags
@@ -35,6 +36,7 @@ from estimator_trainer.tabular import statistics
 from estimator_trainer.tf2 import migration
 import cli_config
 import engine_params
+import kept_output
 import tabular_sets
 import warm_process
 from tabular_sets import examples
@@ -441,6 +443,117 @@ def test_tfx_bsl_run_inference_dispatches_on_the_methods(trained, sets,
       logs = (pipeline | beam.Create([tf.train.Example.FromString(
           record) for record in serialized]) | RunInference(spec))
       beam_util.assert_that(logs, check)
+
+
+# --- Batch scoring on Beam (issue 74, item 3) --------------------------------
+
+
+def _mode_predict(model_dir, data, tmp_path):
+  """--mode=predict's lines of the eval files, in their order."""
+  path = tmp_path / 'predictions.jsonl'
+  cli_config.run_in_process([
+      f'--model_dir={model_dir}', '--mode=predict', '--num_predictions=10000',
+      f'--train_files={data.train_files}', f'--eval_files={data.eval_files}',
+      f'--feature_spec={data.feature_spec}', f'--predictions_file={path}'])
+  return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _scored(prefix):
+  """key -> the rest of its line, of beam_scoring's files `prefix`-*."""
+  lines = [json.loads(line) for path in pathlib.Path(prefix).parent.glob(
+      f'{pathlib.Path(prefix).name}-*-of-*.jsonl')
+           for line in path.read_text().splitlines()]
+  scored = {line.pop('key'): line for line in lines}
+  assert len(scored) == len(lines)
+  return scored
+
+
+def _assert_scored_as_predicted(scored, predicted, data):
+  """Line i of --mode=predict is the eval file's record i: line i + 2 of
+  a CSV file (after its header), record i + 1 of TFRecords."""
+  first = 2 if data.eval_files.endswith('.csv') else 1
+  assert len(predicted) == len(data.eval_rows[next(iter(data.eval_rows))])
+  for line in predicted:
+    beam = scored[f'{data.eval_files}:{line.pop("index") + first}']
+    assert set(beam) == set(line)
+    for name, values in line.items():
+      if isinstance(values[0], float):  # Both rounded to 6 decimals.
+        np.testing.assert_allclose(beam[name], values, rtol=1e-6, atol=1e-6,
+                                   err_msg=name)
+      else:
+        assert beam[name] == values, name
+
+
+@pytest.mark.parametrize('name, engine', [
+    pytest.param('binary', 'estimator', marks=pytest.mark.estimator),
+    ('multiclass', 'ctl')])
+def test_beam_scoring_gives_mode_predicts_answers(trained, sets, name,
+                                                  engine, tmp_path):
+  """A CSV table (string labels, a string column) scored by an estimator
+  export, TFRecords (a hashed integer column) by a TF2 one, on
+  DirectRunner in this process: every row's predictions those of
+  --mode=predict (measured: at most one float32 ulp of a logit apart)."""
+  pytest.importorskip('tfx_bsl')
+  from estimator_trainer.tabular import beam_scoring  # pylint: disable=g-import-not-at-top
+  data, model_dir = sets[name], trained(name, engine)
+  prefix = tmp_path / 'scores' / 'part'
+  beam_scoring.run([f'--model_dir={model_dir}', f'--input={data.eval_files}',
+                    f'--output={prefix}', '--num_shards=2'])
+  assert len(list(prefix.parent.glob('part-*-of-00002.jsonl'))) == 2
+  _assert_scored_as_predicted(_scored(prefix), _mode_predict(
+      model_dir, data, tmp_path), data)
+
+
+@pytest.mark.estimator
+def test_beam_scoring_runs_in_worker_processes(trained, sets, tmp_path):
+  """DirectRunner's multi-processing mode pickles the transforms to 2
+  worker processes, as a distributed runner does, each loading the model
+  once: two files scored, the eval file's answers --mode=predict's."""
+  pytest.importorskip('tfx_bsl')
+  data, model_dir = sets['binary'], trained('binary', 'estimator')
+  prefix = tmp_path / 'scores' / 'part'
+  command = [sys.executable, '-m', 'estimator_trainer.tabular.beam_scoring',
+             f'--model_dir={model_dir}',
+             f'--input={data.eval_files},{data.train_files}',
+             f'--output={prefix}', '--', '--direct_num_workers=2',
+             '--direct_running_mode=multi_processing']
+  result = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600, check=False)
+  kept_output.keep(command, result.stdout, result.stderr,
+                   f'exit code {result.returncode}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  scored = _scored(prefix)
+  with open(data.train_files) as f:
+    assert len([key for key in scored if key.startswith(
+        f'{data.train_files}:')]) == len(f.readlines()) - 1
+  _assert_scored_as_predicted(scored, _mode_predict(model_dir, data,
+                                                    tmp_path), data)
+
+
+@pytest.mark.estimator
+def test_beam_scorings_bad_cell_is_the_commands_one_line(trained, sets,
+                                                         tmp_path, capsys,
+                                                         monkeypatch):
+  pytest.importorskip('tfx_bsl')
+  from estimator_trainer.tabular import beam_scoring  # pylint: disable=g-import-not-at-top
+  data, model_dir = sets['binary'], trained('binary', 'estimator')
+  with open(data.eval_files) as f:
+    lines = f.readlines()
+  lines[3] = lines[3].replace(',', ',x', 1)  # Its second cell: no number.
+  bad = tmp_path / 'bad.csv'
+  bad.write_text(''.join(lines))
+  monkeypatch.setattr(sys, 'argv', [
+      'beam_scoring', f'--model_dir={model_dir}', f'--input={bad}',
+      f'--output={tmp_path / "out"}'])
+  with pytest.raises(SystemExit) as exited:
+    beam_scoring.main()
+  assert exited.value.code == 1
+  column = lines[0].split(',')[1]
+  value = lines[3].split(',')[1]
+  assert capsys.readouterr().err == (
+      f"error: {bad} line 4, column {column!r}: {value!r} is not a number "
+      "(--unreadable_as_missing reads such cells as missing) [while running "
+      "'Read']\n")
 
 
 # --- docs/guide/export.md's signature tables ---------------------------------

@@ -70,13 +70,19 @@ def chunks(source, split, files, rows):
         ', '.join(files), value, path, number)
 
 
+def features(cells, spec, unreadable_as_missing):
+  """The numpy columns of Cells `cells`' features, every value checked (a
+  bad one a DataError naming it)."""
+  cells.unreadable_as_missing = unreadable_as_missing
+  cells.missing_values = frozenset(spec.number_missing_values)
+  return {c.name: cells.typed(c.name, c.dtype, feature_default(c))
+          for c in spec.data_columns}
+
+
 def _typed(cells, spec, unreadable_as_missing, unreadable):
   """The numpy columns of Cells `cells`; counts the cells read as missing
   into `unreadable`."""
-  cells.unreadable_as_missing = unreadable_as_missing
-  cells.missing_values = frozenset(spec.number_missing_values)
-  result = {c.name: cells.typed(c.name, c.dtype, feature_default(c))
-            for c in spec.data_columns}
+  result = features(cells, spec, unreadable_as_missing)
   for name, (count, row) in cells.unreadable.items():
     first = unreadable.setdefault(name, [0, cells.values[name][row],
                                          cells.files[cells.file_index[row]],

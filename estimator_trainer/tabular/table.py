@@ -16,8 +16,8 @@ from estimator_trainer.tabular import table_files
 from estimator_trainer.tabular.table_cells import NOT, Cells
 
 _BATCH = 4096
-_LISTS = {'float32': 'float_list', 'int64': 'int64_list',
-          'string': 'bytes_list'}
+LISTS = {'float32': 'float_list', 'int64': 'int64_list',
+         'string': 'bytes_list'}
 # A line whose quotes TensorFlow's decode_csv reads: only around whole
 # fields, doubled inside them (Python's csv reads more).
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'
@@ -195,7 +195,7 @@ def _value(cells, row, name, feature, dtypes):
       value = value.decode('utf-8')
     except UnicodeDecodeError:
       cells.fail(row, name, f'{value!r} is not UTF-8 text')
-  wanted = (_LISTS[dtypes[name]] if dtypes else
+  wanted = (LISTS[dtypes[name]] if dtypes else
             cells.kinds.setdefault(name, kind))
   if kind != wanted:
     if dtypes and kind == 'bytes_list':

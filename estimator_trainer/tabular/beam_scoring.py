@@ -1,0 +1,121 @@
+"""Batch scoring on Apache Beam: files of any size (CSV or TFRecords of
+tf.Example, as training reads them) scored by a model_dir's exported
+SavedModel through RunInference (tfx-bsl's SavedModel handler: its
+`predict` signature, one model per worker process), written as sharded
+JSON lines, each the row's key and its predictions as `--mode=predict`
+writes them (the transforms: scoring_transforms.py).
+
+    python -m estimator_trainer.tabular.beam_scoring \\
+        --model_dir=gs://bucket/model --input='gs://bucket/new-*.csv' \\
+        --output=gs://bucket/scores/part [--saved_model=EXPORT] \\
+        [--key_column=NAME] [--num_shards=N] [--unreadable_as_missing] \\
+        -- BEAM_OPTIONS
+
+A CSV row becomes a tf.Example by the model_dir's stored feature spec
+(its features alone: the label may be absent). Beam's own options pick
+the runner, as for beam_statistics.py: none (DirectRunner, here), or e.g.
+`--runner=DataflowRunner --project=P --region=R --temp_location=gs://...`,
+`--runner=FlinkRunner --flink_master=HOST:PORT`, `--runner=SparkRunner`.
+Needs the `beam` extra (pip install estimator-trainer[beam]). Exit codes:
+0, 1 data error, 2 usage error.
+"""
+
+import argparse
+import os
+import sys
+
+import tensorflow as tf
+
+from estimator_trainer import errors
+from estimator_trainer import layout
+from estimator_trainer import sources
+from estimator_trainer.errors import UsageError
+from estimator_trainer.tabular import beam_pipeline
+from estimator_trainer.tabular import scoring_transforms
+from estimator_trainer.tabular import spec as spec_lib
+
+
+def _parse(argv):
+  parser = argparse.ArgumentParser(
+      prog='python -m estimator_trainer.tabular.beam_scoring',
+      description=__doc__.split('\n', 1)[0])
+  parser.add_argument('--model_dir', required=True,
+                      help='A trained model_dir of structured data: its '
+                      'stored feature spec, its newest export.')
+  parser.add_argument('--input', required=True,
+                      help='Comma-separated globs of the files to score.')
+  parser.add_argument('--output', required=True,
+                      help='The JSON lines files\' prefix: '
+                      'OUTPUT-SSSSS-of-NNNNN.jsonl.')
+  parser.add_argument('--saved_model',
+                      help="An export to score with (default: the model_dir's"
+                      ' newest, of export/*/<timestamp>).')
+  parser.add_argument('--key_column',
+                      help='The column whose value keys each row (default: '
+                      'FILE:LINE for CSV, FILE:RECORD for TFRecords).')
+  parser.add_argument('--num_shards', type=int, default=0,
+                      help='Output files (0: the runner decides).')
+  parser.add_argument('--unreadable_as_missing', action='store_true',
+                      default=None, help="A CSV number cell that is no "
+                      "number is missing (default: the model_dir's run's).")
+  return parser.parse_known_args(argv)
+
+
+def newest_export(model_dir):
+  """The newest SavedModel of model_dir's exporters (final, best, latest,
+  manual), by its timestamp."""
+  exports = tf.io.gfile.glob(os.path.join(layout.export_dir(model_dir, '*'),
+                                          '*'))
+  exports = [path for path in exports
+             if os.path.basename(path.rstrip('/')).isdigit()]
+  if not exports:
+    raise UsageError(f'{model_dir} holds no export (export/*/<timestamp>): '
+                     'train with --export=final, run --mode=export on it, or '
+                     'give --saved_model')
+  return max(exports, key=lambda path: int(os.path.basename(path)))
+
+
+def _recorded_unreadable_as_missing(model_dir):
+  record = layout.read_model_file(model_dir) or {}
+  return bool((record.get('run') or {}).get('unreadable_as_missing'))
+
+
+def run(argv=None, pipeline_options=None):
+  """Runs the pipeline of command line `argv`; the rest of it are Beam's
+  pipeline options (or `pipeline_options`). Returns the saved model
+  used."""
+  args, beam_args = _parse(argv)
+  stored = layout.stored_feature_spec(args.model_dir)
+  if stored is None:
+    raise UsageError(f'{args.model_dir} holds no feature spec '
+                     f'({layout.feature_spec_file(args.model_dir)}): not a '
+                     'model_dir of structured data that trained')
+  feature_spec = spec_lib.read(stored)
+  saved_model = args.saved_model or newest_export(args.model_dir)
+  unreadable_as_missing = args.unreadable_as_missing
+  if unreadable_as_missing is None:
+    unreadable_as_missing = _recorded_unreadable_as_missing(args.model_dir)
+  try:
+    scoring_transforms.model_handler(saved_model)
+  except (ValueError, OSError, tf.errors.OpError) as e:
+    raise UsageError(f"--saved_model={saved_model}: no 'predict' signature "
+                     'of serialized tf.Examples to score with '
+                     f'({errors.first_line(e)})') from None
+  files = sources.glob_files(args.input)
+  print(f'Scoring {len(files)} files with {saved_model}')
+  beam_pipeline.run(
+      pipeline_options or beam_pipeline.options(beam_args),
+      lambda pipeline: scoring_transforms.score(
+          pipeline, files, feature_spec, saved_model, args.output,
+          args.num_shards, args.key_column, unreadable_as_missing))
+  print(f'Wrote the predictions to {args.output}-*.jsonl')
+  return saved_model
+
+
+def main():
+  with errors.reported():
+    run(sys.argv[1:])
+
+
+if __name__ == '__main__':
+  main()
