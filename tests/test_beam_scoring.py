@@ -134,11 +134,14 @@ def test_a_prediction_line_is_predictions_jsonl_s():
   for name, value in (('probabilities', np.array([[0.25, 0.7500004]],
                                                  np.float32)),
                       ('class_ids', np.array([[1]])),
+                      ('all_class_ids', np.array([[0, 1]], np.int32)),
                       ('classes', np.array([[b'yes']]))):
+    # As tfx-bsl writes a row's (packed bytes or a list of values).
     outputs[name].CopyFrom(tf.make_tensor_proto(value))
+  outputs['logits'].CopyFrom(tf.make_tensor_proto(1.5, shape=[1, 2]))
   assert json.loads(scoring_transforms.prediction_line(('f.csv:2', log))) == {
-      'key': 'f.csv:2', 'class_ids': [1], 'classes': ['yes'],
-      'probabilities': [0.25, 0.75]}
+      'key': 'f.csv:2', 'class_ids': [1], 'all_class_ids': [0, 1],
+      'classes': ['yes'], 'logits': [1.5, 1.5], 'probabilities': [0.25, 0.75]}
 
 
 def test_the_newest_export_is_scored_unless_one_is_given(tmp_path):
