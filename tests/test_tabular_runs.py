@@ -534,6 +534,7 @@ def test_beam_scoring_runs_in_worker_processes(trained, sets, tmp_path):
 def test_beam_scorings_bad_cell_is_the_commands_one_line(trained, sets,
                                                          tmp_path, capsys,
                                                          monkeypatch):
+  """Training's check's line, exit 1, no traceback; no output files."""
   pytest.importorskip('tfx_bsl')
   from estimator_trainer.tabular import beam_scoring  # pylint: disable=g-import-not-at-top
   data, model_dir = sets['binary'], trained('binary', 'estimator')
@@ -554,6 +555,7 @@ def test_beam_scorings_bad_cell_is_the_commands_one_line(trained, sets,
       f"error: {bad} line 4, column {column!r}: {value!r} is not a number "
       "(--unreadable_as_missing reads such cells as missing) [while running "
       "'Read']\n")
+  assert not list(tmp_path.glob('out*.jsonl'))  # Not half the predictions.
 
 
 # --- docs/guide/export.md's signature tables ---------------------------------
