@@ -54,11 +54,20 @@ def _run(command, what):
   return wall, _cpu_seconds() - cpu, peak / 2**30
 
 
+def _write(data_dir, rows, num_shards):
+  """A census-like set written once, in a process of its own: written
+  here, its memory would be every later run's peak RSS
+  (runs.wait_with_rusage)."""
+  if not os.path.exists(os.path.join(data_dir, census.FEATURE_SPEC_FILE)):
+    _run(['-c', 'from estimator_trainer.benchmark import census; '
+          f'census.write({data_dir!r}, {rows}, num_shards={num_shards}, '
+          'missing=0.05)'], 'writing the rows')
+
+
 def _model(work_dir, train_steps):
   """A model_dir trained and exported once: its training flags."""
   data_dir = os.path.join(work_dir, 'train_data')
-  if not os.path.exists(os.path.join(data_dir, census.FEATURE_SPEC_FILE)):
-    census.write(data_dir, _TRAIN_ROWS, num_shards=2, missing=0.05)
+  _write(data_dir, _TRAIN_ROWS, 2)
   flags = [f'--train_files={census.files(data_dir, "train", "csv")}',
            f'--feature_spec={os.path.join(data_dir, census.FEATURE_SPEC_FILE)}']
   model_dir = os.path.join(work_dir, 'model')
@@ -110,8 +119,7 @@ def main(argv=None):
         flush=True)
   for rows in (int(r) for r in args.rows.split(',')):
     data_dir = os.path.join(args.work_dir, f'rows{rows}')
-    if not os.path.exists(os.path.join(data_dir, census.FEATURE_SPEC_FILE)):
-      census.write(data_dir, rows, num_shards=_SHARDS, missing=0.05)
+    _write(data_dir, rows, _SHARDS)
     for file_format in args.formats.split(','):
       files = census.files(data_dir, 'train', file_format)
       out_dir = os.path.join(args.work_dir, f'out{rows}{file_format}')
