@@ -119,6 +119,13 @@ def test_tfrecords_pass_as_they_are_keyed_by_record(tmp_path):
     _examples(path, 'x2')
   assert str(raised.value) == (f"{path} record 1: feature 'x2' (the "
                                '--key_column) needs one value, has none')
+  with tf.io.TFRecordWriter(str(path)) as writer:  # A feature of no list.
+    writer.write(tf.train.Example(features={'feature': {
+        'id': tf.train.Feature()}}).SerializeToString())
+  with pytest.raises(DataError) as raised:
+    _examples(path, 'id')
+  assert str(raised.value) == (f"{path} record 1: feature 'id' (the "
+                               '--key_column) needs one value, has none')
   with tf.io.TFRecordWriter(str(path)) as writer:
     writer.write(b'\x01not an example')
   with pytest.raises(DataError) as raised:

@@ -137,7 +137,8 @@ class KeyedExamples(beam.DoFn):
     if not self._key:
       return f'{path}:{number}'
     feature = example.features.feature.get(self._key)
-    values = feature and getattr(feature, feature.WhichOneof('kind')).value
+    kind = feature.WhichOneof('kind') if feature else None
+    values = getattr(feature, kind).value if kind else ()
     if not values or len(values) > 1:
       raise DataError(f'{path} record {number}: feature {self._key!r} (the '
                       '--key_column) needs one value, has '
