@@ -55,7 +55,8 @@ def test_a_csv_row_is_the_example_training_parses(tmp_path):
   path = tmp_path / 'new.csv'
   path.write_bytes(CSV.encode())
   keyed = _examples(path)
-  assert [key for key, _ in keyed] == [f'{path}:2', f'{path}:3', f'{path}:5']
+  assert [key for key, _ in keyed] == [(('file', str(path)), ('line', line))
+                                       for line in (2, 3, 5)]
   source = TabularSource({sources.TRAIN: str(path), sources.TEST: str(path)},
                          SPEC)
   raw, _, _ = source.parse(tf.constant([line for line in CSV.split('\r\n')
@@ -71,7 +72,9 @@ def test_a_csv_row_is_the_example_training_parses(tmp_path):
 def test_a_key_column_keys_the_rows_and_needs_no_label(tmp_path):
   path = tmp_path / 'new.csv'
   path.write_text('x,s,n,id\n1,a,2,k1\n2,b,3,k2\n')  # Another order.
-  assert [key for key, _ in _examples(path, 'id')] == ['k1', 'k2']
+  assert [key for key, _ in _examples(path, 'id')] == [
+      (('file', str(path)), ('line', 2), ('id', 'k1')),
+      (('file', str(path)), ('line', 3), ('id', 'k2'))]
   path.write_text('x,s,n,id\n1,a,2,k1\n2,b,3,\n')
   with pytest.raises(DataError) as raised:
     _examples(path, 'id')
@@ -112,9 +115,10 @@ def test_tfrecords_pass_as_they_are_keyed_by_record(tmp_path):
   with tf.io.TFRecordWriter(str(path)) as writer:
     for record in records:
       writer.write(record)
-  assert _examples(path) == [(f'{path}:1', records[0]),
-                             (f'{path}:2', records[1])]
-  assert [key for key, _ in _examples(path, 'id')] == ['7', '9']
+  assert _examples(path) == [((('file', str(path)), ('record', 1)), records[0]),
+                             ((('file', str(path)), ('record', 2)), records[1])]
+  assert [key[-1] for key, _ in _examples(path, 'id')] == [('id', 7),
+                                                           ('id', 9)]
   with pytest.raises(DataError) as raised:
     _examples(path, 'x2')
   assert str(raised.value) == (f"{path} record 1: feature 'x2' (the "
@@ -134,7 +138,8 @@ def test_tfrecords_pass_as_they_are_keyed_by_record(tmp_path):
 
 
 def test_a_prediction_line_is_predictions_jsonl_s():
-  """The key, then each output as --mode=predict writes it."""
+  """The row's place and key and each output as --mode=predict writes
+  them, by name."""
   from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=g-import-not-at-top
   log = prediction_log_pb2.PredictionLog()
   outputs = log.predict_log.response.outputs
@@ -146,9 +151,13 @@ def test_a_prediction_line_is_predictions_jsonl_s():
     # As tfx-bsl writes a row's (packed bytes or a list of values).
     outputs[name].CopyFrom(tf.make_tensor_proto(value))
   outputs['logits'].CopyFrom(tf.make_tensor_proto(1.5, shape=[1, 2]))
-  assert json.loads(scoring_transforms.prediction_line(('f.csv:2', log))) == {
-      'key': 'f.csv:2', 'class_ids': [1], 'all_class_ids': [0, 1],
-      'classes': ['yes'], 'logits': [1.5, 1.5], 'probabilities': [0.25, 0.75]}
+  key = (('file', 'f.csv'), ('line', 2), ('id', 'a7'))
+  line = scoring_transforms.prediction_line((key, log))
+  assert json.loads(line) == {
+      'file': 'f.csv', 'line': 2, 'id': 'a7', 'class_ids': [1],
+      'all_class_ids': [0, 1], 'classes': ['yes'], 'logits': [1.5, 1.5],
+      'probabilities': [0.25, 0.75]}
+  assert list(json.loads(line)) == sorted(json.loads(line))  # As predict's.
 
 
 def test_the_newest_export_is_scored_unless_one_is_given(tmp_path):
@@ -199,3 +208,12 @@ def test_a_saved_model_that_cannot_score_is_refused(tmp_path):
   assert str(raised.value) == (
       f"--saved_model={tmp_path}/floats: no 'predict' signature of serialized "
       'tf.Examples to score with (Input dtype is expected to be 7, got 1)')
+  # A --key_column that a line has as a field already: the place's, or a
+  # prediction's.
+  for name in ('line', 'y'):
+    with pytest.raises(UsageError) as raised:
+      beam_scoring._check_key(name, str(tmp_path / 'floats'))  # pylint: disable=protected-access
+    assert str(raised.value) == (
+        f"--key_column={name}: each line has a field of that name already "
+        "(the row's place: file, line, record; the predictions: y)")
+  beam_scoring._check_key('id', str(tmp_path / 'floats'))  # pylint: disable=protected-access

@@ -161,7 +161,13 @@ _ARGPARSE_COMMANDS = {
     'scripts/local_cluster.py': [str(REPO / 'scripts' / 'local_cluster.py')],
     'estimator_trainer.benchmark.statistics_pass': [
         '-m', 'estimator_trainer.benchmark.statistics_pass'],
+    'estimator_trainer.benchmark.scoring': [
+        '-m', 'estimator_trainer.benchmark.scoring'],
+    'estimator_trainer.tabular.beam_scoring': [
+        '-m', 'estimator_trainer.tabular.beam_scoring'],
 }
+# Commands whose words after ` -- ` are Beam's pipeline options.
+_BEAM_COMMANDS = ('estimator_trainer.tabular.beam_scoring',)
 _COMMAND = re.compile('|'.join(re.escape(name) for name in
                                [*_ABSL_COMMANDS, *_ARGPARSE_COMMANDS]))
 _FLAG = re.compile(r'(?<![\w-])--([a-z][a-z0-9_]*)')
@@ -191,7 +197,7 @@ def _help_flags(argv, help_flag, pattern):
 def _commands(code):
   """(command, flag names) of each command line of a shell or YAML block:
   lines joined at backslashes; a local_cluster's flags after `--` are the
-  trainer's."""
+  trainer's, a Beam command's Beam's own."""
   code = re.sub(r'\\\n', ' ', code)
   for line in code.splitlines():
     line = line.split(' #')[0]
@@ -202,6 +208,8 @@ def _commands(code):
     if command == 'scripts/local_cluster.py' and ' -- ' in f'{rest} ':
       rest, trainer = f'{rest} '.split(' -- ', 1)
       yield 'estimator_trainer.run', _FLAG.findall(trainer)
+    if command in _BEAM_COMMANDS:
+      rest = f'{rest} '.split(' -- ', 1)[0]
     yield command, _FLAG.findall(rest)
 
 

@@ -459,11 +459,13 @@ def _mode_predict(model_dir, data, tmp_path):
 
 
 def _scored(prefix):
-  """key -> the rest of its line, of beam_scoring's files `prefix`-*."""
+  """(file, line or record) -> the rest of its line, of beam_scoring's
+  files `prefix`-*."""
   lines = [json.loads(line) for path in pathlib.Path(prefix).parent.glob(
       f'{pathlib.Path(prefix).name}-*-of-*.jsonl')
            for line in path.read_text().splitlines()]
-  scored = {line.pop('key'): line for line in lines}
+  scored = {(line.pop('file'), line.pop('line', None) or line.pop('record')):
+            line for line in lines}
   assert len(scored) == len(lines)
   return scored
 
@@ -474,7 +476,7 @@ def _assert_scored_as_predicted(scored, predicted, data):
   first = 2 if data.eval_files.endswith('.csv') else 1
   assert len(predicted) == len(data.eval_rows[next(iter(data.eval_rows))])
   for line in predicted:
-    beam = scored[f'{data.eval_files}:{line.pop("index") + first}']
+    beam = scored[data.eval_files, line.pop('index') + first]
     assert set(beam) == set(line)
     for name, values in line.items():
       if isinstance(values[0], float):  # Both rounded to 6 decimals.
@@ -524,8 +526,8 @@ def test_beam_scoring_runs_in_worker_processes(trained, sets, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   scored = _scored(prefix)
   with open(data.train_files) as f:
-    assert len([key for key in scored if key.startswith(
-        f'{data.train_files}:')]) == len(f.readlines()) - 1
+    assert len([key for key in scored if key[0] == data.train_files]) == (
+        len(f.readlines()) - 1)
   _assert_scored_as_predicted(scored, _mode_predict(model_dir, data,
                                                     tmp_path), data)
 

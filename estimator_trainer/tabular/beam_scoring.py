@@ -2,7 +2,8 @@
 tf.Example, as training reads them) scored by a model_dir's exported
 SavedModel through RunInference (tfx-bsl's SavedModel handler: its
 `predict` signature, one model per worker process), written as sharded
-JSON lines, each the row's key and its predictions as `--mode=predict`
+JSON lines, each the row's place (file, and line or record), its key
+column's value if one is given, and its predictions, as `--mode=predict`
 writes them (the transforms: scoring_transforms.py).
 
     python -m estimator_trainer.tabular.beam_scoring \\
@@ -25,6 +26,7 @@ import os
 import sys
 
 import tensorflow as tf
+from tensorflow.python.tools import saved_model_utils  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_trainer import errors
 from estimator_trainer import layout
@@ -51,8 +53,8 @@ def _parse(argv):
                       help="An export to score with (default: the model_dir's"
                       ' newest, of export/*/<timestamp>).')
   parser.add_argument('--key_column',
-                      help='The column whose value keys each row (default: '
-                      'FILE:LINE for CSV, FILE:RECORD for TFRecords).')
+                      help="A column whose value each line carries too "
+                      "(default: the model_dir's run's; empty: none).")
   parser.add_argument('--num_shards', type=int, default=0,
                       help='Output files (0: the runner decides).')
   parser.add_argument('--unreadable_as_missing', action='store_true',
@@ -75,9 +77,22 @@ def newest_export(model_dir):
   return max(exports, key=lambda path: int(os.path.basename(path)))
 
 
-def _recorded_unreadable_as_missing(model_dir):
+def _recorded(model_dir, name):
+  """The model_dir's run's setting `name` (model.json), None without."""
   record = layout.read_model_file(model_dir) or {}
-  return bool((record.get('run') or {}).get('unreadable_as_missing'))
+  return (record.get('run') or {}).get(name)
+
+
+def _check_key(key_column, saved_model):
+  """UsageError if `key_column` is a name a line has already."""
+  signature = saved_model_utils.get_meta_graph_def(
+      saved_model, tf.saved_model.SERVING).signature_def['predict']
+  if key_column in (*scoring_transforms.PLACE,
+                    *signature.outputs):
+    raise UsageError(f'--key_column={key_column}: each line has a field of '
+                     'that name already (the row\'s place: '
+                     f'{", ".join(scoring_transforms.PLACE)}; the predictions: '
+                     f'{", ".join(sorted(signature.outputs))})')
 
 
 def run(argv=None, pipeline_options=None):
@@ -94,20 +109,26 @@ def run(argv=None, pipeline_options=None):
   saved_model = args.saved_model or newest_export(args.model_dir)
   unreadable_as_missing = args.unreadable_as_missing
   if unreadable_as_missing is None:
-    unreadable_as_missing = _recorded_unreadable_as_missing(args.model_dir)
+    unreadable_as_missing = bool(_recorded(args.model_dir,
+                                           'unreadable_as_missing'))
+  key_column = args.key_column
+  if key_column is None:
+    key_column = _recorded(args.model_dir, 'key_column')
   try:
     scoring_transforms.model_handler(saved_model)
   except (ValueError, OSError, tf.errors.OpError) as e:
     raise UsageError(f"--saved_model={saved_model}: no 'predict' signature "
                      'of serialized tf.Examples to score with '
                      f'({errors.first_line(e)})') from None
+  if key_column:
+    _check_key(key_column, saved_model)
   files = sources.glob_files(args.input)
   print(f'Scoring {len(files)} files with {saved_model}')
   beam_pipeline.run(
       pipeline_options or beam_pipeline.options(beam_args),
       lambda pipeline: scoring_transforms.score(
           pipeline, files, feature_spec, saved_model, args.output,
-          args.num_shards, args.key_column, unreadable_as_missing))
+          args.num_shards, key_column or None, unreadable_as_missing))
   print(f'Wrote the predictions to {args.output}-*.jsonl')
   return saved_model
 

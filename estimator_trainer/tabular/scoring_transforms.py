@@ -29,6 +29,8 @@ from estimator_trainer.tabular import table_files
 
 # Records parsed and keyed at a time; RunInference batches them again.
 _BATCH = 1024
+# The fields of a line that name its row, as predictions.jsonl's.
+PLACE = FILE, LINE, RECORD = ('file', 'line', 'record')
 
 
 def model_handler(saved_model):
@@ -46,10 +48,10 @@ class KeyedExamples(beam.DoFn):
   """The path of an input file -> (key, serialized tf.Example) of each of
   its records: a CSV row parsed by `feature_spec` as training parses it
   (parsing.parse; a bad cell fails naming it, as training's check does),
-  a TFRecord's record as it is. The key: the `key_column`'s value if
-  given, else `path:line` (CSV, the line's number in the file, the header
-  line 1) or `path:record` (TFRecords, from 1), as the package's errors
-  name them."""
+  a TFRecord's record as it is. The key: the row's place, (FILE, path)
+  and (LINE, its number in the file, the header line 1) or (RECORD, from
+  1), as the package's errors name them and predictions.jsonl does, and
+  (`key_column`, its value) if given."""
 
   def __init__(self, feature_spec, key_column=None,
                unreadable_as_missing=False):
@@ -92,10 +94,12 @@ class KeyedExamples(beam.DoFn):
       columns = [raw[c.name].numpy().tolist() for c in self._spec.data_columns]
       keys = keys.numpy().tolist()
       for i, (number, _) in enumerate(batch):
-        key = keys[i].decode() if self._key else f'{path}:{number}'
-        if not key:
-          raise DataError(f"{path} line {number}, column {self._key!r}: no "
-                          'value (an empty cell); each row needs its key')
+        key = ((FILE, path), (LINE, number))
+        if self._key:
+          if not keys[i]:
+            raise DataError(f'{path} line {number}, column {self._key!r}: '
+                            'no value (an empty cell); each row needs its key')
+          key += ((self._key, keys[i].decode()),)
         for place, values in zip(places, columns):
           place[0] = values[i]
         yield key, example.SerializeToString()
@@ -134,8 +138,9 @@ class KeyedExamples(beam.DoFn):
       raise DataError(f'{path}: {first_line(e.message)}') from None
 
   def _record_key(self, example, path, number):
+    key = ((FILE, path), (RECORD, number))
     if not self._key:
-      return f'{path}:{number}'
+      return key
     feature = example.features.feature.get(self._key)
     kind = feature.WhichOneof('kind') if feature else None
     values = getattr(feature, kind).value if kind else ()
@@ -144,7 +149,8 @@ class KeyedExamples(beam.DoFn):
                       '--key_column) needs one value, has '
                       f'{len(values) if values else "none"}')
     value = values[0]
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return key + ((self._key, value.decode() if isinstance(value, bytes)
+                   else value),)
 
 
 # A TensorProto's field of values and numpy dtype, by its dtype's enum
@@ -170,12 +176,14 @@ def _values(tensor):
 
 
 def prediction_line(element):
-  """(key, tfx-bsl's PredictionLog) -> a JSON line: the key and each
-  output of the predict signature, as predictions.jsonl writes them."""
+  """(key, tfx-bsl's PredictionLog) -> a JSON line: the key's fields and
+  each output of the predict signature, as predictions.jsonl writes them
+  (by name)."""
   key, log = element
   prediction = {name: _values(tensor) for name, tensor in
                 log.predict_log.response.outputs.items()}
-  return json.dumps({'key': key, **outputs.prediction_fields(prediction)})
+  line = {**outputs.prediction_fields(prediction), **dict(key)}
+  return json.dumps(dict(sorted(line.items())))
 
 
 def score(pipeline, files, feature_spec, saved_model, output, num_shards=0,
