@@ -217,3 +217,14 @@ def test_a_saved_model_that_cannot_score_is_refused(tmp_path):
         f"--key_column={name}: each line has a field of that name already "
         "(the row's place: file, line, record; the predictions: y)")
   beam_scoring._check_key('id', str(tmp_path / 'floats'))  # pylint: disable=protected-access
+
+
+def test_a_batch_is_at_most_1024_rows(tmp_path):
+  """Beam's BatchElements grew batches to 10,000 rows on a long job: 0.2
+  GB more peak RSS than batches of 500 (a batch's prediction logs)."""
+  module = tf.Module()
+  module.f = tf.function(lambda x: {'y': tf.strings.length(x)},
+                         input_signature=[tf.TensorSpec([None], tf.string)])
+  tf.saved_model.save(module, str(tmp_path), signatures={'predict': module.f})
+  handler = scoring_transforms.model_handler(str(tmp_path))
+  assert handler.batch_elements_kwargs() == {'max_batch_size': 1024}
