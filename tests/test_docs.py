@@ -159,6 +159,7 @@ for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
 # Commands of argparse, whose --help lists their flags.
 _ARGPARSE_COMMANDS = {
     'scripts/local_cluster.py': [str(REPO / 'scripts' / 'local_cluster.py')],
+    'scripts/chaos_cluster.py': [str(REPO / 'scripts' / 'chaos_cluster.py')],
     'estimator_trainer.benchmark.statistics_pass': [
         '-m', 'estimator_trainer.benchmark.statistics_pass'],
     'estimator_trainer.benchmark.scoring': [
