@@ -8,7 +8,11 @@ import json
 import os
 
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config_optimizers
 from estimator_trainer import engines
+# The optimizers' choices, read here by the fields' help and checks.
+from estimator_trainer.config_optimizers import (  # pylint: disable=unused-import
+    CONSTANT_RATE_OPTIMIZERS, OPTIMIZER_KWARGS, OPTIMIZERS)
 from estimator_trainer.errors import UsageError
 
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64
@@ -24,10 +28,8 @@ STRUCTURED_MODEL = 'linear'
 DEFAULT_LEARNING_RATE = 2e-3
 # The structured linear model's: with its prior L2 (weight_decay_of) 2,000
 # steps reach LogisticRegression's fit on the 24 real tables of
-# docs/guide/tabular.md, where 2e-3 fell short (oj) and 1e-2 too (Adam
-# moves a weight about the rate a step: creditcard's log loss 23 % above,
-# default's 9 %); canned Estimators also give the linear model a larger
-# rate than the DNN (0.2 against 0.05).
+# docs/guide/tabular.md, where 2e-3 and 1e-2 fell short (Adam moves a
+# weight about its rate a step); canned's linear rate is 0.2 (DNN 0.05).
 LINEAR_LEARNING_RATE = 5e-2
 MIN_STRUCTURED_STEPS = 2000
 # The built-in models' names (models.BUILTIN_NAMES, which imports
@@ -36,26 +38,6 @@ MODEL_NAMES = ('cnn', 'resnet20', 'linear', 'dnn', 'wide_deep')
 TRAINING_MODES = engines.TRAINING_MODES
 # What structured data's logits mean (heads/).
 HEADS = ('multiclass', 'binary', 'multilabel', 'regression')
-# The --optimizer and --linear_optimizer choices (optimizers.py builds them).
-OPTIMIZERS = ('adam', 'sgd', 'adagrad', 'ftrl')
-# The optimizers whose rate --lr_decay leaves constant: FTRL's weights are a
-# closed form of its accumulators over the current rate, so a cosine to 0
-# would end them at 0 (canned Estimators keep its rate constant too).
-CONSTANT_RATE_OPTIMIZERS = ('ftrl',)
-_INF = float('inf')
-# --optimizer_kwargs: each optimizer's further parameters, by the Keras
-# optimizers' names, that both engines' optimizers (tf.compat.v1.train's
-# and Keras's) take -> their bounds ((None, None): true or false).
-OPTIMIZER_KWARGS = {
-    'adam': {'beta_1': (0, 1), 'beta_2': (0, 1), 'epsilon': (0, _INF)},
-    'adagrad': {'initial_accumulator_value': (0, _INF)},
-    'ftrl': {'learning_rate_power': (-_INF, 0),
-             'initial_accumulator_value': (0, _INF),
-             'l1_regularization_strength': (0, _INF),
-             'l2_regularization_strength': (0, _INF),
-             'l2_shrinkage_regularization_strength': (0, _INF),
-             'beta': (0, _INF)},
-    'sgd': {'momentum': (0, 1), 'nesterov': (None, None)}}
 # The flags that only one head reads (heads/) -> that head: given to a run
 # of another head, a usage error, never shown as applied.
 HEAD_FLAGS = {'label_smoothing': 'multiclass', 'huber_delta': 'regression'}
@@ -116,30 +98,6 @@ def json_object_of(name):
 json_object = json_object_of('model_kwargs')
 
 
-def _check_optimizer_kwargs(flag, optimizer, kwargs):
-  """--optimizer_kwargs (or --linear_optimizer_kwargs) `kwargs` of
-  `optimizer` (its flag's value): OPTIMIZER_KWARGS' keys, each in its
-  bounds."""
-  if kwargs is None:
-    return
-  if optimizer is None:
-    raise UsageError(f'--{flag} needs --{flag[:-len("_kwargs")]}')
-  for key, value in kwargs.items():
-    if key not in OPTIMIZER_KWARGS[optimizer]:
-      raise UsageError(f'--{flag}: {optimizer} takes '
-                       f'{", ".join(OPTIMIZER_KWARGS[optimizer])}, not '
-                       f'{key!r}')
-    low, high = OPTIMIZER_KWARGS[optimizer][key]
-    if low is None:  # nesterov: true or false.
-      ok = isinstance(value, bool)
-    else:
-      ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and low <= value <= high)
-    if not ok:
-      bounds = 'true or false' if low is None else f'in [{low}, {high}]'
-      raise UsageError(f'--{flag}: {key} must be {bounds}, got {value!r}')
-
-
 def check(config):
   """Parses the fields that take text, checks each field's choices and
   bounds and every rule across fields (a UsageError: exit 2), and sets the
@@ -156,9 +114,7 @@ def check(config):
   if config.model is None:
     object.__setattr__(config, 'model', default_model(config.structured))
   if config.learning_rate is None:
-    object.__setattr__(config, 'learning_rate', LINEAR_LEARNING_RATE if (
-        config.structured and config.model == STRUCTURED_MODEL) else
-                       DEFAULT_LEARNING_RATE)
+    object.__setattr__(config, 'learning_rate', default_learning_rate(config))
   if not isinstance(config.model, str) and not callable(config.model):
     raise UsageError('--model must be a name, MODULE:FUNCTION or a '
                      f'builder function, got {config.model!r}')
@@ -222,9 +178,9 @@ def check(config):
         f'--label_smoothing must be < 1, got {config.label_smoothing}')
   if config.linear_learning_rate and not config.linear_optimizer:
     raise UsageError('--linear_learning_rate needs --linear_optimizer')
-  _check_optimizer_kwargs('optimizer_kwargs', config.optimizer,
+  config_optimizers.check_kwargs('optimizer_kwargs', config.optimizer,
                           config.optimizer_kwargs)
-  _check_optimizer_kwargs('linear_optimizer_kwargs', config.linear_optimizer,
+  config_optimizers.check_kwargs('linear_optimizer_kwargs', config.linear_optimizer,
                           config.linear_optimizer_kwargs)
   if config.ema_decay is not None and config.ema_decay >= 1:
     raise UsageError(f'--ema_decay must be < 1, got {config.ema_decay}')
@@ -264,6 +220,12 @@ def _check_tf2_limits(config):
         f'--early_stopping_evals: --engine={config.engine} stops on its own '
         'evaluations, which an evaluator task takes over (drop the '
         'evaluator, or use --engine=estimator)')
+
+
+def default_learning_rate(config):
+  """The rate of a run that gives none: its model's and data's."""
+  linear = config.structured and config.model == STRUCTURED_MODEL
+  return LINEAR_LEARNING_RATE if linear else DEFAULT_LEARNING_RATE
 
 
 def default_model(structured):

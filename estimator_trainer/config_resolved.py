@@ -16,7 +16,8 @@ from estimator_trainer.config_checks import (CONSTANT_RATE_OPTIMIZERS,
                                              DEFAULT_TRAIN_EPOCHS,
                                              IMAGE_LABEL_SMOOTHING,
                                              MIN_STRUCTURED_STEPS,
-                                             STRUCTURED_MODEL)
+                                             STRUCTURED_MODEL,
+                                             default_learning_rate)
 from estimator_trainer.errors import UsageError
 
 
@@ -101,10 +102,12 @@ def describe(self, model_name: str, data: str, num_replicas: int,
                'skip_rows_without_label', 'data_source', 'idx_dir',
                'batch_size_per_replica', 'global_batch_size', 'train_steps',
                'train_epochs', 'cluster'}
-  others = [f'{field.name}={getattr(self, field.name)!r}'
-            for field in dataclasses.fields(self)
-            if field.name not in described and
-            getattr(self, field.name) != field.default]
+  # The rate a run left to its model is filled in: at that, a default.
+  defaults = {field.name: field.default for field in dataclasses.fields(self)}
+  defaults['learning_rate'] = default_learning_rate(self)
+  others = [f'{name}={getattr(self, name)!r}'
+            for name, default in defaults.items()
+            if name not in described and getattr(self, name) != default]
   if others:
     parts.append(', '.join(others))
   if self.lr_decay == 'cosine' and set(CONSTANT_RATE_OPTIMIZERS) & {

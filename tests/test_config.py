@@ -252,3 +252,24 @@ def test_the_config_line_names_the_feature_spec(tmp_path):
   line = TrainConfig(model_dir='/tmp/x', train_files=str(data),
                      feature_spec='spec.json').describe('linear', 'd', 1, 64)
   assert "feature_spec='spec.json'" in line, line
+
+
+def test_the_config_line_leaves_out_the_rate_a_run_left_to_its_model(
+    tmp_path):
+  """A run that gives no --learning_rate had `learning_rate=0.002` (images,
+  dnn) or `0.05` (structured linear) on its Config line, as if given: the
+  rate is filled in on construction, so it never equalled the field's
+  default (None). A given rate, even the default's value on another model,
+  is a setting."""
+  data = tmp_path / 'd.csv'
+  data.write_text('a,y\n1,0\n')
+
+  def line(**kwargs):
+    return TrainConfig(model_dir='/tmp/x', **kwargs).describe('m', 'd', 1, 64)
+
+  assert 'learning_rate' not in line()
+  assert 'learning_rate' not in line(train_files=str(data))
+  assert 'learning_rate' not in line(train_files=str(data), model='dnn')
+  assert 'learning_rate=0.05' in line(learning_rate=0.05)
+  assert 'learning_rate=0.002' in line(train_files=str(data),
+                                       learning_rate=0.002)
