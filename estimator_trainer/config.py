@@ -18,7 +18,8 @@ from estimator_trainer import stack
 from estimator_trainer.config_checks import (  # pylint: disable=unused-import
     DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_LEARNING_RATE,
     DEFAULT_TRAIN_EPOCHS, IMAGE_LABEL_SMOOTHING, LINEAR_LEARNING_RATE,
-    MIN_STRUCTURED_STEPS, OPTIMIZERS, STRUCTURED_MODEL, check_head_flags)
+    MIN_STRUCTURED_STEPS, STRUCTURED_MODEL, check_head_flags)
+from estimator_trainer.config_optimizers import OPTIMIZER_KWARGS, OPTIMIZERS
 # A field with its flag's help, choices, bounds and parser (config_checks).
 _option = config_checks.option
 
@@ -153,7 +154,7 @@ class TrainConfig:
   optimizer_kwargs: Optional[Dict[str, Any]] = _option(
       None, "JSON object of --optimizer's further parameters, by Keras's "
       'names: ' + '; '.join(f'{name} {", ".join(keys)}' for name, keys in
-                            config_checks.OPTIMIZER_KWARGS.items()),
+                            OPTIMIZER_KWARGS.items()),
       parse=config_checks.json_object_of('optimizer_kwargs'))
   linear_optimizer_kwargs: Optional[Dict[str, Any]] = _option(
       None, '--optimizer_kwargs of --linear_optimizer.',

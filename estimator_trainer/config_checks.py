@@ -10,9 +10,6 @@ import os
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import config_optimizers
 from estimator_trainer import engines
-# The optimizers' choices, read here by the fields' help and checks.
-from estimator_trainer.config_optimizers import (  # pylint: disable=unused-import
-    CONSTANT_RATE_OPTIMIZERS, OPTIMIZER_KWARGS, OPTIMIZERS)
 from estimator_trainer.errors import UsageError
 
 DEFAULT_BATCH_SIZE_PER_REPLICA = 64

@@ -10,14 +10,14 @@ from typing import Optional
 
 from estimator_trainer import deprecation
 from estimator_trainer import layout
-from estimator_trainer.config_checks import (CONSTANT_RATE_OPTIMIZERS,
-                                             CSV_SUFFIXES,
+from estimator_trainer.config_checks import (CSV_SUFFIXES,
                                              DEFAULT_BATCH_SIZE_PER_REPLICA,
                                              DEFAULT_TRAIN_EPOCHS,
                                              IMAGE_LABEL_SMOOTHING,
                                              MIN_STRUCTURED_STEPS,
                                              STRUCTURED_MODEL,
                                              default_learning_rate)
+from estimator_trainer.config_optimizers import CONSTANT_RATE_OPTIMIZERS
 from estimator_trainer.errors import UsageError
 
 

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from estimator_trainer import config_checks
+from estimator_trainer import config_optimizers
 
 # tf.compat.v1.train.AdamOptimizer's; Keras's default is 1e-7.
 ADAM_EPSILON = 1e-8
@@ -37,13 +37,13 @@ def slots(name, kwargs=None):
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSpec:
-  """`name` (config_checks.OPTIMIZERS: Adam, SGD, and the canned
+  """`name` (config_optimizers.OPTIMIZERS: Adam, SGD, and the canned
   Estimators' defaults: Adagrad for DNNs, FTRL for linear models, whose
   sparse updates touch only the embedding rows a batch looks up) with
   `learning_rate`, decayed by a
   cosine to 0 at `decay_steps` under `lr_decay='cosine'`, constant under
-  'none' and for config_checks.CONSTANT_RATE_OPTIMIZERS (FTRL); `kwargs`,
-  its further parameters (config_checks.OPTIMIZER_KWARGS, by the Keras
+  'none' and for config_optimizers.CONSTANT_RATE_OPTIMIZERS (FTRL); `kwargs`,
+  its further parameters (config_optimizers.OPTIMIZER_KWARGS, by the Keras
   optimizer's names: FTRL's l1 and l2 strengths, SGD's momentum...)."""
 
   name: str
@@ -63,7 +63,7 @@ class OptimizerSpec:
     a closed form of its accumulators over the current rate (a rate of 0
     makes them 0)."""
     return (self.lr_decay == 'cosine' and
-            self.name not in config_checks.CONSTANT_RATE_OPTIMIZERS)
+            self.name not in config_optimizers.CONSTANT_RATE_OPTIMIZERS)
 
   @classmethod
   def from_params(cls, params):

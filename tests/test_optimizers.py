@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_trainer.config_checks import OPTIMIZERS
+from estimator_trainer.config_optimizers import OPTIMIZERS
 from estimator_trainer.optimizers import ADAM_EPSILON, OptimizerSpec
 
 STEPS = (0, 50, 100, 150)
