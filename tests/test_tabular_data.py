@@ -350,13 +350,14 @@ def test_infer_reads_integers_as_numbers_unless_named_as_ids(tmp_path):
                      'zip code': 'integer_categorical',
                      'paid': 'float_normalized'}
   assert 'level: float_normalized (10 distinct integers: numbers)' in lines
-  assert ('store_id: integer_categorical (4 distinct integers, named as '
-          'ids: codes)') in lines
+  assert ('store_id: integer_categorical (4 distinct integers named as ids '
+          '<= 100)') in lines
   distinct = len({row['StoreID'] for row in rows})  # 221: > 100.
   bins = 2 ** int(np.ceil(np.log2(2 * distinct)))
   assert {c.name: c for c in spec.columns}['StoreID'].num_bins == bins
   assert (f'StoreID: integer_hashed, num_bins {bins} ({distinct} distinct '
-          'integers, named as ids, > 100)') in lines
+          'integers named as ids > 100: a power of 2 about twice that)'
+          ) in lines
 
 
 def test_infer_reads_integers_codes_and_labels_as_a_person_would(tmp_path):

@@ -88,14 +88,8 @@ def column(name, values, cells, max_categorical):
   if distinct == 1:
     return None, f'left out: one value ({present[0]!r}) in every record'
   if dtype == 'int64' and named_as_ids(name):
-    if distinct <= max_categorical:
-      return (spec_lib.Column(name, 'integer_categorical'),
-              f'integer_categorical ({distinct} distinct integers, named as '
-              f'ids: codes{note})')
-    num_bins = 2 ** math.ceil(math.log2(2 * distinct))
-    return (spec_lib.Column(name, 'integer_hashed', num_bins=num_bins),
-            f'integer_hashed, num_bins {num_bins} ({distinct} distinct '
-            f'integers, named as ids, > {max_categorical}{note})')
+    return _codes(name, 'integer', distinct, 'integers named as ids',
+                  max_categorical, note)
   if dtype != 'string':
     if dtype == 'float32':
       cells.typed(name, dtype, 0.0)  # Finite numbers, or a DataError.
@@ -109,13 +103,19 @@ def column(name, values, cells, max_categorical):
             f'float_normalized ({what}{note}{imputed})')
   codes = any(_LEADING_ZERO.match(v) for v in present)
   what = 'strings' + (' (numbers with leading zeros: codes)' if codes else '')
+  return _codes(name, 'string', distinct, what, max_categorical, note)
+
+
+def _codes(name, kind, distinct, what, max_categorical, note):
+  """(Column, why) of codes: `kind`_categorical up to `max_categorical`
+  distinct values, else `kind`_hashed into about twice as many bins."""
   if distinct <= max_categorical:
-    return (spec_lib.Column(name, 'string_categorical'),
-            f'string_categorical ({distinct} distinct {what} <= '
+    return (spec_lib.Column(name, f'{kind}_categorical'),
+            f'{kind}_categorical ({distinct} distinct {what} <= '
             f'{max_categorical}{note})')
   num_bins = 2 ** math.ceil(math.log2(2 * distinct))
-  return (spec_lib.Column(name, 'string_hashed', num_bins=num_bins),
-          f'string_hashed, num_bins {num_bins} ({distinct} distinct {what} '
+  return (spec_lib.Column(name, f'{kind}_hashed', num_bins=num_bins),
+          f'{kind}_hashed, num_bins {num_bins} ({distinct} distinct {what} '
           f'> {max_categorical}: a power of 2 about twice that{note})')
 
 
