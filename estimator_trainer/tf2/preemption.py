@@ -59,9 +59,12 @@ def watch(strategy):
             exit_fn=_raise_saved, save_fn=lambda save: save()))
 
     try:
-      # The handler watches SIGTERM: a Ctrl-C is passed on to it.
-      with stop_signals.StopSignals(sigterm=False, on_sigint=lambda: os.kill(
-          os.getpid(), signal.SIGTERM)) as signals:
+      # The handler watches SIGTERM while training: a Ctrl-C is passed on
+      # to it. Its save and exit come only between steps: the run's end
+      # takes SIGTERM back and stops at once, as on other strategies.
+      with stop_signals.StopSignals(
+          sigterm=False, sigterm_at_end=True, on_sigint=lambda: os.kill(
+              os.getpid(), signal.SIGTERM)) as signals:
 
         def stop(save):
           try:
