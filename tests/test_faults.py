@@ -4,6 +4,7 @@ worker. Real trainer processes, killed at real moments."""
 import json
 import logging
 import os
+import pathlib
 import random
 import re
 import signal
@@ -705,3 +706,33 @@ def test_tf2_sigterm_to_one_worker_saves_one_step_for_the_whole_cluster(
     assert 'Traceback' not in log.read_text(), log.read_text()[-3000:]
   assert f'Restoring {model_dir}/ckpt-{step}' in restarted[0].read_text()
   assert checkpoints.latest_step(str(model_dir)) == train_steps
+
+
+@pytest.mark.slow
+def test_tf2_sigterm_at_a_cluster_chief_s_final_evaluation_stops_it(
+    tmp_path, mnist_small_dir):
+  """Under multi_worker_mirrored TensorFlow's handler holds SIGTERM while
+  training and acts only between steps: at the end the chief takes it back
+  and stops at once (issue 73). Its peer, in the collective evaluation,
+  has lost it; the cluster restarted does what is left, one export."""
+  model_dir = tmp_path / 'model'
+  flags = _command(model_dir, mnist_small_dir, '--engine=ctl',
+                   '--strategy=multi_worker_mirrored', '--train_steps=20',
+                   '--save_checkpoints_steps=100000', '--steps_per_loop=10',
+                   '--cluster_timeout_secs=120', '--export=final')[len(_CLI):]
+  logs = [tmp_path / 'worker0.log', tmp_path / 'worker1.log']
+  helper = pathlib.Path(__file__).with_name('signal_at_end.py')
+  procs = _start_cluster([sys.executable, str(helper), *flags], logs)
+  assert procs[0].wait(timeout=300) == 0, logs[0].read_text()[-3000:]
+  assert _stopped_step(logs[0].read_text()) == 20
+  assert procs[1].wait(timeout=300) != 0  # Its peer stopped mid-evaluation.
+  assert checkpoints.latest_step(str(model_dir)) == 20
+  assert not (model_dir / 'metrics.json').exists()
+  assert not list(model_dir.glob('export/final/*/saved_model.pb'))
+
+  reruns = [tmp_path / 'worker0-rerun.log', tmp_path / 'worker1-rerun.log']
+  for proc, log in zip(_start_cluster([*_CLI, *flags], reruns), reruns):
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'global_step'] == 20
+  assert len(list(model_dir.glob('export/final/*/saved_model.pb'))) == 1
