@@ -81,10 +81,28 @@ PEER_LOST = ('a peer of this multi_worker_mirrored task stopped or became '
              'checkpoint')
 
 
+# A TF2 parameter-server chief's ClusterCoordinator reruns a lost worker's
+# steps; a lost ps's error (its variables are gone) it raises to the chief.
+PS_LOST = ('a parameter server of this cluster stopped or became '
+           'unreachable while training, which ends the chief\'s training: '
+           'restart the chief once the parameter servers are up; it resumes '
+           'from the latest checkpoint')
+
+
 def _collective(config):
   """Whether `config` trains in a cluster on collective ops."""
   return (config.cluster is not None
           and config.strategy == 'multi_worker_mirrored')
+
+
+def _lost(config):
+  """What an UnavailableError of `config`'s TF2 training means: PEER_LOST,
+  PS_LOST, or None (not a cluster's)."""
+  if _collective(config):
+    return PEER_LOST
+  if config.cluster is not None and config.strategy == 'parameter_server':
+    return PS_LOST
+  return None
 
 
 def peer_lost_hooks(config):
@@ -97,14 +115,16 @@ def peer_lost_fails(config):
   """A TF2 engine's training: under multi_worker_mirrored in a cluster, the
   UnavailableError of its collective ops fails with PEER_LOST, and their
   AbortedError too (a peer restarted within gRPC's reconnection: 'tried to
-  connect with a different incarnation')."""
-  if not _collective(config):
+  connect with a different incarnation'); under parameter servers, the
+  chief's with PS_LOST."""
+  lost = _lost(config)
+  if lost is None:
     yield
     return
   try:
     yield
   except (tf.errors.UnavailableError, tf.errors.AbortedError) as e:
-    raise TrainerError(PEER_LOST) from e
+    raise TrainerError(lost) from e
 
 
 class PeerLostHook(tf.compat.v1.train.SessionRunHook):

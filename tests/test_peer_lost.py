@@ -2,7 +2,9 @@
 are broadcast then) is a lost peer, not the builder's fault (issue 73, item
 1: the chaos script's chief killed at the start of training made its
 worker exit 2 with '--model dnn raised UnavailableError: ...'); and so is
-one that restarted while training."""
+one that restarted while training; and a TF2 parameter-server chief's lost
+ps is said so (it printed 'error: UnavailableError: Graph execution
+error:')."""
 
 from unittest import mock
 
@@ -14,7 +16,7 @@ from estimator_trainer import models
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import TrainerError, UsageError
 from estimator_trainer.tf2 import controller
-from estimator_trainer.watchdog import PEER_LOST
+from estimator_trainer.watchdog import PEER_LOST, PS_LOST
 
 _LOST = tf.errors.UnavailableError(
     None, None, 'Collective ops is aborted by: failed to connect to all '
@@ -69,4 +71,48 @@ def test_a_peer_restarted_while_training_is_a_lost_peer(tmp_path):
 
   with mock.patch.object(controller, '_training_job'), pytest.raises(
       TrainerError, match=f'^{PEER_LOST}$'):
+    controller.engine_modes(run)[0](config)
+
+
+# What the chief's ClusterCoordinator raises when a ps dies (TensorFlow
+# names the remote target; a PSUnavailableError is one).
+_PS_GONE = tf.errors.UnavailableError(
+    None, None, 'Graph execution error:\n\nDetected at node ... '
+    'failed to connect to all addresses\nAdditional GRPC error information '
+    'from remote target /job:ps/replica:0/task:1')
+
+
+@pytest.mark.parametrize('error', [
+    _PS_GONE, tf.errors.AbortedError(None, None, str(_PS_GONE))])
+@pytest.mark.parametrize('mode', ['train_and_evaluate', 'train'])
+def test_a_parameter_server_lost_while_training_is_said_so(
+    tmp_path, mode, error):
+  config = TrainConfig(
+      model_dir=str(tmp_path), engine='ctl', dataset='mnist',
+      strategy='parameter_server', cluster=cluster_lib.Cluster(
+          jobs={'chief': ['localhost:1'], 'worker': ['localhost:2'],
+                'ps': ['localhost:3', 'localhost:4']},
+          task_type='chief', task_index=0, has_evaluator=False))
+
+  def run(job, evaluate):
+    del job, evaluate
+    raise error
+
+  modes = controller.engine_modes(run)
+  run_mode = {'train_and_evaluate': modes[0], 'train': modes[1]}[mode]
+  with mock.patch.object(controller, '_training_job'), pytest.raises(
+      TrainerError, match=f'^{PS_LOST}$'):
+    run_mode(config)
+
+
+def test_an_unavailable_error_outside_a_cluster_is_left_as_it_is(tmp_path):
+  config = TrainConfig(model_dir=str(tmp_path), engine='ctl',
+                       dataset='mnist')
+
+  def run(job, evaluate):
+    del job, evaluate
+    raise _PS_GONE
+
+  with mock.patch.object(controller, '_training_job'), pytest.raises(
+      tf.errors.UnavailableError):
     controller.engine_modes(run)[0](config)

@@ -99,6 +99,12 @@ NOT_RUN = {
     'restart the whole cluster; it resumes from the latest checkpoint':
         'a cluster with a task killed while training (slow, serial): '
         'test_faults.py',
+    "error: a parameter server of this cluster stopped or became "
+    "unreachable while training, which ends the chief's training: restart "
+    "the chief once the parameter servers are up; it resumes from the "
+    "latest checkpoint":
+        "a TF2 chief's UnavailableError under parameter servers, unit-level: "
+        'test_peer_lost.py',
     '`Batch norm momentum': 'warnings, not errors: test_batch_norm.py',
     '`Training already finished': 'not an error (exit 0): '
                                   'test_finished_runs.py',
