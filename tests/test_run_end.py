@@ -176,7 +176,8 @@ def test_ctrl_c_in_the_rerun_s_final_evaluation_stops_it_too(
 
 
 @pytest.mark.parametrize('moment', ['evaluation', 'export', 'metrics'])
-@pytest.mark.parametrize('engine', ['ctl', 'keras'])
+@pytest.mark.parametrize('engine', [  # TensorFlow's handler on both stacks.
+    pytest.param('ctl', marks=pytest.mark.both_stacks), 'keras'])
 def test_sigterm_at_the_end_of_a_multi_worker_mirrored_run_stops_it(
     tmp_path, mnist_small_dir, engine, moment, caplog, signals_ignored):
   """Under multi_worker_mirrored TensorFlow's PreemptionCheckpointHandler
