@@ -49,18 +49,18 @@ class StopSignals:
   C-level handler writes at once. `sigterm=False` leaves SIGTERM alone: a
   cluster's tasks would have to stop together, or a handler of TensorFlow's
   watches it; `on_sigint()` is then called on the first Ctrl-C (to pass it
-  on to that handler). `sigterm_at_end` takes SIGTERM from that handler at
-  stop_at_once: TensorFlow's acts only between training steps, so it would
-  let the run's end go on.
+  on to that handler). `pass_sigterm(signum, frame)`, that handler: SIGTERM
+  is recorded and passed on to it while training, and stops at once after
+  (stop_at_once), since TensorFlow's acts only between training steps.
   """
 
-  def __init__(self, sigterm=True, on_sigint=None, sigterm_at_end=False):
+  def __init__(self, sigterm=True, on_sigint=None, pass_sigterm=None):
     self.received = False  # SIGTERM or SIGINT.
     self.interrupted = False  # SIGINT.
-    self._signals = (signal.SIGTERM, signal.SIGINT) if sigterm else (
-        signal.SIGINT,)
+    self._signals = (signal.SIGTERM, signal.SIGINT) if (
+        sigterm or pass_sigterm) else (signal.SIGINT,)
     self._on_sigint = on_sigint
-    self._sigterm_at_end = sigterm_at_end
+    self._pass_sigterm = pass_sigterm
     self._ended_at = None  # Training's last step: a signal stops at once.
     self._previous = {}
     self._wakeup = None  # (read fd, write fd, the previous wakeup fd).
@@ -86,9 +86,6 @@ class StopSignals:
     """Training has ended at `step`, saved: from now on a signal raises
     Preempted(step) at once, in the main thread (what follows training
     has no step to stop after), and now if one came already."""
-    if self._sigterm_at_end and signal.SIGTERM not in self._previous:
-      self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM,
-                                                     self._handle)
     self._ended_at = step
     if self.received:
       self._stop()
@@ -102,8 +99,10 @@ class StopSignals:
     raise Preempted(step)
 
   def _handle(self, signum, frame):
-    del frame
     self.received = True
+    if (signum == signal.SIGTERM and self._pass_sigterm and
+        self._ended_at is None):
+      self._pass_sigterm(signum, frame)
     if signum == signal.SIGINT and not self.interrupted:
       self.interrupted = True
       if self._on_sigint:

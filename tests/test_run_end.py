@@ -175,22 +175,26 @@ def test_ctrl_c_in_the_rerun_s_final_evaluation_stops_it_too(
   del signals_ignored
 
 
-@pytest.mark.parametrize('moment', ['evaluation', 'export', 'metrics'])
+@pytest.mark.parametrize('signum, moment', [
+    *((signal.SIGTERM, moment) for moment in _MOMENTS),
+    # Passed on to TensorFlow's handler as a SIGTERM (preemption.watch).
+    (signal.SIGINT, 'evaluation')])
 @pytest.mark.parametrize('engine', [  # TensorFlow's handler on both stacks.
     pytest.param('ctl', marks=pytest.mark.both_stacks), 'keras'])
-def test_sigterm_at_the_end_of_a_multi_worker_mirrored_run_stops_it(
-    tmp_path, mnist_small_dir, engine, moment, caplog, signals_ignored):
+def test_a_signal_at_the_end_of_a_multi_worker_mirrored_run_stops_it(
+    tmp_path, mnist_small_dir, engine, moment, signum, caplog,
+    signals_ignored):
   """Under multi_worker_mirrored TensorFlow's PreemptionCheckpointHandler
   holds SIGTERM while training, and acts only between steps: at the end the
   run takes it back (preemption.watch), and stops as on other strategies."""
   model_dir = tmp_path / 'model'
   config = dataclasses.replace(_config(model_dir, mnist_small_dir, engine),
                                strategy='multi_worker_mirrored')
-  result, messages = _run(config, caplog,
-                          _moment(moment, engine, signal.SIGTERM))
-  _check_stopped(model_dir, result, messages, signal.SIGTERM)
+  result, messages = _run(config, caplog, _moment(moment, engine, signum))
+  _check_stopped(model_dir, result, messages, signum)
   exported = _exports(model_dir)
   assert len(exported) == (moment == 'metrics')
+  assert signal.getsignal(signal.SIGINT) is signals_ignored
   assert signal.getsignal(signal.SIGTERM) is signals_ignored
   metrics, _ = _run(config, caplog)
   assert metrics['global_step'] == STEPS

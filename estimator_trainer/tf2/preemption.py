@@ -58,13 +58,15 @@ def watch(strategy):
         tf.distribute.experimental.TerminationConfig(
             exit_fn=_raise_saved, save_fn=lambda save: save()))
 
+    # The handler's SIGTERM handler (none where it polls GCE's metadata
+    # server instead) acts only between steps: SIGTERM is passed on to it
+    # while training, and stops the run's end at once. A Ctrl-C is passed on
+    # as a SIGTERM.
+    taken = signal.getsignal(signal.SIGTERM)
     try:
-      # The handler watches SIGTERM while training: a Ctrl-C is passed on
-      # to it. Its save and exit come only between steps: the run's end
-      # takes SIGTERM back and stops at once, as on other strategies.
       with stop_signals.StopSignals(
-          sigterm=False, sigterm_at_end=True, on_sigint=lambda: os.kill(
-              os.getpid(), signal.SIGTERM)) as signals:
+          sigterm=False, pass_sigterm=None if taken is previous else taken,
+          on_sigint=lambda: os.kill(os.getpid(), signal.SIGTERM)) as signals:
 
         def stop(save):
           try:
