@@ -9,6 +9,14 @@ summary: rows, the positive fraction and the Bayes accuracy (the best any
 model can score).
 """
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command of the docs: TensorFlow's start-up noise hidden, before the
+  # imports below load it.
+  console.quiet_tensorflow(verbose=False)
+
+# pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 

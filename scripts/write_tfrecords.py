@@ -12,6 +12,14 @@ tf.Example with the image under --image_key (raw uint8 bytes, or PNG with
 (--dataset, --idx_dir, --data_dir, --data_source).
 """
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command of the docs: TensorFlow's start-up noise hidden, before the
+  # imports below load it.
+  console.quiet_tensorflow(verbose=False)
+
+# pylint: disable=g-import-not-at-top
 import os
 
 from absl import app

@@ -49,3 +49,20 @@ def test_the_coordinators_eval_strategy_warning_is_hidden():
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'another warning' in result.stderr
   assert 'eval_strategy' not in result.stderr
+
+
+def test_the_docs_data_scripts_print_no_tensorflow_startup_lines(tmp_path):
+  """scripts/make_census_like.py (the tabular guide's first command)
+  printed TensorFlow's start-up lines and google-api-core's FutureWarning
+  before its summary; scripts/write_tfrecords.py (the README's) likewise."""
+  result = _python(
+      'import runpy, sys\n'
+      f"sys.argv = ['make_census_like.py', '--output_dir={tmp_path}', "
+      "'--rows=40', '--num_shards=1']\n"
+      f"runpy.run_path({str(TESTS.parent / 'scripts' / 'make_census_like.py')!r},"
+      " run_name='__main__')\n")
+  assert result.returncode == 0, result.stderr[-3000:]
+  noise = [line for line in result.stderr.splitlines()
+           if any(word in line for word in (*_STARTUP_WORDS, 'Warning'))]
+  assert not noise, result.stderr
+  assert (tmp_path / 'train-00000-of-00001.csv').exists()

@@ -25,18 +25,14 @@ binary); other numbers regression; several label columns (--label=a,b)
 multilabel. Exit codes: 0, 1 data error, 2 usage error.
 """
 
-import warnings
-
 import numpy as np
 
 from estimator_trainer import console
 
 if __name__ == '__main__':
-  # The command prints its choices: TensorFlow's start-up noise hidden,
-  # which must happen before the imports below load it; google-api-core's
-  # warning about Python 3.11 too (as in run.py).
-  warnings.filterwarnings('ignore', category=FutureWarning,
-                          module=r'google\.api_core\.')
+  # The command prints its choices: TensorFlow's start-up noise hidden
+  # (google-api-core's warning too), which must happen before the imports
+  # below load it.
   console.quiet_tensorflow(verbose=False)
 
 # pylint: disable=g-import-not-at-top
