@@ -471,12 +471,15 @@ def _scored(prefix):
 
 
 def _assert_scored_as_predicted(scored, predicted, data):
-  """Line i of --mode=predict is the eval file's record i: line i + 2 of
-  a CSV file (after its header), record i + 1 of TFRecords."""
-  first = 2 if data.eval_files.endswith('.csv') else 1
+  """Each --mode=predict line (one per record of the eval file, naming its
+  file and its line or record as Beam's lines do) is Beam's line of that
+  row."""
   assert len(predicted) == len(data.eval_rows[next(iter(data.eval_rows))])
   for line in predicted:
-    beam = scored[data.eval_files, line.pop('index') + first]
+    del line['index']
+    place = line.pop('file'), line.pop('line', None) or line.pop('record')
+    assert place[0] == data.eval_files
+    beam = scored[place]
     assert set(beam) == set(line)
     for name, values in line.items():
       if isinstance(values[0], float):  # Both rounded to 6 decimals.
