@@ -128,8 +128,11 @@ def label_smoothing_of(label_smoothing, images):
 def weight_decay_of(config, spec):
   """The L2 factor of `config`'s run on data of `spec`: --weight_decay if
   given, else for STRUCTURED_MODEL the spec's `prior_weight_decay` (the
-  linear model then fits what LogisticRegression or Ridge fits), else 0."""
+  linear model then fits what LogisticRegression or Ridge fits), for
+  `dnn` and `wide_deep` its `deep_weight_decay`, else 0."""
   if config.weight_decay is not None:
     return config.weight_decay
-  prior = getattr(spec, 'prior_weight_decay', None)
-  return prior if prior and config.model == STRUCTURED_MODEL else 0.0
+  field = {STRUCTURED_MODEL: 'prior_weight_decay',
+           'dnn': 'deep_weight_decay',
+           'wide_deep': 'deep_weight_decay'}.get(config.model)
+  return (field and getattr(spec, field, None)) or 0.0

@@ -53,23 +53,29 @@ def test_structured_data_has_its_own_recipe_and_images_keep_theirs():
 def test_the_structured_linear_models_rate_and_l2_are_logistic_regressions():
   """Issue 45, item 3: structured data's default linear model trains at
   rate 0.05 (issue 72, item 2: 0.01 fell short of the fit) with
-  LogisticRegression's (Ridge's) prior L2 from the data spec; every other
-  model, and images, at 2e-3 without L2; a given flag wins."""
+  LogisticRegression's (Ridge's) prior L2 from the data spec; `dnn` and
+  `wide_deep` at 2e-3 with the spec's deep L2 (issue 72, item 3); a
+  user's model, and images, at 2e-3 without L2; a given flag wins."""
   # pylint: disable=g-import-not-at-top
   from estimator_trainer.tabular.dataset import TabularDataSpec
   spec = TabularDataSpec('t', 'binary', ('0', '1'), {},
-                         prior_weight_decay=1e-3)
+                         prior_weight_decay=1e-3, deep_weight_decay=1e-2)
   linear = TrainConfig(model_dir='/tmp/x', train_files='a.csv')
   assert (linear.model, linear.learning_rate) == ('linear', 0.05)
   assert config_resolved.weight_decay_of(linear, spec) == 1e-3
+  for model in ('dnn', 'wide_deep'):
+    deep = TrainConfig(model_dir='/tmp/x', train_files='a.csv', model=model)
+    assert deep.learning_rate == 2e-3
+    assert config_resolved.weight_decay_of(deep, spec) == 1e-2
   for other in (TrainConfig(model_dir='/tmp/x', train_files='a.csv',
-                            model='dnn'), TrainConfig(model_dir='/tmp/x')):
+                            model='mine:build'), TrainConfig(model_dir='/tmp/x')):
     assert other.learning_rate == 2e-3
     assert config_resolved.weight_decay_of(other, spec) == 0.0
-  given = TrainConfig(model_dir='/tmp/x', train_files='a.csv',
-                      learning_rate=0.5, weight_decay=0.0)
-  assert given.learning_rate == 0.5
-  assert config_resolved.weight_decay_of(given, spec) == 0.0
+  for model in ('linear', 'dnn'):
+    given = TrainConfig(model_dir='/tmp/x', train_files='a.csv', model=model,
+                        learning_rate=0.5, weight_decay=0.0)
+    assert given.learning_rate == 0.5
+    assert config_resolved.weight_decay_of(given, spec) == 0.0
 
 
 def test_global_batch_must_divide_by_replicas():
