@@ -6,7 +6,8 @@ clone (ignored by git)."""
 import os
 import pathlib
 import re
-import subprocess
+
+import warm_process
 
 DIRECTORY = pathlib.Path(os.environ.get(
     'TEST_LOGS_DIR', pathlib.Path(__file__).resolve().parent.parent /
@@ -33,10 +34,10 @@ def keep(command, stdout, stderr, outcome):
 
 
 def run_ok(command, timeout=600):
-  """Runs `command` to its end, its output (text) kept; asserts that it
-  exited 0, with its stderr's tail; returns the finished process."""
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+  """Runs `command` to its end (warm where warm_process may start it), its
+  output (text) kept; asserts that it exited 0, with its stderr's tail;
+  returns the finished process."""
+  result = warm_process.run(command, timeout)
   keep(command, result.stdout, result.stderr, f'exit code {result.returncode}')
   assert result.returncode == 0, result.stderr[-3000:]
   return result

@@ -427,7 +427,7 @@ def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,
       '(to compute them again, delete it or give another --model_dir)\n')
 
 
-@pytest.mark.slow  # 3 Python processes that import TensorFlow.
+@pytest.mark.slow  # 3 Python processes that import TensorFlow (1 warm).
 def test_beam_runs_its_transforms_in_other_processes(data_dir, tmp_path):
   """DirectRunner's multi-processing mode pickles the transforms to 2
   worker processes, as a distributed runner does: they are importable (as
