@@ -20,6 +20,15 @@ runner; the extra it needs and the exit codes: beam_pipeline.py.
 import os
 import sys
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command: TensorFlow's start-up noise hidden, before the imports below
+  # load it (as infer's).
+  console.quiet_tensorflow(verbose=False)
+  console.require_extra('beam', 'apache_beam', 'tfx_bsl')
+
+# pylint: disable=g-import-not-at-top
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_utils  # pylint: disable=g-direct-tensorflow-import
 

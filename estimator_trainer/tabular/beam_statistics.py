@@ -18,6 +18,15 @@ beam_pipeline.py.
 
 import sys
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command: TensorFlow's start-up noise hidden, before the imports below
+  # load it (as infer's).
+  console.quiet_tensorflow(verbose=False)
+  console.require_extra('beam', 'apache_beam')
+
+# pylint: disable=g-import-not-at-top
 from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import sources
