@@ -74,6 +74,9 @@ def _train_in_cluster(config):
       tf.estimator.train_and_evaluate(job.estimator, *job.specs(
           [WatchdogHook(watchdog), *peer_lost_hooks(config)]))
   cluster_roles.remove_scratch_dir(config)
+  if config.cluster.is_chief:
+    training_progress.log_final_step(
+        checkpoints.latest_step(config.model_dir), job.max_steps)
   # Before the finished mark, after which a running evaluator ends.
   evaluator = config.cluster.has_evaluator or (
       cluster_roles.evaluator_announced(config.model_dir))
