@@ -65,6 +65,8 @@ def _train_in_cluster(config):
   with cluster_watchdog(config.cluster_timeout_secs,
                         'training step') as watchdog:
     job = job_lib.Job(config)
+    if config.strategy == 'multi_worker_mirrored':  # Its strategy exists.
+      stop_signals.sigterm_ends_at_once()
     progress = training_progress.TrainingProgress(config)
     if config.cluster.is_chief:
       progress.write_train_spec(job.max_steps, job.global_batch_size)
