@@ -93,6 +93,7 @@ class TrainConfig:
   train_files: Optional[str] = config_data.TRAIN_FILES
   eval_files: Optional[str] = config_data.EVAL_FILES
   eval_fraction: Optional[float] = config_data.EVAL_FRACTION
+  validation_fraction: Optional[float] = config_data.VALIDATION_FRACTION
   skip_rows_without_label: bool = config_data.SKIP_ROWS_WITHOUT_LABEL
   unreadable_as_missing: bool = config_data.UNREADABLE_AS_MISSING
   feature_spec: Optional[str] = config_data.FEATURE_SPEC

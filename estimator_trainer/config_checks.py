@@ -134,6 +134,7 @@ def check(config):
     raise UsageError(
         f'--eval_fraction={config.eval_fraction}: a fraction below 1 of '
         'structured training files, for runs without --eval_files')
+  _check_validation(config)
   for name in ('skip_rows_without_label', 'unreadable_as_missing'):
     if getattr(config, name) and not config.structured:
       raise UsageError(f'--{name} is for structured data (--feature_spec, '
@@ -206,6 +207,29 @@ def check(config):
       config.warm_start_from) and '://' not in config.warm_start_from:
     raise UsageError(f'--warm_start_from {config.warm_start_from!r} does not '
                      'exist')
+
+
+def _check_validation(config):
+  """--validation_fraction: a part of structured training records that
+  early stopping ranks (the UsageErrors of its bad combinations)."""
+  fraction = config.validation_fraction
+  if fraction is None:
+    return
+  if not config.structured:
+    raise UsageError('--validation_fraction is for structured data '
+                     '(--feature_spec, or CSV files); images have no '
+                     'validation part')
+  if fraction >= 1:
+    raise UsageError(f'--validation_fraction={fraction}: a fraction of the '
+                     'training records, between 0 and 1')
+  if not config.early_stopping_evals:
+    raise UsageError('--validation_fraction needs --early_stopping_evals=N: '
+                     'the evaluations without a better validation score '
+                     'after which training stops')
+  if config.cluster:
+    raise UsageError('--validation_fraction: not in a cluster yet (issue 72); '
+                     'train in one process (--strategy=mirrored for '
+                     'replicas)')
 
 
 def _check_tf2_limits(config):

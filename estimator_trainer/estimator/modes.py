@@ -54,7 +54,8 @@ def _train_and_evaluate_alone(config):
   with checkpoints.none_untrained(config.model_dir):
     return faults.train_and_evaluate(
         job.estimator, *job.specs([], alone=True),
-        then=lambda result: job.write_metrics(result[0]))
+        then=lambda result: job.write_metrics(
+            job_lib.final_evaluation(job) if job.validator else result[0]))
 
 
 def _train_in_cluster(config):

@@ -89,6 +89,12 @@ class TabularData(pipeline.RunData):
     statistics_lib.store(model_dir, self._feature_spec, statistics,
                          training_files.of(self._source))
 
+  def validation(self):
+    """This data with --validation_fraction's part of the training
+    records as its evaluation split (its statistics the training part's)."""
+    return TabularData(self._source.validation(), self.spec,
+                       self._feature_spec, self.statistics, self.serving)
+
   def make_input_fn(self, config, global_batch_size, seeded=True,
                     stage='encode'):
     return input_lib.make_input_fn(config, global_batch_size, self._source,
@@ -166,7 +172,8 @@ def load(config, training=False) -> TabularData:
                          eval_fraction=config.eval_fraction,
                          skip_unlabeled=config.skip_rows_without_label,
                          unreadable_as_missing=config.unreadable_as_missing,
-                         key=config.key_column)
+                         key=config.key_column,
+                         validation_fraction=config.validation_fraction)
   if config.skip_rows_without_label:
     for split, files in ((TRAIN, config.train_files),
                          (TEST, config.eval_files)):
@@ -174,6 +181,12 @@ def load(config, training=False) -> TabularData:
         _logger.info('--skip_rows_without_label: left out %d records '
                      'without a label in %s', source.unlabeled(split), files)
   _check_records(config, source, training)
+  if training and config.validation_fraction and not (
+      source.validation().num_examples(TEST)):
+    raise UsageError(
+        f'--validation_fraction={config.validation_fraction}: no records of '
+        f'{config.train_files} fall in the validation part; give a larger '
+        'fraction or more records')
   if training:  # Checks the values, in one streaming pass.
     scan.summarise(source, TEST, kind)
   cluster = config.cluster
