@@ -21,11 +21,13 @@ import pytest
 import tensorflow as tf
 
 import engine_params
-from cli_config import main_in_process, run_in_process
+from cli_config import config_from, main_in_process, run_in_process
 from estimator_trainer import best_weights
 from estimator_trainer import early_stopping
+from estimator_trainer import errors
 from estimator_trainer import export_policy
 from estimator_trainer import layout
+from estimator_trainer import run_record
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import splits
 from estimator_trainer.tabular.source import TabularSource
@@ -180,6 +182,32 @@ def test_a_run_resumed_after_ctrl_c_keeps_the_best_so_far(
       'global_step'] == best
   scores = early_stopping.eval_accuracies(str(model_dir / 'eval_validation'))
   assert early_stopping.evaluations_since_best(scores) == PATIENCE
+
+
+@pytest.mark.parametrize('recorded', [None, 0.3, 'absent'])
+def test_a_model_dir_trained_on_other_records_refuses_another_fraction(
+    tmp_path, data, recorded):
+  """A model_dir whose checkpoints were trained with another validation
+  part, or none (a run without the flag, or recorded before it), trained on
+  records the flag would hold out: a usage error naming the difference."""
+  model_dir = tmp_path / 'model'
+  argv = _argv(data, model_dir, 'ctl')
+  config = config_from([flag for flag in argv if 'validation' not in flag]
+                       + ['--early_stopping_evals=2'])
+  run = run_record.of(config)
+  if recorded == 'absent':
+    del run['validation_fraction']
+  else:
+    run['validation_fraction'] = recorded
+  model_dir.mkdir()
+  (model_dir / 'model.json').write_text(json.dumps(
+      {'model': 'linear', 'model_kwargs': None, 'run': run}))
+  (model_dir / 'checkpoint').write_text('model_checkpoint_path: "ckpt-10"\n')
+  with pytest.raises(errors.UsageError, match=(
+      '--validation_fraction=0.2 disagrees with .*, whose checkpoints are of '
+      + ('--validation_fraction=0.3' if recorded == 0.3 else
+         'a run without --validation_fraction'))):
+    config_from([*argv, '--validation_fraction=0.2'])
 
 
 _IMAGES = ['--dataset=mnist', '--validation_fraction=0.2',
