@@ -129,10 +129,13 @@ def test_it_stops_on_the_validation_part_and_restores_its_best_step(
   """The best validation step's weights are the run's result: metrics.json,
   the latest checkpoint (predictions) and the final export are of it, and
   the console says so; the stop came PATIENCE evaluations after it, though
-  the evaluation split's best was the first (never the rule's)."""
+  the evaluation split's best was the first (never the rule's).
+  --export=best (estimator, keras) ranks by the validation score too: its
+  newest export is of the best validation step, not of the first."""
   model_dir = tmp_path / 'model'
+  export = 'final' if engine == 'ctl' else 'best'
   with caplog.at_level(logging.INFO, logger='estimator_trainer'):
-    run_in_process(_argv(data, model_dir, engine))
+    run_in_process(_argv(data, model_dir, engine, f'--export={export}'))
   best, losses = _best_validation_step(model_dir)
   steps = [step for step, _ in losses]
   evals = dict(layout.read_scalars(str(model_dir / 'eval'))['average_loss'])
@@ -143,8 +146,8 @@ def test_it_stops_on_the_validation_part_and_restores_its_best_step(
   assert metrics['global_step'] == best
   assert layout.checkpoint_step(
       tf.train.latest_checkpoint(str(model_dir))) == best
-  export, = (model_dir / 'export' / 'final').iterdir()
-  assert json.loads((export / export_policy.RECORD).read_text())[
+  exports = sorted((model_dir / 'export' / export).iterdir())
+  assert json.loads((exports[-1] / export_policy.RECORD).read_text())[
       'global_step'] == best
   assert (f'Early stopping: restored step {best}, the best on the '
           'validation split') in caplog.text
