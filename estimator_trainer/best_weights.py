@@ -34,10 +34,15 @@ def _copy(source, target):
 
 class Best:
   """The validation evaluations of model_dir so far and the checkpoint of
-  the best (the first of equal scores, as early_stopping ranks them)."""
+  the best (the first of equal scores, as early_stopping ranks them).
 
-  def __init__(self, model_dir, patience):
+  In a multi-worker cluster each worker evaluates the same records together
+  and decides alike; only the chief (`writes`) keeps files: the others read
+  its record as they start, and its copy of the best at the end."""
+
+  def __init__(self, model_dir, patience, writes=True):
     self._model_dir = model_dir
+    self._writes = writes
     self._dir = layout.best_dir(model_dir)
     self._patience = patience
     self.scores = early_stopping.eval_accuracies(
@@ -53,18 +58,20 @@ class Best:
     step, score = int(result['global_step']), early_stopping.score(result)
     self.scores[step] = score
     if self.kept is None or score > self.kept['score']:
-      self._keep(checkpoint_path, step, score)
+      self.kept = {'checkpoint': os.path.basename(checkpoint_path),
+                   'step': step, 'score': score}
+      if self._writes:
+        self._keep(checkpoint_path)
     return early_stopping.no_improvement(self.scores, self._patience,
                                          layout.VALIDATION)
 
-  def _keep(self, checkpoint_path, step, score):
+  def _keep(self, checkpoint_path):
     """Copies the checkpoint's files, then records it: a copy cut short
     leaves the record of the one before, whose files are removed last."""
     tf.io.gfile.makedirs(self._dir)
-    name = os.path.basename(checkpoint_path)
+    name = self.kept['checkpoint']
     for path in tf.io.gfile.glob(f'{checkpoint_path}.*'):
       _copy(path, os.path.join(self._dir, os.path.basename(path)))
-    self.kept = {'checkpoint': name, 'step': step, 'score': score}
     outputs.write_atomic(os.path.join(self._dir, _RECORD),
                          json.dumps(self.kept) + '\n')
     for path in tf.io.gfile.glob(os.path.join(self._dir, '*')):
@@ -73,8 +80,13 @@ class Best:
 
   def restore(self):
     """Makes the kept checkpoint model_dir's latest (its files copied back
-    where the rotation removed them) and says so; returns its path."""
+    where the rotation removed them) and says so; returns its path (another
+    worker's: the chief's copy)."""
     name = self.kept['checkpoint']
+    _logger.info('Early stopping: restored step %d, the best on the '
+                 'validation split', self.kept['step'])
+    if not self._writes:
+      return os.path.join(self._dir, name)
     path = os.path.join(self._model_dir, name)
     for kept in tf.io.gfile.glob(os.path.join(self._dir, f'{name}.*')):
       _copy(kept, os.path.join(self._model_dir, os.path.basename(kept)))
@@ -89,6 +101,4 @@ class Best:
         os.path.join(self._model_dir, layout.CHECKPOINT_STATE_FILE),
         f'model_checkpoint_path: "{name}"\n' + ''.join(
             f'all_model_checkpoint_paths: "{other}"\n' for other in names))
-    _logger.info('Early stopping: restored step %d, the best on the '
-                 'validation split', self.kept['step'])
     return path

@@ -226,10 +226,13 @@ def _check_validation(config):
     raise UsageError('--validation_fraction needs --early_stopping_evals=N: '
                      'the evaluations without a better validation score '
                      'after which training stops')
-  if config.cluster:
-    raise UsageError('--validation_fraction: not in a cluster yet (issue 72); '
-                     'train in one process (--strategy=mirrored for '
-                     'replicas)')
+  if config.cluster and (config.engine not in engines.TF2_ENGINES or
+                         config.cluster.has_evaluator or
+                         config.strategy == 'parameter_server'):
+    raise UsageError(
+        '--validation_fraction in a cluster: only the TF2 engines under '
+        'multi_worker_mirrored without an evaluator task, whose workers '
+        'evaluate it together, for now (issue 72)')
 
 
 def _check_tf2_limits(config):

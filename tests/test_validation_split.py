@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import engine_params
 from cli_config import config_from, main_in_process, run_in_process
+from cluster_launch import launch, task_lines
 from estimator_trainer import best_weights
 from estimator_trainer import early_stopping
 from estimator_trainer import errors
@@ -187,6 +188,30 @@ def test_a_run_resumed_after_ctrl_c_keeps_the_best_so_far(
   assert early_stopping.evaluations_since_best(scores) == PATIENCE
 
 
+@pytest.mark.slow
+@pytest.mark.serial
+def test_two_workers_stop_together_and_restore_the_chiefs_best(tmp_path,
+                                                               data):
+  """multi_worker_mirrored (ctl; keras runs the same controller): both
+  workers evaluate the validation part together and decide alike, stop on
+  the same evaluation, and restore the best step from the chief's copy
+  (the other's checkpoints are scratch); the chief alone keeps files."""
+  model_dir = tmp_path / 'model'
+  result = launch(['--workers=2'], _argv(
+      data, model_dir, 'ctl', '--strategy=multi_worker_mirrored',
+      '--batch_size_per_replica=16', '--cluster_timeout_secs=120'))
+  assert result.returncode == 0, result.stdout[-5000:]
+  best, losses = _best_validation_step(model_dir)
+  assert EVERY < best < losses[-1][0] < 300, losses
+  restored = task_lines(result.stdout, f'Early stopping: restored step {best},')
+  assert set(restored) == {'worker:0', 'worker:1'}, result.stdout[-5000:]
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'global_step'] == best
+  assert layout.checkpoint_step(
+      tf.train.latest_checkpoint(str(model_dir))) == best
+  assert not list(model_dir.glob('tmp_*'))
+
+
 @pytest.mark.parametrize('recorded', [None, 0.3, 'absent'])
 def test_a_model_dir_trained_on_other_records_refuses_another_fraction(
     tmp_path, data, recorded):
@@ -228,6 +253,12 @@ _IMAGES = ['--dataset=mnist', '--validation_fraction=0.2',
      'error: --validation_fraction needs --early_stopping_evals=N'),
     (['--validation_fraction=0.001', '--early_stopping_evals=2'],
      'error: --validation_fraction=0.001: no records of'),
+    # The estimator engine's workers follow an evaluator's (or the chief's)
+    # evaluations: not yet.
+    pytest.param(['--validation_fraction=0.2', '--early_stopping_evals=2',
+                  '--engine=estimator', '--strategy=multi_worker_mirrored'],
+                 'error: --validation_fraction in a cluster: only the TF2 '
+                 'engines', marks=pytest.mark.estimator),
 ])
 def test_bad_combinations_are_one_line_usage_errors(tmp_path, data, capfd,
                                                      flags, message):
@@ -237,8 +268,11 @@ def test_bad_combinations_are_one_line_usage_errors(tmp_path, data, capfd,
   train = [] if flags is _IMAGES else [
       f'--train_files={tmp_path}/five.csv', f'--eval_files={data}/eval.csv',
       '--label_key=y']
+  cluster = json.dumps({'cluster': {'worker': ['127.0.0.1:1', '127.0.0.1:2']},
+                        'task': {'type': 'worker', 'index': 0}})
   code, stderr = main_in_process(
-      [f'--model_dir={tmp_path}/model', *train, *flags], capfd)
+      [f'--model_dir={tmp_path}/model', *train, *flags], capfd,
+      env={'TF_CONFIG': cluster} if '--engine=estimator' in flags else None)
   assert code == 2, stderr
   assert message in stderr
   assert 'Traceback' not in stderr

@@ -59,7 +59,8 @@ class Controller:
     self._best = self._validator = None
     if self._evaluator and job.config.validation_fraction:
       self._best = best_weights.Best(job.config.model_dir,
-                                     job.config.early_stopping_evals)
+                                     job.config.early_stopping_evals,
+                                     writes=job.is_chief)
       self._validator = evaluation.Evaluator(job, job.source.validation(),
                                              layout.VALIDATION_EVAL_DIR)
     self.result = None  # The latest evaluation; None when preempted.
@@ -142,7 +143,11 @@ class Controller:
   def _restore_best(self):
     """The best validation step's weights back in the model (and as
     model_dir's latest checkpoint), evaluated and exported as final."""
-    self.job.checkpoint.restore(self._best.restore()).expect_partial()
+    path = self._best.restore()
+    # Not the weights of the step just evaluated (every worker's, and the
+    # chief's copy of it may still be under way).
+    if self._best.kept['step'] != self.step:
+      self.job.checkpoint.restore(path).expect_partial()
     self.step = self._best.kept['step']
     with self.job.averaged():
       self.result = self._evaluator.evaluate(self.step)
