@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import types
 
 import numpy as np
 import pytest
@@ -276,3 +277,18 @@ def test_bad_combinations_are_one_line_usage_errors(tmp_path, data, capfd,
   assert code == 2, stderr
   assert message in stderr
   assert 'Traceback' not in stderr
+
+
+@pytest.mark.estimator
+def test_tfx_trainer_fn_refuses_it(tmp_path, data):
+  """TFX's Trainer calls tf.estimator.train_and_evaluate itself, which would
+  end on the last step with no final export: a one-line refusal."""
+  import estimator_trainer  # pylint: disable=g-import-not-at-top
+  args = types.SimpleNamespace(
+      serving_model_dir=str(tmp_path), train_files=[f'{data}/train.csv'],
+      eval_files=[f'{data}/eval.csv'], train_steps=1,
+      custom_config={'label_key': 'y', 'validation_fraction': 0.2,
+                     'early_stopping_evals': 2})
+  with pytest.raises(errors.UsageError,
+                     match='^validation_fraction: not in trainer_fn'):
+    estimator_trainer.trainer_fn(args, schema=None)

@@ -184,7 +184,7 @@ class Job:
     hooks = [*hooks, *self.train_hooks(evaluates=alone)]
     job_exporters = exporters(self)
     if alone and config.early_stopping_evals:
-      if config.validation_fraction:  # Final: the best's (restore_best).
+      if config.validation_fraction:  # Final: the best (final_evaluation).
         self.validator = early_stopping_hook.Validator(
             config.model_dir, config.early_stopping_evals,
             self.source.validation().make_input_fn(config,
