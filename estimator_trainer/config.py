@@ -18,7 +18,8 @@ from estimator_trainer import stack
 from estimator_trainer.config_checks import (  # pylint: disable=unused-import
     DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_LEARNING_RATE,
     DEFAULT_TRAIN_EPOCHS, IMAGE_LABEL_SMOOTHING, LINEAR_LEARNING_RATE,
-    MIN_STRUCTURED_STEPS, STRUCTURED_MODEL, check_head_flags)
+    MIN_LINEAR_STEPS, MIN_STRUCTURED_STEPS, STRUCTURED_MODEL,
+    check_head_flags)
 from estimator_trainer.config_optimizers import OPTIMIZER_KWARGS, OPTIMIZERS
 # A field with its flag's help, choices, bounds and parser (config_checks).
 _option = config_checks.option
@@ -92,6 +93,7 @@ class TrainConfig:
   train_files: Optional[str] = config_data.TRAIN_FILES
   eval_files: Optional[str] = config_data.EVAL_FILES
   eval_fraction: Optional[float] = config_data.EVAL_FRACTION
+  validation_fraction: Optional[float] = config_data.VALIDATION_FRACTION
   skip_rows_without_label: bool = config_data.SKIP_ROWS_WITHOUT_LABEL
   unreadable_as_missing: bool = config_data.UNREADABLE_AS_MISSING
   feature_spec: Optional[str] = config_data.FEATURE_SPEC
@@ -204,7 +206,8 @@ class TrainConfig:
   train_epochs: Optional[float] = _option(
       None, f'Epochs to train instead of --train_steps (default '
       f'{DEFAULT_TRAIN_EPOCHS}; structured data: {DEFAULT_TRAIN_EPOCHS}, but '
-      f'at least {MIN_STRUCTURED_STEPS} steps).', above=0)
+      f'at least {MIN_LINEAR_STEPS} steps for the linear model, '
+      f'{MIN_STRUCTURED_STEPS} for the others).', above=0)
   shuffle_buffer: int = _option(
       60000, 'Shuffle buffer in examples; 0 turns shuffling off.', at_least=0)
   seed: int = _option(42, 'Seed of weights, shuffling and ops.')

@@ -21,6 +21,13 @@ EVAL_FRACTION = _option(
     'on this fraction of the training files\' records, chosen by a hash of '
     f'each record and left out of training; default {DEFAULT_EVAL_FRACTION}.',
     above=0)
+VALIDATION_FRACTION = _option(
+    None, 'Hold out this fraction of the training records (by a hash of '
+    'each, apart from --eval_fraction\'s) as a validation part, train on '
+    'the rest, evaluate it at each evaluation (eval_validation/), stop on '
+    'it by --early_stopping_evals and restore the best step\'s weights at '
+    'the end; the evaluation split never decides. Default: none.',
+    above=0)
 SKIP_ROWS_WITHOUT_LABEL = _option(
     False, 'Leave out the records whose label is missing (an empty cell, '
     'an absent feature), from training, evaluation and the statistics, '

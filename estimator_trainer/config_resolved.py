@@ -14,9 +14,9 @@ from estimator_trainer.config_checks import (CSV_SUFFIXES,
                                              DEFAULT_BATCH_SIZE_PER_REPLICA,
                                              DEFAULT_TRAIN_EPOCHS,
                                              IMAGE_LABEL_SMOOTHING,
-                                             MIN_STRUCTURED_STEPS,
                                              STRUCTURED_MODEL,
-                                             default_learning_rate)
+                                             default_learning_rate,
+                                             min_structured_steps)
 from estimator_trainer.config_optimizers import CONSTANT_RATE_OPTIMIZERS
 from estimator_trainer.errors import UsageError
 
@@ -49,7 +49,7 @@ def resolve_global_batch_size(self, num_replicas: int) -> int:
 def resolve_train_steps(self, num_train_examples: int,
                         global_batch_size: int) -> int:
   """`train_steps`, or the optimizer steps of `train_epochs` (10 by
-  default; structured data: at least MIN_STRUCTURED_STEPS): each reads
+  default; structured data: at least min_structured_steps): each reads
   `accumulate_steps` global batches."""
   if self.train_steps is not None:
     return self.train_steps
@@ -57,7 +57,7 @@ def resolve_train_steps(self, num_train_examples: int,
   steps = max(1, math.ceil(epochs * num_train_examples /
                            (global_batch_size * self.accumulate_steps)))
   if self.structured and not self.train_epochs:
-    return max(steps, MIN_STRUCTURED_STEPS)
+    return max(steps, min_structured_steps(self.model))
   return steps
 
 
@@ -99,7 +99,7 @@ def describe(self, model_name: str, data: str, num_replicas: int,
   # item 3): feature_spec is among the others.
   described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
                'dataset', 'train_files', 'eval_files', 'eval_fraction',
-               'skip_rows_without_label', 'data_source', 'idx_dir',
+               'validation_fraction', 'skip_rows_without_label', 'data_source', 'idx_dir',
                'batch_size_per_replica', 'global_batch_size', 'train_steps',
                'train_epochs', 'cluster'}
   # The rate a run left to its model is filled in: at that, a default.

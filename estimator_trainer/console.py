@@ -160,3 +160,14 @@ def quiet_tensorflow(verbose):
     sys.modules['tensorflow'].config.list_physical_devices()
   logging.getLogger('tensorflow').addFilter(_TensorflowFilter())
   logging.getLogger('absl').addFilter(_LibraryInfoFilter())
+
+
+def require_extra(extra, *modules):
+  """Exits 2 with one line unless `modules` are installed: a command of the
+  package's `extra` run without it ended in an ImportError's traceback."""
+  missing = [name for name in modules if importlib.util.find_spec(name) is None]
+  if missing:
+    sys.stderr.write(f'error: this command needs the {extra} extra (pip '
+                     f'install "estimator-trainer[{extra}]"): no module '
+                     f'{", ".join(missing)}\n')
+    sys.exit(2)

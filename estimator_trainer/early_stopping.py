@@ -15,10 +15,17 @@ _logger = logging.getLogger(__name__)
 
 # (metric, sign): the first an evaluation has is its score.
 _SCORES = (('accuracy', 1), ('auc', 1), ('average_loss', -1))
+# With --validation_fraction, what an evaluation of the evaluation split
+# hands its exporters holds the score of the same step's validation
+# evaluation: `--export=best` ranks by it (best_weights.py).
+VALIDATION_SCORE = 'validation_score'
 
 
 def score(eval_result):
-  """The score of an evaluation's metrics (a dict)."""
+  """The score of an evaluation's metrics (a dict): its validation
+  score if it holds one."""
+  if VALIDATION_SCORE in eval_result:
+    return float(eval_result[VALIDATION_SCORE])
   for name, sign in _SCORES:
     if name in eval_result:
       return sign * float(eval_result[name])
@@ -42,11 +49,11 @@ def evaluations_since_best(accuracies):
   return len(steps) - 1 - steps.index(best)
 
 
-def no_improvement(accuracies, patience):
+def no_improvement(accuracies, patience, split='eval'):
   """True (and logged) once `patience` evaluations of `accuracies`
-  ({step: accuracy}) came after the best one."""
+  ({step: accuracy}, of `split`) came after the best one."""
   if accuracies and evaluations_since_best(accuracies) >= patience:
-    _logger.info('Early stopping: no better eval score in %d evaluations',
-                 patience)
+    _logger.info('Early stopping: no better %s score in %d evaluations',
+                 split, patience)
     return True
   return False

@@ -5,7 +5,8 @@ run's record leaves out the settings of images it never read."""
 IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
           'data_source', 'data_dir', 'idx_dir', 'image_key', 'image_shape',
           'num_classes')
-STRUCTURED = ('eval_fraction', 'skip_rows_without_label',
+STRUCTURED = ('eval_fraction', 'validation_fraction',
+              'skip_rows_without_label',
               'unreadable_as_missing', 'feature_spec', 'head', 'huber_delta',
               'linear_optimizer', 'linear_learning_rate',
               'linear_optimizer_kwargs', 'predict_files', 'key_column')

@@ -13,6 +13,11 @@ import struct
 from estimator_trainer.errors import TrainerError
 
 EVAL_DIR = 'eval'  # Evaluation events (TensorBoard's `eval` run).
+# --validation_fraction's evaluations (Estimator's eval dir of an
+# evaluation named 'validation'), and the best one's checkpoint.
+VALIDATION = 'validation'
+VALIDATION_EVAL_DIR = f'{EVAL_DIR}_{VALIDATION}'
+BEST_DIR = 'best_validation'
 EXPORT_DIR = 'export'  # export/<exporter>/<timestamp>/: SavedModels.
 METRICS_FILE = 'metrics.json'  # The final evaluation.
 PREDICTIONS_FILE = 'predictions.jsonl'  # --mode=predict's default output.
@@ -38,6 +43,14 @@ CHECKPOINT_STATE_FILE = 'checkpoint'
 
 def eval_dir(model_dir):
   return os.path.join(model_dir, EVAL_DIR)
+
+
+def validation_eval_dir(model_dir):
+  return os.path.join(model_dir, VALIDATION_EVAL_DIR)
+
+
+def best_dir(model_dir):
+  return os.path.join(model_dir, BEST_DIR)
 
 
 def export_dir(model_dir, exporter):

@@ -162,6 +162,9 @@ _CHECKPOINT_DEFINED = {
 _NONE_IS_A_SETTING = ('model_kwargs',)
 # The optimizers whose slots the checkpoints hold, as the run recorded them.
 _RUN_DEFINED = ('optimizer', 'linear_optimizer')
+# Which training records the checkpoints were trained on: the validation
+# part is held out of them (a run recorded before the flag had none).
+_SPLIT_DEFINED = ('validation_fraction',)
 # Whose momentum (on or off) the slots the checkpoints hold follow.
 _SLOTS_DEFINED = ('optimizer_kwargs', 'linear_optimizer_kwargs')
 
@@ -181,8 +184,9 @@ def _check_given(model_dir, record, values, given):
         name in _NONE_IS_A_SETTING and name in record)):
       parse, raw = _CHECKPOINT_DEFINED[name], record[name]
       value, recorded = parse(values[name]), parse(raw)
-    elif name in _RUN_DEFINED and name in run:
-      raw = run[name]
+    elif name in _RUN_DEFINED and name in run or (
+        name in _SPLIT_DEFINED and run):
+      raw = run.get(name)
       value, recorded = values[name], raw
     elif name in _SLOTS_DEFINED and name in run:
       value, recorded = (_momentum(name, values[name]),

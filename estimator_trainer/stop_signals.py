@@ -124,6 +124,16 @@ class StopSignals:
           os._exit(INTERRUPTED_EXIT_CODE)  # pylint: disable=protected-access
 
 
+def sigterm_ends_at_once():
+  """Gives SIGTERM back its default, which ends the process at once, from
+  the main thread (where handlers are set). Under multi_worker_mirrored
+  TensorFlow's coordination service takes SIGTERM (a C++ preemption
+  notifier, which only TF2's PreemptionCheckpointHandler reads): an
+  estimator engine's cluster task trained on after it."""
+  if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def finish(step, end, signals=None, sigterm=True):
   """Calls `end()`: what follows training that ended at `step` (saved),
   its final evaluation, export and metrics.json. SIGTERM or Ctrl-C stops it

@@ -8,13 +8,14 @@ supervisor's OnFailure does them, then the checks of a run that survived.
 Writes census-like TFRecords (an extra `user_id` hashed into 1,000,000
 embedding rows, which the 2 parameter servers split), then runs a cluster on
 loopback: chief, 2 workers and 2 ps with --strategy=parameter_server, chief
-and 1 worker with multi_worker_mirrored. Every task that exits non-zero is
-started again with the same TF_CONFIG; one that exits 0 is done. Seeded
-kills: --kills SIGKILLs of a random task (chief, worker or ps) in training,
-each 0-5 s after one of the 5 checkpoints before the last (a checkpoint
-every --train_steps / 6), and one of a training task 0-1.5 s after the last
-appears (the estimator engine's final step may pass
---train_steps by up to its trainers' number: asynchronous).
+and 1 worker with multi_worker_mirrored; with --evaluator, an evaluator task
+too. Every task that exits non-zero is started again with the same
+TF_CONFIG; one that exits 0 is done. Seeded kills: --kills SIGKILLs of a
+random task in training, each 0-5 s after one of the 5 checkpoints before
+the last (a checkpoint every --train_steps / 6), and one of a chief, worker
+or evaluator 0-1.5 s after the last appears (the estimator engine's final
+step may pass --train_steps by up to its trainers' number: asynchronous;
+its final checkpoint, metrics.json and export must then be of that step).
 Then checks: every task's last exit 0, the latest checkpoint and
 metrics.json at --train_steps, no checkpoint step going back, and the final
 export's answers on the test set equal to metrics.json. Prints a JSON
@@ -34,7 +35,9 @@ import time
 
 import local_cluster
 
-TRAINING = ('chief', 'worker')
+# The tasks killed as the last checkpoint appears: those that finish the
+# run (an evaluator evaluates and exports it).
+AT_END = ('chief', 'worker', 'evaluator')
 MAX_RESTARTS = 20  # Past this a task restarts in a loop: a failure.
 
 
@@ -130,9 +133,9 @@ def latest_step(model_dir):
   return int(first.strip().strip('"').rsplit('-', 1)[1]) if first else -1
 
 
-def served(model_dir, data_dir, spec):
-  """accuracy, average_loss and prediction/mean of the final export's
-  answers on the test TFRecords."""
+def served(export_dir, data_dir, spec):
+  """accuracy, average_loss and prediction/mean of an export's answers on
+  the test TFRecords."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   records = [r.numpy() for r in tf.data.TFRecordDataset(
@@ -140,7 +143,6 @@ def served(model_dir, data_dir, spec):
   positive = spec['label_vocabulary'][1].encode()
   labels = np.array([tf.train.Example.FromString(r).features.feature[
       spec['label']].bytes_list.value[0] == positive for r in records])
-  export_dir, = glob.glob(os.path.join(model_dir, 'export', 'final', '*'))
   predict = tf.saved_model.load(export_dir).signatures['predict']
   p = predict(examples=tf.constant(records))['logistic'].numpy()[:, 0]
   p64 = p.astype(np.float64)
@@ -161,7 +163,7 @@ def run(args):
   spec = write_data(data_dir, args.rows)
   ps = args.strategy == 'parameter_server'
   cluster, tasks = local_cluster.make_cluster(True, 2 if ps else 1,
-                                              2 if ps else 0, False)
+                                              2 if ps else 0, args.evaluator)
   flags = [
       f'--model_dir={model_dir}', f'--engine={args.engine}',
       f'--strategy={args.strategy}',
@@ -199,7 +201,7 @@ def run(args):
           kill_steps.pop(0)
         time.sleep(rng.uniform(0, 1.5) if at_end else rng.uniform(0, 5))
         candidates = [t for t in supervisor.running()
-                      if not at_end or t[0] in TRAINING]
+                      if not at_end or t[0] in AT_END]
         if candidates:
           victim = rng.choice(candidates)
           hit = supervisor.kill(victim)
@@ -213,6 +215,7 @@ def run(args):
     supervisor.stop_all()
   summary = {
       'engine': args.engine, 'strategy': args.strategy, 'seed': args.seed,
+      'evaluator': args.evaluator,
       'seconds': round(time.monotonic() - start),
       'kills': kills, 'restarts': {
           f'{t}:{i}': n - 1 for (t, i), n in supervisor.starts.items()},
@@ -234,11 +237,16 @@ def run(args):
   if os.path.exists(path):
     with open(path) as f:
       metrics = json.load(f)
-    answers = served(model_dir, data_dir, spec)
+    export_dir, = glob.glob(os.path.join(model_dir, 'export', 'final', '*'))
+    answers = served(export_dir, data_dir, spec)
     summary.update(metrics_step=metrics['global_step'], served=answers,
                    metrics={k: metrics[k] for k in answers})
-    if metrics['global_step'] != summary['final_step']:
-      failures.append('metrics.json of another step')
+    with open(os.path.join(export_dir, 'assets.extra',
+                           'evaluation.json')) as f:
+      summary['export_step'] = json.load(f)['global_step']
+    if {metrics['global_step'], summary['export_step']} != {
+        summary['final_step']}:
+      failures.append('metrics.json or the export of another step')
     if not (_close(answers['accuracy'], metrics['accuracy'], 1e-6) and
             _close(answers['average_loss'], metrics['average_loss'], 1e-4)
             and _close(answers['prediction/mean'],
@@ -265,6 +273,9 @@ def main(argv=None):
                       'of the checkpoints before the last (one more at the '
                       'end)')
   parser.add_argument('--train_steps', type=int, default=3000)
+  parser.add_argument('--evaluator', action='store_true',
+                      help='an evaluator task too (listed in TF_CONFIG), '
+                      'killed as the others are')
   parser.add_argument('--rows', type=int, default=4000)
   parser.add_argument('--cluster_timeout_secs', type=int, default=60)
   parser.add_argument('--timeout_secs', type=int, default=1200)

@@ -18,6 +18,14 @@ import subprocess
 import sys
 import time
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command of the docs: TensorFlow's start-up noise hidden, before the
+  # imports below load it (its table is what the console is for).
+  console.quiet_tensorflow(verbose=False)
+
+# pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
 

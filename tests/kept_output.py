@@ -7,6 +7,8 @@ import os
 import pathlib
 import re
 
+import warm_process
+
 DIRECTORY = pathlib.Path(os.environ.get(
     'TEST_LOGS_DIR', pathlib.Path(__file__).resolve().parent.parent /
     'test-logs'))
@@ -29,6 +31,16 @@ def keep(command, stdout, stderr, outcome):
                   f'--- stdout ---\n{_text(stdout)}\n'
                   f'--- stderr ---\n{_text(stderr)}\n')
   _kept.append(path)
+
+
+def run_ok(command, timeout=600):
+  """Runs `command` to its end (warm where warm_process may start it), its
+  output (text) kept; asserts that it exited 0, with its stderr's tail;
+  returns the finished process."""
+  result = warm_process.run(command, timeout)
+  keep(command, result.stdout, result.stderr, f'exit code {result.returncode}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result
 
 
 def settle(failed):

@@ -2,10 +2,13 @@
 processes and in the test suite's (issue 75, item 5). What the CLI prints of
 a run is test_run.py's."""
 
+import importlib.util
 import os
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
 
@@ -66,3 +69,32 @@ def test_the_docs_data_scripts_print_no_tensorflow_startup_lines(tmp_path):
            if any(word in line for word in (*_STARTUP_WORDS, 'Warning'))]
   assert not noise, result.stderr
   assert (tmp_path / 'train-00000-of-00001.csv').exists()
+
+
+
+@pytest.mark.both_stacks
+@pytest.mark.parametrize('module', ['beam_scoring', 'beam_statistics'])
+def test_a_beam_command_prints_its_help_alone_or_names_the_missing_extra(
+    module):
+  """`python -m estimator_trainer.tabular.beam_scoring` and
+  `beam_statistics` (even `--help`) printed TensorFlow's start-up lines
+  (oneDNN, cuDNN/cuFFT/cuBLAS) that the CLI and infer hide; without the
+  `beam` extra (the 2.21 stack) they ended in ModuleNotFoundError's
+  traceback. Each runs as `__main__`, as `-m` runs it."""
+  result = _python('import runpy, sys\n'
+                   f'sys.argv = [{module!r}, "--help"]\n'
+                   f'runpy.run_module("estimator_trainer.tabular.{module}", '
+                   'run_name="__main__", alter_sys=True)\n')
+  if importlib.util.find_spec('apache_beam'):
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith('usage: python -m estimator_trainer.'
+                                    f'tabular.{module}'), result.stdout
+    noise = [line for line in result.stderr.splitlines()
+             if any(word in line for word in (*_STARTUP_WORDS, 'oneDNN'))]
+    assert not noise, result.stderr
+  else:
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith(
+        'error: this command needs the beam extra (pip install '
+        '"estimator-trainer[beam]"): no module apache_beam'), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr

@@ -17,6 +17,7 @@ import pytest
 
 from estimator_trainer import stack
 import scripts_dir
+import warm_process
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCS = REPO / 'docs'
@@ -186,12 +187,14 @@ def _defined_flags(command):
 
 
 # By the program, not by the docs' name for it: scripts/train.sh is
-# estimator_trainer.run, asked once.
+# estimator_trainer.run, asked once. A module (`-m`) starts warm, forked
+# with TensorFlow imported (in REPO, whose package it finds first); a
+# script cold, as a real process.
 @functools.lru_cache(maxsize=None)
 def _help_flags(argv, help_flag, pattern):
-  result = subprocess.run([sys.executable, *argv, help_flag], cwd=REPO,
-                          env=_run_env(REPO), capture_output=True, text=True,
-                          timeout=300, check=False)
+  result = warm_process.run([sys.executable, *argv, help_flag], timeout=300,
+                            env=None if argv[0] == '-m' else _run_env(REPO),
+                            cwd=REPO)
   names = set(re.findall(pattern, result.stdout))
   assert names, f'{argv}: no flags in its help: {result.stderr[-2000:]}'
   return frozenset(names)

@@ -23,6 +23,7 @@ from estimator_trainer import early_stopping
 from estimator_trainer import faults
 from estimator_trainer import layout
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.watchdog import PS_LOST
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 from cluster_launch import restart_alone_in_process
 import cli_config
@@ -483,10 +484,10 @@ def test_nan_loss_fails_with_the_step_and_keeps_the_last_good_checkpoint(
 # --- A dead worker ----------------------------------------------------------
 
 
-def _start_task(command, log, cluster, index):
-  """Worker `index` of `cluster`, as a supervisor (re)starts it."""
+def _start_task(command, log, cluster, index, task_type='worker'):
+  """Task `task_type:index` of `cluster`, as a supervisor (re)starts it."""
   return _start(command, log, env={**_ENV, 'TF_CONFIG': json.dumps(
-      {'cluster': cluster, 'task': {'type': 'worker', 'index': index}})})
+      {'cluster': cluster, 'task': {'type': task_type, 'index': index}})})
 
 
 def _start_cluster(command, logs, cluster=None):
@@ -526,8 +527,11 @@ def _kill_a_worker_while_training(command, model_dir, tmp_path):
 @pytest.mark.slow
 def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes(
     tmp_path, mnist_small_dir, caplog):
-  """The cluster restarted resumes; its chief, killed in its final
-  evaluation, is restarted alone and finishes it."""
+  """The cluster restarted resumes; its chief, stopped by SIGTERM in its
+  final evaluation (at once, as a cluster task of this engine: under
+  multi_worker_mirrored TensorFlow's preemption notifier had taken SIGTERM,
+  and the chief evaluated and exported on), is restarted alone and finishes
+  it."""
   model_dir = tmp_path / 'model'
   # The bound covers each task's start-up to its first step (its peer's
   # included): 20 s ran out once before the kill, on this 2-core machine
@@ -542,11 +546,11 @@ def test_a_worker_killed_while_training_fails_the_other_then_the_cluster_resumes
       False, 2, 0, False)[0]
   restarted = [tmp_path / 'chief2.log', tmp_path / 'worker2.log']
   chief, worker = _start_cluster(command, restarted, cluster)
-  # The chief marks training finished, then evaluates: killed there.
+  # The chief marks training finished, then evaluates: stopped there.
   _wait_until(chief, restarted[0], (model_dir / 'finished' / 'worker-0.json'
                                     ).exists, "the chief's finished mark")
-  chief.kill()
-  chief.wait()
+  chief.send_signal(signal.SIGTERM)
+  assert chief.wait(timeout=120) == -signal.SIGTERM
   assert worker.wait(timeout=300) == 0, restarted[1].read_text()[-3000:]
   assert _restored_step(restarted[0].read_text(), model_dir) == latest
   assert checkpoints.latest_step(str(model_dir)) == 200
@@ -583,6 +587,52 @@ def test_tf2_a_worker_killed_while_training_fails_the_other_at_once(
                      '--save_checkpoints_steps=20', '--export=none',
                      '--cluster_timeout_secs=40')
   _kill_a_worker_while_training(command, model_dir, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.both_stacks
+def test_tf2_a_parameter_server_killed_while_training_fails_the_chief_then_it_resumes(
+    tmp_path, mnist_small_dir):
+  """Under ParameterServerStrategy the chief's coordinator loses the killed
+  ps: its one line (watchdog.PS_LOST), exit 1. The ps and the chief
+  restarted (the worker serves on) resume from the latest checkpoint."""
+  # The kill comes at the first checkpoint after step 0 (20): 140 steps
+  # left (33 steps/s here, with the CPU shared) leave it a margin; the
+  # chief evaluates only at the end (--throttle_secs).
+  model_dir, steps = tmp_path / 'model', 160
+  command = _command(model_dir, mnist_small_dir, '--engine=ctl',
+                     '--strategy=parameter_server', f'--train_steps={steps}',
+                     '--save_checkpoints_steps=20', '--throttle_secs=600',
+                     '--export=none', '--cluster_timeout_secs=60')
+  cluster = scripts_dir.load('local_cluster').make_cluster(True, 1, 1,
+                                                           False)[0]
+  logs = {task: tmp_path / f'{task}.log' for task in ('chief', 'worker', 'ps')}
+  procs = {task: _start_task(command, log, cluster, 0, task)
+           for task, log in logs.items()}
+  _wait_until(procs['chief'], logs['chief'],
+              lambda: checkpoints.latest_step(str(model_dir)) > 0,
+              'checkpoint after step 0')
+  procs['ps'].kill()
+  procs['ps'].wait()
+  assert procs['chief'].wait(timeout=120) == 1, logs['chief'].read_text()[
+      -3000:]
+  output = logs['chief'].read_text()
+  assert 'Traceback' not in output
+  assert output.strip().splitlines()[-1] == f'error: {PS_LOST}'
+  latest = checkpoints.latest_step(str(model_dir))
+  assert 0 < latest < steps
+
+  restarted = {task: tmp_path / f'{task}2.log' for task in ('ps', 'chief')}
+  procs.update({task: _start_task(command, log, cluster, 0, task)
+                for task, log in restarted.items()})
+  for task, proc in procs.items():
+    log = restarted.get(task, logs[task])
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+  assert f'Restoring {model_dir}/ckpt-{latest}' in restarted[
+      'chief'].read_text()
+  assert checkpoints.latest_step(str(model_dir)) == steps
+  assert json.loads((model_dir / 'metrics.json').read_text())[
+      'global_step'] == steps
 
 
 @pytest.mark.slow

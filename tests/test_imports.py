@@ -19,6 +19,7 @@ FLOORS = (
         'cadence', 'watchdog', 'progress', 'partitioning', 'gradients',
         'losses', 'layer_names', 'ema_recipe', 'flag_data', 'engines',
         'cluster', 'listen', 'weights', 'loss_scale', 'early_stopping',
+        'best_weights',
         'faults', 'stop_signals', 'lease', 'lease_beater', 'run_lock'}),
     ('config', {'config', 'config_checks', 'config_data', 'config_optimizers',
                 'config_resolved', 'config_flags', 'run_record'}),

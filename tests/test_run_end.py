@@ -132,6 +132,25 @@ _SIGNALS_AT = [
       for moment in _MOMENTS)]
 
 
+def _stopped_at_the_end_then_rerun(model_dir, config, caplog, engine, moment,
+                                   signum, signals_ignored):
+  """Runs `config`, `signum` sent at `moment` of its end: it stops at once,
+  with the test process's handlers back; then its rerun finishes, with one
+  export of the step (the one written before the signal, kept). Returns the
+  exports of the stopped run and the rerun's messages."""
+  result, messages = _run(config, caplog, _moment(moment, engine, signum))
+  _check_stopped(model_dir, result, messages, signum)
+  exported = _exports(model_dir)
+  assert len(exported) == (moment == 'metrics')
+  assert signal.getsignal(signal.SIGINT) is signals_ignored
+  assert signal.getsignal(signal.SIGTERM) is signals_ignored
+  metrics, messages = _run(config, caplog)
+  assert metrics['global_step'] == STEPS
+  assert _exports(model_dir) == (exported or _exports(model_dir))
+  assert len(_exports(model_dir)) == 1
+  return exported, messages
+
+
 @pytest.mark.parametrize('signum, moment', _SIGNALS_AT)
 @pytest.mark.parametrize('engine', ENGINES)
 def test_a_signal_at_the_end_stops_at_once_and_the_rerun_exports_once(
@@ -139,20 +158,9 @@ def test_a_signal_at_the_end_stops_at_once_and_the_rerun_exports_once(
     signals_ignored):
   model_dir = tmp_path / 'model'
   config = _config(model_dir, mnist_small_dir, engine)
-  result, messages = _run(config, caplog, _moment(moment, engine, signum))
-  _check_stopped(model_dir, result, messages, signum)
-  exported = _exports(model_dir)
-  assert len(exported) == (moment == 'metrics')
-  # The handlers of the test process are back.
-  assert signal.getsignal(signal.SIGINT) is signals_ignored
-  assert signal.getsignal(signal.SIGTERM) is signals_ignored
-
-  metrics, messages = _run(config, caplog)
-  assert metrics['global_step'] == STEPS
+  exported, messages = _stopped_at_the_end_then_rerun(
+      model_dir, config, caplog, engine, moment, signum, signals_ignored)
   assert (model_dir / 'metrics.json').exists()
-  # One export of the step: the one written before the signal, kept.
-  assert _exports(model_dir) == (exported or _exports(model_dir))
-  assert len(_exports(model_dir)) == 1
   if exported:
     assert f'Kept {exported[0]}, the export of step {STEPS}' in messages
 
@@ -190,13 +198,5 @@ def test_a_signal_at_the_end_of_a_multi_worker_mirrored_run_stops_it(
   model_dir = tmp_path / 'model'
   config = dataclasses.replace(_config(model_dir, mnist_small_dir, engine),
                                strategy='multi_worker_mirrored')
-  result, messages = _run(config, caplog, _moment(moment, engine, signum))
-  _check_stopped(model_dir, result, messages, signum)
-  exported = _exports(model_dir)
-  assert len(exported) == (moment == 'metrics')
-  assert signal.getsignal(signal.SIGINT) is signals_ignored
-  assert signal.getsignal(signal.SIGTERM) is signals_ignored
-  metrics, _ = _run(config, caplog)
-  assert metrics['global_step'] == STEPS
-  assert _exports(model_dir) == (exported or _exports(model_dir))
-  assert len(_exports(model_dir)) == 1
+  _stopped_at_the_end_then_rerun(model_dir, config, caplog, engine, moment,
+                                 signum, signals_ignored)

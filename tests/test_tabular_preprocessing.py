@@ -866,19 +866,19 @@ def test_a_regressions_statistics_hold_its_label_scale(data):
 
 def test_the_prior_l2_is_logistic_regressions_and_ridges():
   """Issue 45, item 3: the linear model's default L2 factor on its mean
-  loss (dataset._prior_weight_decay) puts the optimum where scikit-learn's
+  loss (priors.prior_weight_decay) puts the optimum where scikit-learn's
   defaults put theirs: LogisticRegression(C=1) and Ridge(alpha=1)."""
   # pylint: disable=g-import-not-at-top
   from scipy import optimize
   from sklearn import linear_model
-  from estimator_trainer.tabular import dataset as dataset_lib
+  from estimator_trainer.tabular import priors
   rng = np.random.default_rng(0)
   x = rng.normal(size=(60, 3))
   labels = (x @ [2.0, -1.0, 0.5] + rng.normal(size=60) > 0).astype(float)
   values = x @ [3.0, 1.0, -2.0] + 10 + rng.normal(size=60) * 4
   for head, y in (('binary', labels), ('regression', values)):
     scale = (float(y.mean()), float(y.std())) if head == 'regression' else None
-    decay = dataset_lib._prior_weight_decay(
+    decay = priors.prior_weight_decay(
         stats_lib.Statistics({}, len(y), label_scale=scale), scale)
 
     def objective(params, y=y, head=head, decay=decay):
@@ -908,15 +908,15 @@ def test_the_deep_models_l2_is_ten_linear_priors_and_at_least_fifty_rows():
   on larger ones (caravan's 4,658: 1 / (2 x 50)), a regression's in its
   label variance's units, as the prior is."""
   # pylint: disable=g-import-not-at-top
-  from estimator_trainer.tabular import dataset as dataset_lib
+  from estimator_trainer.tabular import priors
   for rows, scale, expected in ((426, None, 10 * 0.5 / 426),
                                 (4658, None, 0.5 / 50),
                                 (320, (7.5, 2.0), 10 * 4.0 / 320),
                                 (2000, (7.5, 2.0), 4.0 / 50)):
     statistics = stats_lib.Statistics({}, rows, label_scale=scale)
-    assert dataset_lib._deep_weight_decay(statistics, scale) == (
+    assert priors.deep_weight_decay(statistics, scale) == (
         pytest.approx(expected))
-    assert dataset_lib._deep_weight_decay(statistics, scale) >= 10 * (
-        dataset_lib._prior_weight_decay(statistics, scale)) - 1e-12
-  assert dataset_lib._deep_weight_decay(
+    assert priors.deep_weight_decay(statistics, scale) >= 10 * (
+        priors.prior_weight_decay(statistics, scale)) - 1e-12
+  assert priors.deep_weight_decay(
       stats_lib.Statistics({}, 0), None) is None

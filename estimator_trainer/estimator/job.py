@@ -12,6 +12,7 @@ from estimator_trainer import batch_norm
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
 from estimator_trainer import data
+from estimator_trainer import early_stopping
 from estimator_trainer import export as export_lib
 from estimator_trainer import faults
 from estimator_trainer import heads
@@ -115,6 +116,7 @@ class Job:
     self.steps_per_run = steps_per_run(config) if training else 1
     # Checkpoints and what follows them, left out of the step rates.
     self.save_clock = train_loop.SaveClock()
+    self.validator = None  # --validation_fraction's (specs).
     self.source, self.max_steps, self.input_fn = data.prepare(
         config, self.global_batch_size, training)
     spec = self.source.spec
@@ -182,9 +184,17 @@ class Job:
     hooks = [*hooks, *self.train_hooks(evaluates=alone)]
     job_exporters = exporters(self)
     if alone and config.early_stopping_evals:
+      if config.validation_fraction:  # Final: the best (final_evaluation).
+        self.validator = early_stopping_hook.Validator(
+            config.model_dir, config.early_stopping_evals,
+            self.source.validation().make_input_fn(config,
+                                                   self.global_batch_size))
+        job_exporters = [self.validator, *(
+            job_exporters if config.export != 'final' else [])]
       hook, stop = early_stopping_hook.after_evaluations(
           config.early_stopping_evals,
-          job_exporters if config.export == 'final' else [])
+          job_exporters if config.export == 'final' and not self.validator
+          else [], self.validator)
       hooks.append(hook)
       job_exporters = [*job_exporters, stop]
     return (tf.estimator.TrainSpec(self.input_fn, max_steps=self.max_steps,
@@ -277,8 +287,13 @@ def export(job, job_exporters, checkpoint, eval_result, is_final):
 
 def final_evaluation(job):
   """Evaluates and exports (as final) model_dir's latest checkpoint; returns
-  the evaluation."""
-  checkpoint = tf.train.latest_checkpoint(job.config.model_dir)
+  the evaluation. With --validation_fraction, after training: its best
+  step's, restored (early_stopping_hook.Validator)."""
+  best = job.validator and job.validator.best
+  checkpoint = (best.restore() if best else
+                tf.train.latest_checkpoint(job.config.model_dir))
   result = job.estimator.evaluate(job.input_fn, checkpoint_path=checkpoint)
-  export(job, exporters(job), checkpoint, result, is_final=True)
+  export(job, exporters(job), checkpoint, {**result, **(
+      {early_stopping.VALIDATION_SCORE: best.kept['score']} if best else {})},
+         is_final=True)
   return result

@@ -54,7 +54,8 @@ def _train_and_evaluate_alone(config):
   with checkpoints.none_untrained(config.model_dir):
     return faults.train_and_evaluate(
         job.estimator, *job.specs([], alone=True),
-        then=lambda result: job.write_metrics(result[0]))
+        then=lambda result: job.write_metrics(
+            job_lib.final_evaluation(job) if job.validator else result[0]))
 
 
 def _train_in_cluster(config):
@@ -65,6 +66,8 @@ def _train_in_cluster(config):
   with cluster_watchdog(config.cluster_timeout_secs,
                         'training step') as watchdog:
     job = job_lib.Job(config)
+    if config.strategy == 'multi_worker_mirrored':  # Its strategy exists.
+      stop_signals.sigterm_ends_at_once()
     progress = training_progress.TrainingProgress(config)
     if config.cluster.is_chief:
       progress.write_train_spec(job.max_steps, job.global_batch_size)
@@ -74,6 +77,9 @@ def _train_in_cluster(config):
       tf.estimator.train_and_evaluate(job.estimator, *job.specs(
           [WatchdogHook(watchdog), *peer_lost_hooks(config)]))
   cluster_roles.remove_scratch_dir(config)
+  if config.cluster.is_chief:
+    training_progress.log_final_step(
+        checkpoints.latest_step(config.model_dir), job.max_steps)
   # Before the finished mark, after which a running evaluator ends.
   evaluator = config.cluster.has_evaluator or (
       cluster_roles.evaluator_announced(config.model_dir))

@@ -2,6 +2,7 @@
 
 from estimator_trainer import export as export_lib
 from estimator_trainer.config import TrainConfig
+from estimator_trainer.errors import UsageError
 from estimator_trainer.estimator import job as job_lib
 
 
@@ -27,6 +28,10 @@ def trainer_fn(trainer_fn_args, schema=None):
       train_steps=args.train_steps, export='final',
       **(getattr(args, 'custom_config', None) or {}))
   job_lib.check_engine(config, 'trainer_fn (TFX\'s Estimator Trainer)')
+  if config.validation_fraction:  # TFX runs train_and_evaluate: no restore.
+    raise UsageError('validation_fraction: not in trainer_fn (TFX calls '
+                     'train_and_evaluate, which would not restore the best '
+                     'step); run estimator_trainer.train_and_evaluate')
   # TFMA exports the eval graph; images rendered in Python cannot be in it.
   job = job_lib.Job(config, eval_images=False)
   train_spec, eval_spec = job.specs(

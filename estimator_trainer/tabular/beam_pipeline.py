@@ -1,7 +1,16 @@
 """What the package's Beam commands (beam_statistics.py, beam_scoring.py)
-share: Beam's options from the words after `--`, and a pipeline run whose
-worker's DataError or UsageError is the command's one line again."""
+share: the start of their argument parser, Beam's options from the words
+after `--`, and a pipeline run whose worker's DataError or UsageError is the
+command's one line again.
 
+Beam's own options pick the runner: none (DirectRunner, here), or e.g.
+`--runner=DataflowRunner --project=P --region=R --temp_location=gs://...`,
+`--runner=FlinkRunner --flink_master=HOST:PORT`, `--runner=SparkRunner`.
+Both commands need the `beam` extra (pip install estimator-trainer[beam]).
+Exit codes: 0, 1 data error, 2 usage error.
+"""
+
+import argparse
 import re
 
 import apache_beam as beam
@@ -22,6 +31,13 @@ def worker_error(error):
     return None
   kind, message = found[-1]
   return getattr(errors, kind)(message)
+
+
+def parser(module, doc):
+  """The argument parser of `python -m MODULE`, described by the first line
+  of its docstring `doc`."""
+  return argparse.ArgumentParser(prog=f'python -m {module}',
+                                 description=doc.split('\n', 1)[0])
 
 
 def options(beam_args):

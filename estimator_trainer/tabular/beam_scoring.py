@@ -13,18 +13,22 @@ writes them (the transforms: scoring_transforms.py).
         -- BEAM_OPTIONS
 
 A CSV row becomes a tf.Example by the model_dir's stored feature spec
-(its features alone: the label may be absent). Beam's own options pick
-the runner, as for beam_statistics.py: none (DirectRunner, here), or e.g.
-`--runner=DataflowRunner --project=P --region=R --temp_location=gs://...`,
-`--runner=FlinkRunner --flink_master=HOST:PORT`, `--runner=SparkRunner`.
-Needs the `beam` extra (pip install estimator-trainer[beam]). Exit codes:
-0, 1 data error, 2 usage error.
+(its features alone: the label may be absent). BEAM_OPTIONS pick the
+runner; the extra it needs and the exit codes: beam_pipeline.py.
 """
 
-import argparse
 import os
 import sys
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command: TensorFlow's start-up noise hidden, before the imports below
+  # load it (as infer's).
+  console.quiet_tensorflow(verbose=False)
+  console.require_extra('beam', 'apache_beam', 'tfx_bsl')
+
+# pylint: disable=g-import-not-at-top
 import tensorflow as tf
 from tensorflow.python.tools import saved_model_utils  # pylint: disable=g-direct-tensorflow-import
 
@@ -38,9 +42,8 @@ from estimator_trainer.tabular import spec as spec_lib
 
 
 def _parse(argv):
-  parser = argparse.ArgumentParser(
-      prog='python -m estimator_trainer.tabular.beam_scoring',
-      description=__doc__.split('\n', 1)[0])
+  parser = beam_pipeline.parser('estimator_trainer.tabular.beam_scoring',
+                                __doc__)
   parser.add_argument('--model_dir', required=True,
                       help='A trained model_dir of structured data: its '
                       'stored feature spec, its newest export.')

@@ -12,16 +12,21 @@ and the run says so in a line; stale ones are replaced.
         --model_dir=gs://bucket/model [--eval_files=GLOB | --eval_fraction=F] \\
         [--head=HEAD] [--skip_rows_without_label] -- BEAM_OPTIONS
 
-Beam's own options pick the runner: none (DirectRunner, here), or e.g.
-`--runner=DataflowRunner --project=P --region=R --temp_location=gs://...`,
-`--runner=FlinkRunner --flink_master=HOST:PORT`, `--runner=SparkRunner`.
-Needs the `beam` extra (pip install estimator-trainer[beam]). Exit codes:
-0, 1 data error, 2 usage error.
+BEAM_OPTIONS pick the runner; the extra it needs and the exit codes:
+beam_pipeline.py.
 """
 
-import argparse
 import sys
 
+from estimator_trainer import console
+
+if __name__ == '__main__':
+  # A command: TensorFlow's start-up noise hidden, before the imports below
+  # load it (as infer's).
+  console.quiet_tensorflow(verbose=False)
+  console.require_extra('beam', 'apache_beam')
+
+# pylint: disable=g-import-not-at-top
 from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import sources
@@ -36,9 +41,8 @@ from estimator_trainer.tabular.statistics import training_files
 
 
 def _parse(argv):
-  parser = argparse.ArgumentParser(
-      prog='python -m estimator_trainer.tabular.beam_statistics',
-      description=__doc__.split('\n', 1)[0])
+  parser = beam_pipeline.parser('estimator_trainer.tabular.beam_statistics',
+                                __doc__)
   for name in ('train_files', 'feature_spec', 'model_dir'):
     parser.add_argument(f'--{name}', required=True)
   parser.add_argument('--eval_files')

@@ -14,6 +14,7 @@ from estimator_trainer.errors import DataError, UsageError
 from estimator_trainer.sources import TEST, TRAIN
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import input as input_lib
+from estimator_trainer.tabular import priors
 from estimator_trainer.tabular import rows
 from estimator_trainer.tabular import spec as spec_lib
 from estimator_trainer.tabular import statistics as statistics_lib
@@ -27,11 +28,6 @@ from estimator_trainer.tabular.statistics import storage
 from estimator_trainer.tabular.statistics import training_files
 
 _logger = logging.getLogger(__name__)
-
-# The deep models' L2 (_deep_weight_decay): DEEP_PRIOR_FACTOR x the linear
-# prior, but at least the prior of DEEP_PRIOR_ROWS rows.
-DEEP_PRIOR_FACTOR = 10
-DEEP_PRIOR_ROWS = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +91,12 @@ class TabularData(pipeline.RunData):
       statistics = dataclasses.replace(statistics, label_scale=(0.0, 1.0))
     statistics_lib.store(model_dir, self._feature_spec, statistics,
                          training_files.of(self._source))
+
+  def validation(self):
+    """This data with --validation_fraction's part of the training
+    records as its evaluation split (its statistics the training part's)."""
+    return TabularData(self._source.validation(), self.spec,
+                       self._feature_spec, self.statistics, self.serving)
 
   def make_input_fn(self, config, global_batch_size, seeded=True,
                     stage='encode'):
@@ -173,7 +175,8 @@ def load(config, training=False) -> TabularData:
                          eval_fraction=config.eval_fraction,
                          skip_unlabeled=config.skip_rows_without_label,
                          unreadable_as_missing=config.unreadable_as_missing,
-                         key=config.key_column)
+                         key=config.key_column,
+                         validation_fraction=config.validation_fraction)
   if config.skip_rows_without_label:
     for split, files in ((TRAIN, config.train_files),
                          (TEST, config.eval_files)):
@@ -181,6 +184,12 @@ def load(config, training=False) -> TabularData:
         _logger.info('--skip_rows_without_label: left out %d records '
                      'without a label in %s', source.unlabeled(split), files)
   _check_records(config, source, training)
+  if training and config.validation_fraction and not (
+      source.validation().num_examples(TEST)):
+    raise UsageError(
+        f'--validation_fraction={config.validation_fraction}: no records of '
+        f'{config.train_files} fall in the validation part; give a larger '
+        'fraction or more records')
   if training:  # Checks the values, in one streaming pass.
     scan.summarise(source, TEST, kind)
   cluster = config.cluster
@@ -223,8 +232,8 @@ def _data(config, source, feature_spec, kind, statistics):
   spec = TabularDataSpec(data_name(feature_spec, config.train_files), kind,
                          tuple(encoder.class_names(kind)), encoder.inputs,
                          label_scale,
-                         _prior_weight_decay(statistics, label_scale),
-                         _deep_weight_decay(statistics, label_scale))
+                         priors.prior_weight_decay(statistics, label_scale),
+                         priors.deep_weight_decay(statistics, label_scale))
   return TabularData(source, spec, feature_spec, statistics,
                      Serving(source, feature_spec, statistics, kind,
                              source.key and (source.key,
@@ -245,38 +254,6 @@ def _check_records(config, source, training):
           f'{" held out by --eval_fraction" * held_out}'
           f'{" with a label" * config.skip_rows_without_label}'
           f'{" (a header only)" * (source.is_csv and not source.filtered)}')
-
-
-def _prior_weight_decay(statistics, label_scale):
-  """The L2 factor on the mean loss of the n training examples that
-  LogisticRegression's default (C=1: a log loss's sum plus half the squared
-  weights) or Ridge's (alpha=1, on the label's units: the squared error's
-  sum plus the squared weights, which are the label's stddev times ours)
-  put there."""
-  if not statistics.num_examples:
-    return None
-  return _loss_scale(label_scale) / statistics.num_examples
-
-
-def _loss_scale(label_scale):
-  """What one example's L2 weighs on the mean loss: LogisticRegression's
-  half, Ridge's label variance."""
-  return label_scale[1] ** 2 if label_scale else 0.5
-
-
-def _deep_weight_decay(statistics, label_scale):
-  """The L2 factor of `dnn` and `wide_deep`: the linear prior's over
-  DEEP_PRIOR_ROWS rows or fewer (DEEP_PRIOR_FACTOR x it below that).
-  Chosen on the real tables (docs/guide/tabular.md#the-default-recipe):
-  at the linear prior the DNN over-fit pima, carseats, diabetes and
-  caravan (AUC 0.668 vs LogisticRegression's 0.774 on pima); 10 x it
-  fixed the small tables, but on caravan (4,658 rows) 10 x was still
-  0.074 AUC short and the L2 of 467 rows was 0.011 ahead; 30 x
-  under-fit carseats and wine."""
-  if not statistics.num_examples:
-    return None
-  rows = min(statistics.num_examples / DEEP_PRIOR_FACTOR, DEEP_PRIOR_ROWS)
-  return _loss_scale(label_scale) / rows
 
 
 def data_name(feature_spec, train_files):

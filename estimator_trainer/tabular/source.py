@@ -7,10 +7,10 @@ column and the value.
 
 Labels and weights are required (a missing one is an error); a feature's
 missing value (an empty CSV cell, in a number column also NA, null, ...:
-cell_syntax.MISSING_VALUES; an absent feature) is its Column default
-or, without one, its kind's: a number NaN (read as int64:
-spec.MISSING_INT64), which the encoder replaces by the training mean; -1 or '' for ids, which
-look up as out-of-vocabulary.
+cell_syntax.MISSING_VALUES; an absent feature) is its Column default or,
+without one, its kind's: a number NaN (as int64: spec.MISSING_INT64),
+which the encoder replaces by the training mean; -1 or '' for ids
+(out-of-vocabulary).
 """
 
 import dataclasses
@@ -26,14 +26,11 @@ from estimator_trainer.sources.files import memoized
 from estimator_trainer.tabular import numpy_columns
 from estimator_trainer.tabular import parsing
 from estimator_trainer.tabular import spec as spec_lib
+from estimator_trainer.tabular import splits
 from estimator_trainer.tabular import table
 from estimator_trainer.tabular import table_files
 
 _BATCH = 1024
-# A held-out evaluation split takes the records whose hash falls in the
-# first buckets of these: a record's split is its content's, whatever the
-# files' order, sharding or task (as TFX's ExampleGen splits by hash).
-HOLDOUT_BUCKETS = 1000
 
 
 class TabularSource:
@@ -45,9 +42,11 @@ class TabularSource:
 
   Without a TEST glob, `eval_fraction` of the training files' records
   (by a hash of each record: equal records go to one split) are the TEST
-  split and are left out of TRAIN. With `skip_unlabeled`, records without
-  a label (an empty cell, an absent feature; any of multilabel's) are left
-  out of both splits (else they fail as bad values do). With
+  split and are left out of TRAIN; `validation_fraction` of the rest are
+  left out of TRAIN too (splits.py): validation()'s TEST split. With
+  `skip_unlabeled`, records without a label (an empty cell, an absent
+  feature; any of multilabel's) are left out of both splits (else they
+  fail as bad values do). With
   `unreadable_as_missing`, a CSV cell of a number feature that is no
   number is a missing value (else an error naming it). Without `labels`,
   the files need the features alone (new data to predict on); `key`, a
@@ -55,17 +54,21 @@ class TabularSource:
 
   def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
                skip_unlabeled=False, unreadable_as_missing=False,
-               labels=True, key=None):
-    self.patterns = patterns
-    self.labels = labels
-    self.key = key
+               labels=True, key=None, validation_fraction=None,
+               validation=False):
+    self.patterns, self.labels, self.key = patterns, labels, key
     self.skip_unlabeled = skip_unlabeled
     self.unreadable_as_missing = unreadable_as_missing
-    self._held_out = 0
-    if not patterns.get(sources.TEST):
-      if not eval_fraction:
-        raise ValueError('no evaluation files and no eval_fraction')
-      self._held_out = max(1, round(eval_fraction * HOLDOUT_BUCKETS))
+    if patterns.get(sources.TEST):
+      eval_fraction = None
+    elif not eval_fraction:
+      raise ValueError('no evaluation files and no eval_fraction')
+    self._options = dict(  # validation()'s.
+        eval_fraction=eval_fraction, skip_unlabeled=skip_unlabeled, key=key,
+        labels=labels, unreadable_as_missing=unreadable_as_missing,
+        validation_fraction=validation_fraction)
+    self._buckets = splits.Buckets(eval_fraction, validation_fraction,
+                                   validation)
     if head and head != feature_spec.head:
       feature_spec = dataclasses.replace(feature_spec, head=head)
       spec_lib.check(feature_spec, f'--head={head} with the feature spec')
@@ -80,31 +83,32 @@ class TabularSource:
     kind = "CSV" if self.is_csv else "TFRecord"
     patterns = {split: layout.absolute(pattern) if absolute else pattern
                 for split, pattern in self.patterns.items()}
-    if self._held_out:
-      return (f'{kind} files {patterns[sources.TRAIN]} '
-              f'({self._held_out / HOLDOUT_BUCKETS:.1%} of the records held '
-              'out for evaluation)')
-    return f'{kind} files {" / ".join(filter(None, patterns.values()))}'
+    shown = ([patterns[sources.TRAIN]] if self._buckets.test_from_training
+             else filter(None, patterns.values()))
+    return f'{kind} files {" / ".join(shown)}{self._buckets.describe()}'
+
+  @memoized
+  def validation(self):
+    """A source whose TEST split is the validation part (splits.py)."""
+    return TabularSource(self.patterns, self.feature_spec, **self._options,
+                         validation=True)
 
   @memoized
   def files(self, split):
     return sources.glob_files(self.patterns[
-        sources.TRAIN if self._held_out else split])
+        sources.TRAIN if self._buckets.test_from_training else split])
 
   @property
   def filtered(self):
     """Whether a split is some of its files' records, not all."""
-    return bool(self._held_out or self.skip_unlabeled)
+    return any(self._buckets.ranges.values()) or self.skip_unlabeled
 
   def kept(self, records, split):
-    """Which of the tf.string `records` [batch] belong to `split`: all
-    unless one is held out, those with a label if unlabeled ones are
-    skipped. Graph-safe."""
+    """Which of the tf.string `records` [batch] belong to `split` (by
+    bucket; with a label if unlabeled ones are skipped). Graph-safe."""
     kept = tf.ones_like(records, tf.bool)
-    if self._held_out:
-      bucket = tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS)
-      kept = (bucket < self._held_out if split == sources.TEST else
-              bucket >= self._held_out)
+    if self._buckets.ranges[split]:
+      kept = self._buckets.kept(splits.bucket(records), split)
     if self.skip_unlabeled:
       kept &= self._labeled(records)
     return kept
@@ -131,13 +135,12 @@ class TabularSource:
   @memoized
   def _record_flags(self, path):
     """Each record's hash bucket (int64) and whether it has its label, of
-    the file at `path`: one read of it serves both splits' masks and the
-    count of unlabeled records."""
+    the file at `path`: one read for every split's mask and count."""
     def flags(path):
       buckets, labeled = [np.zeros([0], np.int64)], [np.zeros([0], bool)]
       for bucket, has_label in self._read([path]).batch(_BATCH).map(
           lambda records: (
-              tf.strings.to_hash_bucket_fast(records, HOLDOUT_BUCKETS),
+              splits.bucket(records),
               self._labeled(records) if self.skip_unlabeled else
               tf.ones_like(records, tf.bool))).as_numpy_iterator():
         buckets.append(bucket)
@@ -146,13 +149,10 @@ class TabularSource:
     return sources.eagerly(flags, path)
 
   def mask(self, path, split):
-    """Whether each record of the file at `path` is in `split` (numpy
-    bool): _kept's choice, from _record_flags."""
+    """kept()'s choice for each record of the file at `path` (numpy)."""
     buckets, labeled = self._record_flags(path)
-    if not self._held_out:
-      return labeled
-    return labeled & ((buckets < self._held_out) if split == sources.TEST
-                      else (buckets >= self._held_out))
+    kept = self._buckets.kept(buckets, split)
+    return labeled if kept is None else labeled & kept
 
   def unlabeled(self, split):
     """How many records of `split`'s files have no label and are left out

@@ -10,6 +10,7 @@ import logging
 import math
 import time
 
+from estimator_trainer import best_weights
 from estimator_trainer import cadence
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
@@ -54,6 +55,14 @@ class Controller:
     self._accuracies = (early_stopping.eval_accuracies(
         layout.eval_dir(job.config.model_dir))
                         if job.config.early_stopping_evals else {})
+    # --validation_fraction: the rule ranks the validation part instead.
+    self._best = self._validator = None
+    if self._evaluator and job.config.validation_fraction:
+      self._best = best_weights.Best(job.config.model_dir,
+                                     job.config.early_stopping_evals,
+                                     writes=job.is_chief)
+      self._validator = evaluation.Evaluator(job, job.source.validation(),
+                                             layout.VALIDATION_EVAL_DIR)
     self.result = None  # The latest evaluation; None when preempted.
     self.metrics = None  # metrics.json's dict, written by finish.
     self._job_finished = False
@@ -116,12 +125,36 @@ class Controller:
     self.result = self._evaluator.evaluate(self.step)
     self._last_eval = time.monotonic()
     patience = self.job.config.early_stopping_evals
-    if patience:
+    exported = self.result
+    if self._best:  # The final export follows the best step's restore.
+      validation = self._validator.evaluate(self.step)
+      self.early_stopped |= self._best.after(
+          self.job.manager.latest_checkpoint, validation)
+      exported = {**self.result, early_stopping.VALIDATION_SCORE:
+                  early_stopping.score(validation)}
+      final = False
+    elif patience:
       self._accuracies[self.step] = early_stopping.score(self.result)
       if early_stopping.no_improvement(self._accuracies, patience):
         self.early_stopped = final = True
     if self._exporter:
-      self._exporter.after_evaluation(self.result, final)
+      self._exporter.after_evaluation(exported, final)
+
+  def _restore_best(self):
+    """The best validation step's weights back in the model (and as
+    model_dir's latest checkpoint), evaluated and exported as final."""
+    path = self._best.restore()
+    # Not the weights of the step just evaluated (every worker's, and the
+    # chief's copy of it may still be under way).
+    if self._best.kept['step'] != self.step:
+      self.job.checkpoint.restore(path).expect_partial()
+    self.step = self._best.kept['step']
+    with self.job.averaged():
+      self.result = self._evaluator.evaluate(self.step)
+      if self._exporter:
+        self._exporter.after_evaluation(
+            {**self.result,
+             early_stopping.VALIDATION_SCORE: self._best.kept['score']}, True)
 
   def finish(self):
     """Ends the run: unless preempted, the final evaluation and export (of
@@ -145,6 +178,8 @@ class Controller:
     if self._evaluator and (self.result is None or
                             self.result['global_step'] < self.step):
       self._evaluate(final=True)
+    if self._best:
+      self._restore_best()
     self.job.finish(trained=True)
     self._job_finished = True
     return evaluation.write_results(self.job, self.result)

@@ -24,17 +24,21 @@ PREDICT = ModeKeys.PREDICT
 
 class Evaluator:
   """Evaluates the model on the whole test set (each example once) under the
-  job's strategy; writes model_dir/eval as the estimator engine does."""
+  job's strategy; writes model_dir/eval as the estimator engine does. Of
+  `data`'s test set instead if given, into model_dir/`subdir`
+  (--validation_fraction's part: data.validation())."""
 
-  def __init__(self, job):
+  def __init__(self, job, data=None, subdir=layout.EVAL_DIR):
     self._job = job
+    self._what = '' if data is None else ' of the validation part'
     self.model = job.model
     with job.strategy.scope():
       self._metrics = job.head.eval_metrics()
       # Of batch means, as Estimator reports `loss`.
       self._loss = tf.keras.metrics.Mean(name='loss')
-    self._dataset = job.distribute(EVAL)
-    self._writer = job_lib.writer(job, layout.EVAL_DIR)
+    self._dataset = job.distribute(EVAL, data and data.make_input_fn(
+        job.config, job.global_batch_size))
+    self._writer = job_lib.writer(job, subdir)
 
   def _replica_step(self, features, labels):
     keys = self._job.feature_keys
@@ -70,7 +74,7 @@ class Evaluator:
     self._writer.flush()
     # As metrics.json names them (its `loss` the mean per example; no NumPy
     # reprs: NumPy 2 prints np.float32).
-    _logger.info('Evaluation at step %d (%.1f s): %s', step,
+    _logger.info('Evaluation%s at step %d (%.1f s): %s', self._what, step,
                  time.monotonic() - start, ', '.join(
                      f'{name} = {value:.6g}' for name, value in
                      outputs.as_metrics_json(result).items()))

@@ -183,11 +183,12 @@ class Job:
             tf.distribute.InputReplicationMode.PER_REPLICA if per_replica
             else tf.distribute.InputReplicationMode.PER_WORKER))
 
-  def distribute(self, mode):
-    """The input_fn's dataset of `mode`, distributed to the replicas (to
-    each parameter-server worker, its own)."""
+  def distribute(self, mode, input_fn=None):
+    """The dataset of `mode` of `input_fn` (default: the job's),
+    distributed to the replicas (to each parameter-server worker, its own)."""
+    input_fn = input_fn or self.input_fn
     dataset = self.strategy.distribute_datasets_from_function(
-        lambda context: self.input_fn(mode, context), self.input_options())
+        lambda context: input_fn(mode, context), self.input_options())
     if self.coordinator:
       return self.coordinator.create_per_worker_dataset(dataset)
     return dataset
