@@ -170,7 +170,8 @@ class TrainConfig:
       'Default 0, but for structured data\'s linear model the prior of '
       'LogisticRegression\'s and Ridge\'s defaults: 1/(2n) for n training '
       'examples (regression: the label\'s variance/n), and for its dnn and '
-      'wide_deep 10 x that, at least the prior of 50 examples.', at_least=0)
+      'wide_deep 10 x that, at least the prior of 50 examples, at most '
+      '100 x it.', at_least=0)
   clip_global_norm: Optional[float] = _option(
       None, 'Clip the gradient of the global batch to this global norm, '
       'after the replicas\' gradients are summed (so a step is the same on '
