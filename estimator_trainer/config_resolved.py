@@ -99,9 +99,9 @@ def describe(self, model_name: str, data: str, num_replicas: int,
   # item 3): feature_spec is among the others.
   described = {'mode', 'engine', 'strategy', 'model', 'model_kwargs',
                'dataset', 'train_files', 'eval_files', 'eval_fraction',
-               'validation_fraction', 'skip_rows_without_label', 'data_source', 'idx_dir',
-               'batch_size_per_replica', 'global_batch_size', 'train_steps',
-               'train_epochs', 'cluster'}
+               'validation_fraction', 'skip_rows_without_label',
+               'data_source', 'idx_dir', 'batch_size_per_replica',
+               'global_batch_size', 'train_steps', 'train_epochs', 'cluster'}
   # The rate a run left to its model is filled in: at that, a default.
   defaults = {field.name: field.default for field in dataclasses.fields(self)}
   defaults['learning_rate'] = default_learning_rate(self)
