@@ -72,7 +72,7 @@ def _argv(data, model_dir, engine, *more):
           f'--engine={engine}', f'--validation_fraction={VALIDATION_FRACTION}',
           f'--early_stopping_evals={PATIENCE}', '--train_steps=300',
           f'--save_checkpoints_steps={EVERY}', '--throttle_secs=0',
-          '--batch_size_per_replica=32', '--learning_rate=0.005',
+          '--batch_size_per_replica=32', '--learning_rate=0.02',
           '--keep_checkpoint_max=1', *more]
 
 
