@@ -14,8 +14,10 @@ increment undone after the fact would let a checkpoint, StopAtStepHook or
 the evaluator read max_steps + 1), and it needs no counter beside the
 global step: a parameter server restarted from a checkpoint restores the
 count with the weights it counts. A refused claim fails its session.run
-with OutOfRangeError before anything is applied, and MonitoredSession
-ends training on it as at the end of the input (its hooks' end() run).
+with OutOfRangeError before any update is applied (but batch norm's
+moving statistics, which its forward pass updated before the claim:
+resnet20's), and MonitoredSession ends training on it as at the end of the
+input (its hooks' end() run).
 """
 
 import tensorflow as tf
