@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_trainer import summaries
 from estimator_trainer.config import TrainConfig
 
 estimator = pytest.importorskip('estimator_trainer.estimator',
                                 exc_type=ImportError)
 # pylint: disable=g-import-not-at-top,g-bad-import-order
+from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import model_params
 
 pytestmark = pytest.mark.estimator
@@ -147,3 +149,34 @@ def test_a_skipped_float16_step_is_counted_once_by_its_claim(workers):
   step, after = worker.values()
   assert step == MAX_STEPS and worker.session.run(skipped) == 1
   _assert_same(before, after)
+
+
+def test_the_chiefs_refused_last_step_still_ends_its_progress_and_rates(
+    workers, tmp_path):
+  """The chief's TrainLoopHook sees the end in end(): a refused run has no
+  after_run, which wrote the whole run's rate at the last step."""
+  first, chief = workers(_params())
+  with first.graph.as_default():
+    first.step.load(MAX_STEPS - 2, first.session)
+  config = TrainConfig(model_dir=str(tmp_path), engine='estimator',
+                       strategy='parameter_server')
+  with chief.graph.as_default():
+    tf.compat.v1.losses.add_loss(chief.spec.loss)  # As Estimator does.
+    with tf.compat.v1.train.MonitoredSession(
+        session_creator=tf.compat.v1.train.WorkerSessionCreator(
+            master=first.session.sess_str),
+        hooks=[tf.compat.v1.train.StopAtStepHook(last_step=MAX_STEPS),
+               train_loop.TrainLoopHook(
+                   config, MAX_STEPS, 4, 1, 1, train_loop.SaveClock(),
+                   'loss')]) as session:
+      runs = 0
+      while not session.should_stop():
+        runs += 1
+        session.run(chief.spec.train_op)
+        if runs == 1:  # The other worker takes the last step meanwhile.
+          first.session.run(first.spec.train_op)
+  rates = [(event.step, value.tag) for path in tmp_path.glob('events.*')
+           for event in tf.compat.v1.train.summary_iterator(str(path))
+           for value in event.summary.value
+           if value.tag == summaries.RUN_RATE]
+  assert runs == 2 and rates == [(MAX_STEPS, summaries.RUN_RATE)]
