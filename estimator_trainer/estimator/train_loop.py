@@ -167,9 +167,10 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
                              steps * self._global_batch_size / seconds, step)
 
   def end(self, session):
-    if self._step < self._max_steps and self._timer.started:
-      # The last run's step was refused, another worker's took the last
-      # one (step_apply.py), and its after_run never came: its end is here.
+    if (self._config.strategy == 'parameter_server' and self._timer.started
+        and self._step < self._max_steps):
+      # The last run's step may have been refused, another worker's taking
+      # the last one (step_apply.py): its after_run never came.
       step = session.run(self._global_step)
       if step >= self._max_steps:
         self._progress.update(step, self._last_loss)
