@@ -247,7 +247,8 @@ def test_flags_in_the_docs_commands_exist():
 
 
 # Inline code that runs another program, whose flags are its own.
-_OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv')
+_OTHER_PROGRAMS = ('py-spy', 'tensorboard', 'pip', 'saved_model_cli', 'uv',
+                   'ruff')
 
 
 @pytest.mark.default_stack_only
