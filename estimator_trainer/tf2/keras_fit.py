@@ -97,6 +97,7 @@ class _FitModel(tf.keras.Model):
     self.inner = job.model
     self._micro_batches = job.config.accumulate_steps
     self._updates = updates_lib.Updates(job)
+    self._claims = job.claims
     # The summed gradient's norm before clipping (a tracked metric: fit's
     # logs and reset_metrics include it).
     self.gradient_norm = (tf.keras.metrics.Mean(name='gradient_norm')
@@ -126,6 +127,30 @@ class _FitModel(tf.keras.Model):
     if norm is not None:
       self.gradient_norm.update_state(norm)
     return {metric.name: metric.result() for metric in self.metrics}
+
+  def make_train_function(self, force=False):
+    """Keras's, but under parameter servers each step first claims its
+    number (exact_steps.py) and, without one, runs no train_step (nor its
+    metrics): a closure the coordinator runs again does not apply its steps
+    twice. The claim is outside strategy.run: the updates' merge_calls fail
+    inside a tf.cond within it."""
+    if self._claims is None or (self.train_function is not None and
+                                not force):
+      return super().make_train_function(force)
+    strategy = self.distribute_strategy
+
+    @tf.function
+    def train_function(iterator, steps):
+      for _ in tf.range(steps):
+        data = next(iterator)
+        if self._claims.claim():
+          strategy.run(self.train_step, (data,))
+      # fit's logs: the metrics' means so far (as train_step returns them).
+      return {metric.name: metric.result() for metric in self.metrics}
+
+    self.train_function = lambda iterator: self._cluster_coordinator.schedule(
+        train_function, args=(iterator, self._steps_per_execution.value()))
+    return self.train_function
 
 
 def _fit_element(keys):
@@ -172,6 +197,9 @@ def _fit(job, evaluate):
         while not controller.done:
           steps = min(every - controller.step % every,
                       job.max_steps - controller.step)
+          # After a fit left short by a worker's failure (exact_steps.py),
+          # a fit of the missing steps.
+          job.claims.open(controller.step, controller.step + steps)
           model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
                         callbacks=[callback])
       else:
