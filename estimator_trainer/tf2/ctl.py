@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
+from estimator_trainer.tf2 import exact_steps
 from estimator_trainer.tf2 import preemption
 from estimator_trainer.tf2 import updates as updates_lib
 
@@ -115,6 +116,8 @@ class _Trainer:
           if applied:
             self._last_loss = float(loss)
         step = self._job.step
+        if step < stop:
+          exact_steps.log_short(step, stop)
       return step, self._last_loss
     return run
 

@@ -14,7 +14,11 @@ the missing steps again.
 One replica per worker (CPU workers): each replica's step claims once.
 """
 
+import logging
+
 import tensorflow as tf
+
+_logger = logging.getLogger(__name__)
 
 # ResourceCountUpTo needs a limit; the stop is the real one.
 _NO_LIMIT = 2**62
@@ -44,3 +48,10 @@ class Claims:
     number = tf.raw_ops.ResourceCountUpTo(
         resource=self._next.handle, limit=_NO_LIMIT, T=tf.int64)
     return number < self._stop.read_value()
+
+
+def log_short(step, stop):
+  """After a round of closures that reached `step` of `stop`."""
+  _logger.info('Step %d after a round of closures to %d: a worker failed '
+               'after claiming %d step(s); running them again', step, stop,
+               stop - step)

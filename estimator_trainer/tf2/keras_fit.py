@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
+from estimator_trainer.tf2 import exact_steps
 from estimator_trainer.tf2 import preemption
 from estimator_trainer.tf2 import updates as updates_lib
 
@@ -199,9 +200,12 @@ def _fit(job, evaluate):
                       job.max_steps - controller.step)
           # After a fit left short by a worker's failure (exact_steps.py),
           # a fit of the missing steps.
-          job.claims.open(controller.step, controller.step + steps)
+          stop = controller.step + steps
+          job.claims.open(controller.step, stop)
           model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
                         callbacks=[callback])
+          if controller.step < stop:
+            exact_steps.log_short(controller.step, stop)
       else:
         model.fit(data, epochs=1, steps_per_epoch=job.max_steps - step,
                       verbose=0, callbacks=[_BatchCallback(controller)])
