@@ -11,7 +11,8 @@ killed between its claim and its update leaves the count short: the chief
 sees it after the join (the optimizer's iterations below the stop) and runs
 the missing steps again.
 
-One replica per worker (CPU workers): each replica's step claims once.
+The claim is made once a step in the scheduled function (cross-replica
+context), before its strategy.run, whatever a worker's replicas.
 """
 
 import logging

@@ -134,7 +134,8 @@ class _FitModel(tf.keras.Model):
     number (exact_steps.py) and, without one, runs no train_step (nor its
     metrics): a closure the coordinator runs again does not apply its steps
     twice. The claim is outside strategy.run: the updates' merge_calls fail
-    inside a tf.cond within it."""
+    inside a tf.cond within it. (Keras's `_train_counter`, read by its
+    TensorBoard and BackupAndRestore callbacks, unused here, is not kept.)"""
     if self._claims is None or (self.train_function is not None and
                                 not force):
       return super().make_train_function(force)
