@@ -75,7 +75,8 @@ class V1LossScale:
     apply_gradients)` (which applies each optimizer's pairs with
     `apply_gradients(optimizer, pairs, global_step=None)` and counts the
     step) when the replicas' gradients are all finite; else counts the step
-    in `global_step` and in `optimizers`' own counts, and skips it.
+    in `global_step` (None: counted already, claimed before) and in
+    `optimizers`' own counts, and skips it.
     `norm_of_sum`: the replicas' summed gradient's norm, if the caller has
     it. Call in replica context; returns the train op."""
     context = tf.distribute.get_replica_context()
@@ -118,7 +119,8 @@ class V1LossScale:
             self.scale.assign(tf.where(grow, self.scale * 2.0, self.scale)))
 
     def skip():
-      return tf.group(global_step.assign_add(1),
+      return tf.group(*([] if global_step is None else
+                        [global_step.assign_add(1)]),
                       *(_count_step(optimizer) for optimizer in optimizers),
                       self._good_steps.assign(0),
                       self.scale.assign(self.scale / 2.0),

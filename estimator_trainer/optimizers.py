@@ -78,15 +78,17 @@ class OptimizerSpec:
                 for key, value in kwargs.items()}
     return kwargs
 
-  def v1(self):
+  def v1(self, step=None):
     """(tf.compat.v1.train optimizer, its learning rate) for Estimator; the
-    rate is a callable, the tensor of the graph's global step where it is
-    called: in a loop of steps (estimator/graph.py), each step's own."""
+    rate is a callable, the tensor of the step `step()` returns where it is
+    called (without `step`, the graph's global step): in a loop of steps
+    (estimator/graph.py), each step's own."""
     def learning_rate():
       if self.decays:
         return tf.compat.v1.train.cosine_decay(
             self.learning_rate,
-            tf.compat.v1.train.get_or_create_global_step(), self.decay_steps)
+            step() if step else tf.compat.v1.train.get_or_create_global_step(),
+            self.decay_steps)
       return tf.constant(self.learning_rate)
     kwargs = self._kwargs(v1=True)
     if self.name == 'adam':

@@ -232,7 +232,7 @@ def follow_checkpoints(config, start):
     training = TrainingProgress(config)
     max_steps = training.read_max_steps(watchdog)
     evaluate_and_export, evaluate, export_final = start()
-    is_final = _last_evaluation(config, max_steps, training)
+    is_final = _last_evaluation(config, max_steps)
     result, final = None, False
     for path in tf.train.checkpoints_iterator(
         config.model_dir, min_interval_secs=1, timeout=5,
@@ -256,45 +256,31 @@ def follow_checkpoints(config, start):
   return result
 
 
-def asynchronous(config):
-  """Whether training may end past max_steps: the estimator engine's
-  trainers step on their own under parameter servers, each stopping once it
-  sees max_steps, as canned Estimators' StopAtStepHook does."""
-  return config.engine == 'estimator' and config.strategy == 'parameter_server'
-
-
 def log_final_step(step, max_steps):
-  if step > max_steps:  # asynchronous()
-    _logger.info('Training ended at step %d, %d past its %d steps: under '
-                 'parameter servers the estimator engine\'s workers step '
-                 'asynchronously (as canned Estimators\' do); the final '
-                 'checkpoint, evaluation and export are of step %d', step,
-                 step - max_steps, max_steps, step)
+  """Says so when training ended past its steps: only a model_dir whose
+  checkpoint was past them when the run began (a longer run's, or one of
+  the estimator engine's parameter servers before each step claimed its
+  count: estimator/step_apply.py), which Estimator does not train on."""
+  if step > max_steps:
+    _logger.info('Training ended at step %d, %d past its %d steps: '
+                 'model_dir\'s checkpoint was past them when this run '
+                 'began; the final checkpoint, evaluation and export are of '
+                 'step %d', step, step - max_steps, max_steps, step)
 
 
-def _last_evaluation(config, max_steps, training):
-  """is_final(result) of the evaluator: an evaluation at max_steps (with
-  asynchronous trainers, of the chief's last checkpoint), or the one that
-  meets --early_stopping_evals' rule (decided once per step: the rule reads
-  the evaluations in model_dir/eval, this one's included)."""
+def _last_evaluation(config, max_steps):
+  """is_final(result) of the evaluator: an evaluation at max_steps, or the
+  one that meets --early_stopping_evals' rule (decided once per step: the
+  rule reads the evaluations in model_dir/eval, this one's included)."""
   decided = {}
 
   def is_final(result):
     step = result['global_step']
     if step not in decided:
-      if step >= max_steps and asynchronous(config):
-        # A worker may step once more after this save, and the chief then
-        # save that step at its end: only its last checkpoint is final.
-        while not training.chief_finished(max_steps):
-          time.sleep(0.5)
-        decided[step] = checkpoints.latest_step(config.model_dir) == step
-        if decided[step]:
-          log_final_step(step, max_steps)
-      else:
-        decided[step] = step >= max_steps or bool(
-            config.early_stopping_evals and early_stopping.no_improvement(
-                early_stopping.eval_accuracies(
-                    layout.eval_dir(config.model_dir)),
-                config.early_stopping_evals))
+      decided[step] = step >= max_steps or bool(
+          config.early_stopping_evals and early_stopping.no_improvement(
+              early_stopping.eval_accuracies(
+                  layout.eval_dir(config.model_dir)),
+              config.early_stopping_evals))
     return decided[step]
   return is_final

@@ -13,12 +13,10 @@ too. Every task that exits non-zero is started again with the same
 TF_CONFIG; one that exits 0 is done. Seeded kills: --kills SIGKILLs of a
 random task in training, each 0-5 s after one of the 5 checkpoints before
 the last (a checkpoint every --train_steps / 6), and one of a chief, worker
-or evaluator 0-1.5 s after the last appears (the estimator engine's final
-step may pass --train_steps by up to its trainers' number: asynchronous;
-its final checkpoint, metrics.json and export must then be of that step).
-Then checks: every task's last exit 0, the latest checkpoint and
-metrics.json at --train_steps, the step counter the latest checkpoint holds
-equal to the step in its name, no checkpoint step going back, and the final
+or evaluator 0-1.5 s after the last appears. Then checks: every task's last
+exit 0, the latest checkpoint, metrics.json and the final export at
+--train_steps exactly, the step counter the latest checkpoint holds equal to
+the step in its name, no checkpoint step going back, and the final
 export's answers on the test set equal to metrics.json. Prints a JSON
 summary line (kills, restarts, final step, served vs metrics); exit 1 if a
 check failed. Each incarnation's output stays in WORK_DIR/logs.
@@ -215,15 +213,9 @@ def run(args):
       'checkpoints_seen': steps_seen, 'went_back': went_back}
   summary['final_step'] = latest_step(model_dir)
   summary['saved_step'] = saved_step(model_dir, args.engine)
-  # The estimator engine's trainers step asynchronously under parameter
-  # servers: each stops once it sees --train_steps, so the last step may
-  # pass it by up to their number.
-  overshoot = (len(cluster['chief']) + len(cluster['worker'])
-               if args.engine == 'estimator' and ps else 0)
   failures = [name for name, ok in (
       ('a task exited non-zero', set(summary['last_exits'].values()) == {0}),
-      ('final step', args.train_steps <= summary['final_step'] <=
-       args.train_steps + overshoot),
+      ('final step', summary['final_step'] == args.train_steps),
       ('a checkpoint went back', not went_back),
       ('saved step != its name', summary['saved_step'] ==
        summary['final_step'])) if not ok]

@@ -146,60 +146,6 @@ def test_the_evaluator_fails_when_training_ended_without_a_checkpoint(
   assert started == [1]
 
 
-def _save_fake_checkpoint(model_dir, step):
-  """model_dir's latest checkpoint named `step` (what the evaluator's loop
-  reads of one: its state file, written whole, and its index)."""
-  with open(os.path.join(model_dir, f'model.ckpt-{step}.index'), 'w'):
-    pass
-  state = os.path.join(model_dir, 'checkpoint')
-  with open(f'{state}.tmp', 'w') as f:
-    f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n')
-  os.replace(f'{state}.tmp', state)
-
-
-def test_the_evaluator_of_asynchronous_training_takes_the_chiefs_last_checkpoint_as_final(
-    tmp_path):
-  # Under parameter servers the estimator engine's chief may save
-  # checkpoint 10 (max_steps), a worker step once more, and the chief save
-  # 11 at its end: the final evaluation, export and metrics.json are of 11,
-  # the model_dir's last checkpoint, not of 10.
-  config = TrainConfig(
-      model_dir=str(tmp_path), cluster_timeout_secs=60, engine='estimator',
-      strategy='parameter_server', cluster=cluster.Cluster(
-          jobs={'chief': ['localhost:1'], 'ps': ['localhost:2']},
-          task_type='evaluator', task_index=0, has_evaluator=True))
-  training_progress.TrainingProgress(config).write_train_spec(
-      max_steps=10, global_batch_size=64)
-  chief = training_progress.TrainingProgress(dataclasses.replace(
-      config, cluster=dataclasses.replace(config.cluster,
-                                          task_type='chief')))
-  _save_fake_checkpoint(str(tmp_path), 10)
-  seen = []
-
-  def evaluate_and_export(path, is_final):
-    step = int(path.rsplit('-', 1)[1])
-    if step == 10:  # While it is evaluated, the chief's end.
-      _save_fake_checkpoint(str(tmp_path), 11)
-      chief.mark_finished(max_steps=10)
-    result = {'global_step': step}
-    seen.append((step, is_final(result)))
-    return result
-
-  def evaluate(path):
-    return {'global_step': int(path.rsplit('-', 1)[1])}
-
-  def export_final(path, result):
-    seen.append(('export_final', result['global_step']))
-
-  result = training_progress.follow_checkpoints(
-      config, lambda: (evaluate_and_export, evaluate, export_final))
-  # 11 evaluated and exported as the final one, by the loop (TensorFlow
-  # 2.15's checkpoints_iterator yields it) or after it (2.21's had ended).
-  assert seen in ([(10, False), (11, True)],
-                  [(10, False), ('export_final', 11)]), seen
-  assert result == {'global_step': 11}
-
-
 def test_local_cluster_ports_are_free_distinct_and_not_ephemeral():
   """The launcher's ports lie outside the range the kernel hands out for
   bind(port 0) and outgoing connections, so nothing else takes them before

@@ -156,7 +156,7 @@ _ABSL_COMMANDS = {
                                         'estimator_trainer.tabular.infer'],
 }
 for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
-                'make_census_like', 'tabular_baselines'):
+                'make_census_like', 'tabular_baselines', 'l2_on_validation'):
   _ABSL_COMMANDS[f'scripts/{_script}.py'] = [str(REPO / 'scripts' /
                                                   f'{_script}.py')]
 # Commands of argparse, whose --help lists their flags.

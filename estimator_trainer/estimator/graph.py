@@ -15,6 +15,7 @@ from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer.estimator import batch_norm_hooks
 from estimator_trainer.estimator import moving_average
+from estimator_trainer.estimator import step_apply
 from estimator_trainer.estimator import train_loop
 from estimator_trainer.estimator.params import ModelParams
 from estimator_trainer.optimizers import OptimizerSpec
@@ -22,47 +23,6 @@ from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tabular.encoder import EncodedInput
 
 ModeKeys = tf.estimator.ModeKeys
-
-
-def train_op(parts, gradients, clip_norm=None, loss_scale=None):
-  """Applies `gradients` (of optimizers.variables_of(parts), of a loss
-  already per global batch, multiplied by `loss_scale`'s scale when given:
-  a V1LossScale) with each optimizer of `parts` (optimizers.by_part) to its
-  variables; the last one counts the global step. With `clip_norm`, the
-  replicas' summed gradient is clipped to that global norm. Returns (the
-  op, that norm before clipping or None).
-
-  Gradients not of `optimizer.minimize`: under Estimator its
-  `compute_gradients` divides the loss again by the replica count
-  (`Optimizer._scale_loss`, tensorflow#35333). `apply_gradients` sums the
-  replicas' gradients, which is right for a loss divided by the global
-  batch; so clipping scales each replica's share (gradients.clip_shares).
-  An overflow makes the clipped gradients NaN: the loss scale skips the
-  step.
-  """
-  global_step = tf.compat.v1.train.get_or_create_global_step()
-  if loss_scale:
-    gradients = loss_scale.unscaled(gradients)
-  norm = None
-  if clip_norm is not None:
-    gradients, norm = gradients_lib.clip_shares(gradients, clip_norm)
-
-  def apply(gradients, apply_gradients=_apply_gradients):
-    *others, (optimizer, pairs) = optimizers.per_part(parts, gradients)
-    updates = [apply_gradients(other, other_pairs)
-               for other, other_pairs in others]
-    with tf.control_dependencies(updates):
-      return apply_gradients(optimizer, pairs, global_step=global_step)
-
-  if loss_scale:
-    return loss_scale.apply(gradients, apply, global_step,
-                            [optimizer for optimizer, _ in parts],
-                            norm), norm
-  return apply(gradients), norm
-
-
-def _apply_gradients(optimizer, pairs, global_step=None):
-  return optimizer.apply_gradients(pairs, global_step=global_step)
 
 
 def _batch_reader(features, labels):
@@ -198,11 +158,13 @@ def _train_spec(model, head, features, labels, params, keys):
   batch each (the steps train_loop's hook sets for the run); with
   `accumulate_steps` > 1, that many batches each."""
   spec = OptimizerSpec.from_params(params)
-  optimizer, learning_rate = spec.v1()
+  claim = params.step_limit and step_apply.StepClaim(params.step_limit)
+  optimizer, learning_rate = spec.v1(claim and claim.step)
   linear = params.linear_optimizer and (
       spec.for_linear_part(params.linear_optimizer,
                            params.linear_learning_rate,
-                           params.linear_optimizer_kwargs).v1()[0],
+                           params.linear_optimizer_kwargs).v1(
+                               claim and claim.step)[0],
       tabular_models.linear_part(model))
   parts = optimizers.by_part(optimizer, model.trainable_variables,
                              linear or None)
@@ -243,15 +205,19 @@ def _train_spec(model, head, features, labels, params, keys):
       updates += model.get_updates_for(inputs)
       if head.has_accuracy:
         correct += tf.reduce_sum(head.correct(labels, logits))
-    rate = learning_rate()  # This step's: read before the step counts.
+    claimed = [claim.claim(gradients)] if claim else []
+    # This step's: read before the step counts (or of its claimed count).
+    rate = learning_rate()
     # Keras layers' own updates (batch norm's moving statistics) are not in
     # a v1 graph's train op unless put there: this call's, in this graph
     # (in a loop body, not the first step's).
     graph = tf.compat.v1.get_default_graph()
-    with tf.control_dependencies([rate, *updates, *(
+    with tf.control_dependencies([*claimed, rate, *updates, *(
         update for update in model.get_updates_for(None)
         if update.graph is graph)]):
-      op, norm = train_op(parts, gradients, params.clip_global_norm, scale)
+      op, norm = step_apply.train_op(parts, gradients,
+                                     params.clip_global_norm, scale,
+                                     counted=bool(claim))
     if average:
       with tf.control_dependencies([op]):  # Of the step's weights.
         op = average.update(

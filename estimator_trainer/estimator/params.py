@@ -33,7 +33,10 @@ class ModelParams:
   `ema_decay`: EVAL and PREDICT restore the weights' moving averages.
   `clip_global_norm` and `accumulate_steps`: TrainConfig's; a step with
   `accumulate_steps` > 1 reads its further micro-batches from the iterator
-  too.
+  too. `step_limit`: each step claims its count on the global step before
+  its update, up to this step (estimator/step_apply.py): asynchronous
+  workers (the estimator engine's parameter servers) then stop at it
+  exactly.
   """
 
   global_batch_size: int
@@ -60,6 +63,7 @@ class ModelParams:
   model_input: Optional[Dict[str, Dict[str, Any]]] = None
   huber_delta: Optional[float] = None
   label_scale: Optional[Tuple[float, float]] = None
+  step_limit: Optional[int] = None
 
   def __post_init__(self):
     check_head_flags(self, self.head or 'multiclass')
@@ -100,6 +104,8 @@ def model_params(config, global_batch_size, train_steps, spec=None):
       optimizer_kwargs=config.optimizer_kwargs,
       linear_optimizer_kwargs=config.linear_optimizer_kwargs,
       decay_steps=train_steps,
+      step_limit=(train_steps if config.strategy == 'parameter_server'
+                  else None),
       weight_decay=weight_decay_of(config, spec),
       clip_global_norm=config.clip_global_norm,
       accumulate_steps=config.accumulate_steps,

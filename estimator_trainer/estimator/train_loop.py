@@ -129,7 +129,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
     else:  # Synchronous: the run took the planned steps.
       self._step += self._steps
     step = self._step
-    loss = run_values.results['loss']
+    loss = self._last_loss = run_values.results['loss']
     self._progress.update(step, loss)
     if 'summary' in run_values.results:
       self._writer.add_summary(run_values.results['summary'], step)
@@ -153,10 +153,7 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
                                'examples_per_second_per_replica',
                                rate / self._num_replicas, step)
     if step >= self._max_steps:
-      steps, seconds = self._timer.since('start', step, now)
-      summaries.scalar_summary(self._writer, summaries.RUN_RATE,
-                               steps * self._global_batch_size / seconds,
-                               step)
+      self._write_run_rate(step, now)
     if cadence.log_due(self._config, before, step):
       steps, seconds = self._timer.since('log', step, now)
       summaries.scalar_summary(self._writer, 'global_step/sec',
@@ -164,6 +161,19 @@ class TrainLoopHook(tf.compat.v1.train.SessionRunHook):
       # Estimator's LoggingTensorHook line; shown with --verbosity=1.
       _logger.debug('loss = %s, step = %d (%.3f sec)', loss, step, seconds)
 
+  def _write_run_rate(self, step, now):
+    steps, seconds = self._timer.since('start', step, now)
+    summaries.scalar_summary(self._writer, summaries.RUN_RATE,
+                             steps * self._global_batch_size / seconds, step)
+
   def end(self, session):
+    if (self._config.strategy == 'parameter_server' and self._timer.started
+        and self._step < self._max_steps):
+      # The last run's step may have been refused, another worker's taking
+      # the last one (step_apply.py): its after_run never came.
+      step = session.run(self._global_step)
+      if step >= self._max_steps:
+        self._progress.update(step, self._last_loss)
+        self._write_run_rate(step, time.monotonic())
     self._writer.flush()
     self._progress.close()
