@@ -15,7 +15,8 @@ random task in training, each 0-5 s after one of the 5 checkpoints before
 the last (a checkpoint every --train_steps / 6), and one of a chief, worker
 or evaluator 0-1.5 s after the last appears. Then checks: every task's last
 exit 0, the latest checkpoint, metrics.json and the final export at
---train_steps exactly, no checkpoint step going back, and the final
+--train_steps exactly, the step counter the latest checkpoint holds equal to
+the step in its name, no checkpoint step going back, and the final
 export's answers on the test set equal to metrics.json. Prints a JSON
 summary line (kills, restarts, final step, served vs metrics); exit 1 if a
 check failed. Each incarnation's output stays in WORK_DIR/logs.
@@ -32,6 +33,7 @@ import sys
 import time
 
 import local_cluster
+from checkpoint_steps import latest_step, saved_step
 
 # The tasks killed as the last checkpoint appears: those that finish the
 # run (an evaluator evaluates and exports it).
@@ -118,17 +120,6 @@ class Supervisor:
       if proc.poll() is None:
         self.kill(task)
         proc.wait()
-
-
-def latest_step(model_dir):
-  """The latest checkpoint's step in model_dir's state file; -1 without."""
-  try:
-    with open(os.path.join(model_dir, 'checkpoint')) as f:
-      first = f.readline()
-  except OSError:
-    return -1
-  # model_checkpoint_path: "model.ckpt-300" (estimator) or "ckpt-300".
-  return int(first.strip().strip('"').rsplit('-', 1)[1]) if first else -1
 
 
 def served(export_dir, data_dir, spec):
@@ -221,10 +212,13 @@ def run(args):
                      supervisor.exits.items()},
       'checkpoints_seen': steps_seen, 'went_back': went_back}
   summary['final_step'] = latest_step(model_dir)
+  summary['saved_step'] = saved_step(model_dir, args.engine)
   failures = [name for name, ok in (
       ('a task exited non-zero', set(summary['last_exits'].values()) == {0}),
       ('final step', summary['final_step'] == args.train_steps),
-      ('a checkpoint went back', not went_back)) if not ok]
+      ('a checkpoint went back', not went_back),
+      ('saved step != its name', summary['saved_step'] ==
+       summary['final_step'])) if not ok]
   path = os.path.join(model_dir, 'metrics.json')
   if os.path.exists(path):
     with open(path) as f:

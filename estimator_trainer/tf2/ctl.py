@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
+from estimator_trainer.tf2 import exact_steps
 from estimator_trainer.tf2 import preemption
 from estimator_trainer.tf2 import updates as updates_lib
 
@@ -31,6 +32,7 @@ class _Trainer:
       # every replica) before clipping.
       self.gradient_norm = tf.keras.metrics.Mean()
     self._updates = updates_lib.Updates(job)
+    self._last_loss = 0.0  # Under parameter servers: of the last step run.
 
   def _replica_step(self, batches):
     """One optimizer step on `batches`, --accumulate_steps micro-batches of
@@ -66,35 +68,57 @@ class _Trainer:
 
   @tf.function
   def train_steps(self, iterator, num_steps):
-    """Runs `num_steps` steps in one call; returns the last step's loss."""
-    loss = tf.constant(0.0)
+    """Runs `num_steps` steps in one call; returns the last step's loss
+    (under parameter servers: the last applied step's, and the count of
+    steps applied)."""
+    strategy, claims = self._job.strategy, self._job.claims
+    loss, applied = tf.constant(0.0), tf.constant(0, tf.int64)
     for _ in tf.range(num_steps):
       batches = [next(iterator)
                  for _ in range(self._job.config.accumulate_steps)]
-      per_replica = self._job.strategy.run(self._replica_step, (batches,))
-      loss = self._job.strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                       per_replica, axis=None)
-    return loss
+      step = lambda batches=batches: strategy.reduce(
+          tf.distribute.ReduceOp.SUM,
+          strategy.run(self._replica_step, (batches,)), axis=None)
+      if claims is None:
+        loss = step()
+      else:
+        # Without a claim (exact_steps.py) the step updates nothing. The
+        # claim is outside strategy.run: the updates' merge_calls fail
+        # inside a tf.cond within it.
+        applies = claims.claim()
+        loss = tf.cond(applies, step, lambda loss=loss: loss)
+        applied += tf.cast(applies, tf.int64)
+    return loss if claims is None else (loss, applied)
 
   def runner(self, dataset):
-    """`run(num_steps)`: trains `num_steps` more steps on `dataset` (from
-    job.distribute), returns the last loss."""
+    """`run(step, stop)`: trains from `step` to `stop` on `dataset` (from
+    job.distribute); returns the step reached and the last loss."""
     iterator = iter(dataset)
     coordinator = self._job.coordinator
-    if coordinator is None:
-      return lambda num_steps: float(self.train_steps(
-          iterator, tf.constant(num_steps)))
+    if coordinator is None:  # The steps are exact: no counter to read.
+      return lambda step, stop: (stop, float(self.train_steps(
+          iterator, tf.constant(stop - step))))
     per_loop = self._job.config.steps_per_loop
 
-    def run(num_steps):
+    def run(step, stop):
       # Closures of up to steps_per_loop steps, each run by whichever
-      # worker is free; after the join the step count is exact.
-      remote = None
-      for start in range(0, num_steps, per_loop):
-        remote = coordinator.schedule(self.train_steps, args=(
-            iterator, tf.constant(min(per_loop, num_steps - start))))
-      coordinator.join()
-      return float(remote.fetch())
+      # worker is free. A worker that fails mid-closure leaves the count
+      # short (its claimed steps lost) or right (a closure run again
+      # applies only the numbers left): after the join the optimizer's
+      # count says which, and a short one runs the missing steps.
+      while step < stop:
+        self._job.claims.open(step, stop)
+        remotes = [coordinator.schedule(self.train_steps, args=(
+            iterator, tf.constant(min(per_loop, stop - start))))
+                   for start in range(step, stop, per_loop)]
+        coordinator.join()
+        for loss, applied in (remote.fetch() for remote in remotes):
+          if applied:
+            self._last_loss = float(loss)
+        step = self._job.step
+        if step < stop:
+          exact_steps.log_short(step, stop)
+      return step, self._last_loss
     return run
 
   def reset_metrics(self):
@@ -118,10 +142,8 @@ def _train(job, evaluate):
       # that keep every worker busy.
       num_steps = controller.steps_to_next_stop(
           job.max_steps if job.coordinator else job.config.steps_per_loop)
-      loss = run(num_steps)
-      # Counted here: reading the optimizer's counter costs an op per loop.
-      if controller.after_steps(previous + num_steps, loss,
-                                trainer.read_metrics):
+      step, loss = run(previous, previous + num_steps)
+      if controller.after_steps(step, loss, trainer.read_metrics):
         trainer.reset_metrics()
       if controller.checkpoint_due(previous):
         controller.checkpoint()

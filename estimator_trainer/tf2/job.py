@@ -23,6 +23,7 @@ from estimator_trainer import run_log
 from estimator_trainer import training_progress
 from estimator_trainer.models import tabular as tabular_models
 from estimator_trainer.tf2 import ema
+from estimator_trainer.tf2 import exact_steps
 from estimator_trainer.tf2 import restore as restore_lib
 from estimator_trainer.optimizers import OptimizerSpec
 from estimator_trainer.strategy import configure_threads, make_strategy
@@ -70,6 +71,9 @@ class Job:
         tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         if isinstance(self.strategy, tf.distribute.ParameterServerStrategy)
         else None)
+    # Under parameter servers, each step claims its number (exact_steps).
+    self.claims = (exact_steps.Claims(self.strategy)
+                   if self.coordinator else None)
     self.num_replicas = self.strategy.num_replicas_in_sync
     self.global_batch_size = config.resolve_global_batch_size(
         self.num_replicas)

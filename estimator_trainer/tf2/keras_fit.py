@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from estimator_trainer.data import ModeKeys
 from estimator_trainer.tf2 import controller as controller_lib
+from estimator_trainer.tf2 import exact_steps
 from estimator_trainer.tf2 import preemption
 from estimator_trainer.tf2 import updates as updates_lib
 
@@ -97,6 +98,7 @@ class _FitModel(tf.keras.Model):
     self.inner = job.model
     self._micro_batches = job.config.accumulate_steps
     self._updates = updates_lib.Updates(job)
+    self._claims = job.claims
     # The summed gradient's norm before clipping (a tracked metric: fit's
     # logs and reset_metrics include it).
     self.gradient_norm = (tf.keras.metrics.Mean(name='gradient_norm')
@@ -126,6 +128,31 @@ class _FitModel(tf.keras.Model):
     if norm is not None:
       self.gradient_norm.update_state(norm)
     return {metric.name: metric.result() for metric in self.metrics}
+
+  def make_train_function(self, force=False):
+    """Keras's, but under parameter servers each step first claims its
+    number (exact_steps.py) and, without one, runs no train_step (nor its
+    metrics): a closure the coordinator runs again does not apply its steps
+    twice. The claim is outside strategy.run: the updates' merge_calls fail
+    inside a tf.cond within it. (Keras's `_train_counter`, read by its
+    TensorBoard and BackupAndRestore callbacks, unused here, is not kept.)"""
+    if self._claims is None or (self.train_function is not None and
+                                not force):
+      return super().make_train_function(force)
+    strategy = self.distribute_strategy
+
+    @tf.function
+    def train_function(iterator, steps):
+      for _ in tf.range(steps):
+        data = next(iterator)
+        if self._claims.claim():
+          strategy.run(self.train_step, (data,))
+      # fit's logs: the metrics' means so far (as train_step returns them).
+      return {metric.name: metric.result() for metric in self.metrics}
+
+    self.train_function = lambda iterator: self._cluster_coordinator.schedule(
+        train_function, args=(iterator, self._steps_per_execution.value()))
+    return self.train_function
 
 
 def _fit_element(keys):
@@ -172,8 +199,14 @@ def _fit(job, evaluate):
         while not controller.done:
           steps = min(every - controller.step % every,
                       job.max_steps - controller.step)
+          # After a fit left short by a worker's failure (exact_steps.py),
+          # a fit of the missing steps.
+          stop = controller.step + steps
+          job.claims.open(controller.step, stop)
           model.fit(data, epochs=1, steps_per_epoch=steps, verbose=0,
                         callbacks=[callback])
+          if controller.step < stop:
+            exact_steps.log_short(controller.step, stop)
       else:
         model.fit(data, epochs=1, steps_per_epoch=job.max_steps - step,
                       verbose=0, callbacks=[_BatchCallback(controller)])
