@@ -10,3 +10,20 @@ def initializer(kind, seed, index):
   does not fix Keras 2.15 initial weights, and explicit seeds keep replicas
   and reruns identical without touching global random state."""
   return kind(seed=None if seed is None else seed + index)
+
+
+class Seeds:
+  """The structured builders' seeds: seed + 0, 1, 2... per layer in build
+  order (None: unseeded), as `initializer` gives them."""
+
+  def __init__(self, seed):
+    self._seed = seed
+    self._index = -1
+
+  def next(self):
+    self._index += 1
+    return None if self._seed is None else self._seed + self._index
+
+  def __call__(self, kind, **kwargs):
+    """An initializer of class `kind` with the next seed."""
+    return kind(seed=self.next(), **kwargs)

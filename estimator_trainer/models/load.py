@@ -115,7 +115,9 @@ def _decayed(name):
   """Whether --weight_decay covers the variable of `name`: every kernel,
   and the linear model's (or wide part's) weights of ids, which are its
   coefficients as much as a number's kernel is (LogisticRegression's L2
-  covers both); not biases, batch-norm scales or the DNN's embeddings."""
+  covers both); not biases, batch-norm scales, the DNN's embeddings or its
+  numbers' periodic `frequencies` (numeric_embedding.py: the L2 would pull
+  them to 0, a constant embedding)."""
   return 'kernel' in name or (name.startswith('linear/weights_') and
                               'embeddings' in name)
 

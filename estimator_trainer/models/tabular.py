@@ -30,6 +30,7 @@ import tensorflow as tf
 from estimator_trainer import partitioning
 from estimator_trainer.errors import UsageError
 from estimator_trainer.models import layers
+from estimator_trainer.models import numeric_embedding as periodic
 
 PARTS = ('linear', 'dnn')
 _FIELDS = ('kind', 'width', 'cardinality', 'embedding_dim', 'cross',
@@ -100,21 +101,9 @@ def _inputs(inputs):
   return keras_inputs, sorted(inputs), inputs
 
 
-class _Seeds:
-  """Seeds seed + 0, 1, 2... per layer in build order (None: unseeded),
-  as layers.initializer gives them."""
-
-  def __init__(self, seed):
-    self._seed = seed
-    self._index = -1
-
-  def next(self):
-    self._index += 1
-    return None if self._seed is None else self._seed + self._index
-
-  def __call__(self, kind, **kwargs):
-    """An initializer of class `kind` with the next seed."""
-    return kind(seed=self.next(), **kwargs)
+def _concatenate(pieces, name):
+  return pieces[0] if len(pieces) == 1 else tf.keras.layers.Concatenate(
+      name=name)(pieces)
 
 
 def _sum(terms, name, dtype=None):
@@ -165,15 +154,18 @@ def _check_dnn_kwargs(hidden_units, dropout, embedding_dim, batch_norm):
 
 def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
                 hidden_units, dropout, activation, batch_norm,
-                sync_batch_norm, embedding_dim, embed_crosses, output_name):
+                sync_batch_norm, embedding_dim, embed_crosses,
+                numeric_embedding, output_name):
   """The deep part: ids embedded (crosses only if `embed_crosses`),
-  concatenated with the dense inputs, through the hidden layers."""
+  concatenated with the dense inputs (first, as one NumericEmbedding, if
+  `numeric_embedding`), through the hidden layers."""
   _check_dnn_kwargs(hidden_units, dropout, embedding_dim, batch_norm)
-  pieces = []
+  embed = periodic.settings(numeric_embedding)
+  pieces, numbers = [], []
   for name in names:
     encoded = inputs[name]
     if encoded.kind == 'dense':
-      pieces.append(keras_inputs[name])
+      (numbers if embed else pieces).append(keras_inputs[name])
     elif getattr(encoded, 'one_hot', False):  # Canned indicator_column's.
       pieces.append(tf.keras.layers.CategoryEncoding(
           encoded.cardinality, output_mode='one_hot',
@@ -187,11 +179,14 @@ def _dnn_logits(keras_inputs, names, inputs, logits_dimension, seeds,
               tf.keras.initializers.TruncatedNormal,
               stddev=1 / math.sqrt(width)),
           name=f'dnn/embedding_{scope_name(name)}')(keras_inputs[name]))
+  if numbers:
+    pieces.insert(0, periodic.NumericEmbedding(
+        **embed, seeds=(seeds.next(), seeds.next()),
+        name='dnn/numeric_embedding')(_concatenate(numbers, 'dnn/numbers')))
   if not pieces:
     raise UsageError('--model: the deep part has no inputs (only crosses; '
                      'pass embed_crosses=true in --model_kwargs)')
-  x = pieces[0] if len(pieces) == 1 else tf.keras.layers.Concatenate(
-      name='dnn/inputs')(pieces)
+  x = _concatenate(pieces, 'dnn/inputs')
   for index, units in enumerate(hidden_units):
     x = tf.keras.layers.Dense(
         int(units), activation=activation, name=f'dnn/hidden_{index}',
@@ -223,25 +218,28 @@ def linear(inputs, logits_dimension, seed=None):
 
 def dnn(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
         dropout=None, activation='relu', batch_norm=False,
-        sync_batch_norm=False, embedding_dim=None, embed_crosses=False):
+        sync_batch_norm=False, embedding_dim=None, embed_crosses=False,
+        numeric_embedding=None):
   """DNNClassifier's model: ids embedded (width: the column's
   `embedding_dim`, else `embedding_dim`, else `default_embedding_dim`),
   with the dense inputs, through `hidden_units` (activation `activation`, a
   Keras name; dropout `dropout`; batch norm if `batch_norm`, true or its
   {momentum, epsilon}), to the logits. Crosses are the wide part's: left
-  out unless `embed_crosses`."""
+  out unless `embed_crosses`. `numeric_embedding` (true, or an object of
+  numeric_embedding.DEFAULTS' keys): the numbers' periodic embeddings."""
   keras_inputs, names, inputs = _inputs(inputs)
   logits = _dnn_logits(keras_inputs, names, inputs, logits_dimension,
-                       _Seeds(seed), tuple(hidden_units), dropout,
+                       layers.Seeds(seed), tuple(hidden_units), dropout,
                        activation, batch_norm, sync_batch_norm,
-                       embedding_dim, embed_crosses, 'logits')
+                       embedding_dim, embed_crosses, numeric_embedding,
+                       'logits')
   return tf.keras.Model(keras_inputs, logits, name='dnn')
 
 
 def wide_deep(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
               dropout=None, activation='relu', batch_norm=False,
               sync_batch_norm=False, embedding_dim=None,
-              embed_crosses=False):
+              embed_crosses=False, numeric_embedding=None):
   """DNNLinearCombinedClassifier's model: the logits of a linear model of
   the ids (categorical, hashed, discretized, crosses) plus `dnn`'s (its
   arguments) of the dense and embedded ids; an input's `parts` (canned's
@@ -257,9 +255,9 @@ def wide_deep(inputs, logits_dimension, seed=None, hidden_units=HIDDEN_UNITS,
                                  logits_dimension, 'linear/bias')
   dnn_logits = _dnn_logits(
       keras_inputs, [name for name in names if 'dnn' in parts[name]],
-      inputs, logits_dimension, _Seeds(seed),
+      inputs, logits_dimension, layers.Seeds(seed),
       tuple(hidden_units), dropout, activation, batch_norm, sync_batch_norm,
-      embedding_dim, embed_crosses, 'dnn/logits')
+      embedding_dim, embed_crosses, numeric_embedding, 'dnn/logits')
   logits = tf.keras.layers.Add(name='logits', dtype='float32')(
       [linear_logits, dnn_logits])
   return tf.keras.Model(keras_inputs, logits, name='wide_deep')
