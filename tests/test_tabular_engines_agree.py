@@ -3,12 +3,16 @@
 recipe's L2: a multiclass and a regression table, as the image engines'
 one-epoch agreement test does."""
 
+import json
+
 import pytest
+import tensorflow as tf
 
 from estimator_trainer import config_resolved
 from estimator_trainer import engines
 from estimator_trainer.config import TrainConfig
 from estimator_trainer.tabular import dataset
+import cli_config
 import tabular_sets
 
 pytestmark = [pytest.mark.slow, pytest.mark.estimator]
@@ -63,3 +67,30 @@ def test_the_engines_train_a_model_alike(sets, tmp_path, name, model):
       assert results[engine][key] == pytest.approx(
           expected[key], abs=TOLERANCE.get(key, 0),
           rel=0 if key in TOLERANCE else RELATIVE), (engine, key)
+
+
+def test_the_numbers_periodic_embeddings_train_alike(sets, tmp_path):
+  """`--model_kwargs='{"numeric_embedding": true}'` through the CLI's flags:
+  both engines build the layer (in their checkpoints), draw the same
+  initial values and train the multiclass dnn alike."""
+  data = sets['multiclass']
+  results = {}
+  for engine in ('estimator', 'ctl'):
+    model_dir = tmp_path / engine
+    cli_config.run_in_process([
+        f'--model_dir={model_dir}', f'--engine={engine}', '--model=dnn',
+        '--model_kwargs={"numeric_embedding": true}',
+        f'--train_files={data.train_files}',
+        f'--eval_files={data.eval_files}',
+        f'--feature_spec={data.feature_spec}', '--train_steps=40',
+        '--export=none'])
+    results[engine] = json.loads((model_dir / 'metrics.json').read_text())
+    # Estimator's names or the TF2 checkpoint's object paths: both end so.
+    assert any(name.split('/.')[0].endswith('/frequencies') for name, _ in
+               tf.train.list_variables(str(model_dir))), engine
+  print({engine: {key: round(result[key], 5) for key in (
+      'accuracy', 'average_loss')} for engine, result in results.items()})
+  for key in ('accuracy', 'average_loss'):
+    assert results['ctl'][key] == pytest.approx(
+        results['estimator'][key], abs=TOLERANCE.get(key, 0),
+        rel=0 if key in TOLERANCE else RELATIVE), key
