@@ -88,3 +88,18 @@ def test_off_is_the_model_without_it():
   assert names == [v.name for v in tabular.dnn(
       INPUTS, 2, seed=1, numeric_embedding=False).weights]
   assert not any('numeric' in name for name in names)
+
+
+def test_a_model_with_it_saves_and_serves_the_same(tmp_path):
+  """The export's tf.saved_model.save of the model with weight decay, and
+  Keras's config round trip of the layer."""
+  model = models_lib.build('wide_deep', INPUTS, 3, seed=1, weight_decay=0.5,
+                           model_kwargs={'numeric_embedding': {'units': 2}})
+  inputs = features()
+  tf.saved_model.save(model, str(tmp_path / 'saved'))
+  served = tf.saved_model.load(str(tmp_path / 'saved'))
+  np.testing.assert_allclose(served(inputs), model(inputs), rtol=1e-6)
+  layer = model.get_layer('dnn/numeric_embedding')
+  again = NumericEmbedding.from_config(layer.get_config())
+  assert (again.frequencies, again.sigma, again.units, again.seeds) == (
+      8, 0.1, 2, layer.seeds)
