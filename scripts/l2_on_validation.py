@@ -22,8 +22,6 @@ from absl import flags
 
 from estimator_trainer import layout
 from estimator_trainer.benchmark import real_tables
-from estimator_trainer.tabular import infer
-from estimator_trainer.tabular import spec as spec_lib
 
 # name -> the rows r of the prior, from the training rows n.
 RULES = {
@@ -37,9 +35,12 @@ flags.DEFINE_string('work_dir', None, 'Where the splits and model_dirs go.',
                     required=True)
 flags.DEFINE_list('tables', list(real_tables.TABLES), 'The tables.')
 flags.DEFINE_list('rules', list(RULES), 'The candidates.')
-flags.DEFINE_string('model', 'dnn', 'The model.')
-flags.DEFINE_string('engine', 'ctl', 'The engine.')
-flags.DEFINE_float('validation_fraction', 0.2, 'The validation part.')
+# Named apart from run's flags: tests import this module beside the
+# package's (absl refuses a flag defined twice).
+flags.DEFINE_string('deep_model', 'dnn', 'The model (--model).')
+flags.DEFINE_string('deep_engine', 'ctl', 'The engine (--engine).')
+flags.DEFINE_float('held_out', 0.2, 'The validation part '
+                   '(--validation_fraction).')
 flags.DEFINE_bool('retrain', True, 'Retrain the chosen on all rows.')
 flags.DEFINE_bool('report_only', False, 'Print the table of '
                   '<work_dir>/runs.jsonl only.')
@@ -51,13 +52,13 @@ def _run(train, test, spec_path, model_dir, weight_decay, validating):
   subprocess.run(['rm', '-rf', model_dir], check=True)
   command = [sys.executable, '-m', 'estimator_trainer.run',
              f'--train_files={train}', f'--eval_files={test}',
-             f'--feature_spec={spec_path}', f'--model={FLAGS.model}',
-             f'--engine={FLAGS.engine}', f'--model_dir={model_dir}',
+             f'--feature_spec={spec_path}', f'--model={FLAGS.deep_model}',
+             f'--engine={FLAGS.deep_engine}', f'--model_dir={model_dir}',
              '--export=none', f'--weight_decay={weight_decay}']
   if validating:
     # One evaluation, at the last step: the candidate's own end point, not
     # an early-stopped one.
-    command += [f'--validation_fraction={FLAGS.validation_fraction}',
+    command += [f'--validation_fraction={FLAGS.held_out}',
                 '--early_stopping_evals=1',
                 '--save_checkpoints_steps=1000000']
   done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -75,11 +76,7 @@ def _run(train, test, spec_path, model_dir, weight_decay, validating):
 def _table(name, log):
   table = real_tables.TABLES[name]
   directory = os.path.join(FLAGS.work_dir, name)
-  train, test = real_tables.write_split(name, directory)
-  spec, _ = infer.infer(train, table.label)
-  spec_path = os.path.join(directory, 'spec.json')
-  with open(spec_path, 'w') as f:
-    f.write(spec_lib.to_json(spec))
+  train, test, spec_path, _, _ = real_tables.write_inferred(name, directory)
   rows = real_tables.split(name)[0]
   n = len(rows)
   scale = (float(rows[table.label].var(ddof=0))

@@ -30,8 +30,6 @@ from absl import app
 from absl import flags
 
 from estimator_trainer.benchmark import real_tables
-from estimator_trainer.tabular import infer
-from estimator_trainer.tabular import spec as spec_lib
 
 flags.DEFINE_string('work_dir', None, 'Where the splits, specs and model_dirs '
                     'go.', required=True)
@@ -64,11 +62,8 @@ def main(argv):
   for name in FLAGS.tables:
     table = real_tables.TABLES[name]
     directory = os.path.join(FLAGS.work_dir, name)
-    train, test = real_tables.write_split(name, directory)
-    spec, lines = infer.infer(train, table.label)
-    spec_path = os.path.join(directory, 'spec.json')
-    with open(spec_path, 'w') as f:
-      f.write(spec_lib.to_json(spec))
+    train, test, spec_path, spec, lines = real_tables.write_inferred(
+        name, directory)
     print(f'## {name} ({table.source}; label {table.label}: '
           f'{table.head})', *lines, sep='\n  ', flush=True)
     if FLAGS.infer_only:

@@ -19,6 +19,9 @@ from typing import Callable, Tuple
 
 import numpy as np
 
+from estimator_trainer.tabular import infer
+from estimator_trainer.tabular import spec as spec_lib
+
 SEED = 0
 EVAL_FRACTION = 0.2
 
@@ -144,6 +147,18 @@ def write_split(name, directory):
     rows.to_csv(path, index=False)
     paths.append(path)
   return tuple(paths)
+
+
+def write_inferred(name, directory):
+  """The table's split in `directory` with the spec `tabular.infer` makes
+  of its training part (spec.json): (train.csv, eval.csv, spec.json's
+  path, the spec, infer's reasons per column)."""
+  train, test = write_split(name, directory)
+  spec, lines = infer.infer(train, TABLES[name].label)
+  spec_path = os.path.join(directory, 'spec.json')
+  with open(spec_path, 'w') as f:
+    f.write(spec_lib.to_json(spec))
+  return train, test, spec_path, spec, lines
 
 
 def score_name(head):
