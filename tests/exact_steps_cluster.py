@@ -1,4 +1,4 @@
-"""Run as a process by test_exact_steps.py: a parameter-server cluster in
+"""Run as a process by test_tf2_exact_steps.py: a parameter-server cluster in
 this process (a worker and a ps as in-process servers, this process the
 coordinator) on which each TF2 engine's scheduled function runs again as a
 ClusterCoordinator reruns a closure whose worker failed. Prints one JSON
