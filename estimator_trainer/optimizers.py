@@ -5,6 +5,7 @@ engines), the same algorithm and numbers in both."""
 import dataclasses
 from typing import Any, Dict, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_trainer import config_optimizers
@@ -122,8 +123,11 @@ class OptimizerSpec:
       learning_rate = ConstantLearningRate(self.learning_rate)
     kwargs = self._kwargs()
     if self.name == 'adam':
-      return tf.keras.optimizers.Adam(learning_rate, **{
-          'beta_1': ADAM_BETA_1, 'epsilon': ADAM_EPSILON, **kwargs})
+      kwargs = {'beta_1': ADAM_BETA_1, 'beta_2': ADAM_BETA_2,
+                'epsilon': ADAM_EPSILON, **kwargs}
+      for name in ('beta_1', 'beta_2'):
+        kwargs[name] = float(np.float32(kwargs[name]))
+      return tf.keras.optimizers.Adam(learning_rate, **kwargs)
     if self.name == 'adagrad':
       return tf.keras.optimizers.Adagrad(learning_rate, **{
           'initial_accumulator_value': INITIAL_ACCUMULATOR, 'epsilon': 0.0,
