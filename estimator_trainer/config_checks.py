@@ -203,8 +203,11 @@ def check(config):
     raise UsageError(f'--precision={config.precision}: --engine=estimator '
                      'trains in float32 under --strategy=parameter_server;'
                      ' use --engine=ctl or keras')
-  if config.warm_start_from and not os.path.exists(
-      config.warm_start_from) and '://' not in config.warm_start_from:
+  # A model_dir, or a checkpoint: its prefix names no file but its index.
+  if config.warm_start_from and not any(
+      os.path.exists(path) for path in (
+          config.warm_start_from, f'{config.warm_start_from}.index')) and (
+              '://' not in config.warm_start_from):
     raise UsageError(f'--warm_start_from {config.warm_start_from!r} does not '
                      'exist')
 

@@ -9,6 +9,7 @@ from estimator_trainer import config_checks
 from estimator_trainer import engines
 from estimator_trainer import flag_data
 from estimator_trainer import layout
+from estimator_trainer import model_recipe
 from estimator_trainer import stack
 from estimator_trainer.errors import UsageError
 
@@ -169,6 +170,16 @@ _SPLIT_DEFINED = ('validation_fraction',)
 _SLOTS_DEFINED = ('optimizer_kwargs', 'linear_optimizer_kwargs')
 
 
+def _as_built(name, model, value, recorded):
+  """A given flag `value` and the `recorded` one as the run there builds
+  them: --model_kwargs without the recipe's kwargs take the record's
+  (model_recipe.py), so the run's own command, which gave none, agrees."""
+  if name != 'model_kwargs':
+    return value, recorded
+  return (model_recipe.completed(model, value, recorded),
+          model_recipe.completed(model, recorded, recorded))
+
+
 def _momentum(name, value):
   """Whether --optimizer_kwargs (or --linear_...) `value` gives SGD a
   momentum: its slots, which a checkpoint holds or not."""
@@ -183,7 +194,8 @@ def _check_given(model_dir, record, values, given):
     if name in _CHECKPOINT_DEFINED and (record.get(name) is not None or (
         name in _NONE_IS_A_SETTING and name in record)):
       parse, raw = _CHECKPOINT_DEFINED[name], record[name]
-      value, recorded = parse(values[name]), parse(raw)
+      value, recorded = _as_built(name, record.get('model'),
+                                  parse(values[name]), parse(raw))
     elif name in _RUN_DEFINED and name in run or (
         name in _SPLIT_DEFINED and run):
       raw = run.get(name)

@@ -19,6 +19,7 @@ from estimator_trainer import heads
 from estimator_trainer import hparams as hparams_lib
 from estimator_trainer import layout
 from estimator_trainer import listen
+from estimator_trainer import model_recipe
 from estimator_trainer import models
 from estimator_trainer import outputs
 from estimator_trainer import progress as progress_lib
@@ -108,7 +109,7 @@ class Job:
   """What every mode shares: run config, data, input_fn and Estimator."""
 
   def __init__(self, config, training=True, eval_images=True):
-    self.config = config
+    config = self.config = model_recipe.resolved(config)
     outputs.require_writable_dir(config.model_dir)
     self.run_config = _without_step_hooks(make_run_config(config))
     self.global_batch_size = config.resolve_global_batch_size(

@@ -16,6 +16,7 @@ from estimator_trainer import heads
 from estimator_trainer import hparams as hparams_lib
 from estimator_trainer import listen
 from estimator_trainer import loss_scale
+from estimator_trainer import model_recipe
 from estimator_trainer import models
 from estimator_trainer import optimizers
 from estimator_trainer import outputs
@@ -49,6 +50,9 @@ class Job:
   """
 
   def __init__(self, config, training=True, migrating=False):
+    # Migrate's model is the Estimator checkpoint's (migration.py).
+    if not migrating:
+      config = model_recipe.resolved(config)
     self.config = config
     outputs.require_writable_dir(config.model_dir)
     cluster = config.cluster

@@ -19,6 +19,7 @@ from estimator_trainer import checkpoints
 from estimator_trainer import ema_recipe
 from estimator_trainer import layout
 from estimator_trainer import loss_scale
+from estimator_trainer import model_recipe
 from estimator_trainer import optimizers
 from estimator_trainer import run_record
 from estimator_trainer import weights
@@ -97,6 +98,8 @@ def _convert_own(config, checkpoint, reader, stored):
   if config.feature_spec:  # Checked against the stored one before a write.
     dataset.feature_spec_of(config, os.path.dirname(checkpoint))
   _carry_preprocessing(os.path.dirname(checkpoint), config.model_dir)
+  # The model the checkpoint's run recorded (model_recipe.py).
+  config = model_recipe.resolved(config, source=os.path.dirname(checkpoint))
   job = job_lib.Job(config, migrating=True)
   names = job.weight_names
   weights.assign(job.model, names,
