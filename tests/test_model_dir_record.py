@@ -8,7 +8,6 @@ import logging
 import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -29,6 +28,7 @@ from estimator_trainer.errors import UsageError
 import cli_config
 import engine_params
 import scripts_dir
+import warm_process
 
 # In one pytest-xdist worker: the module's trained model_dir is made once.
 pytestmark = pytest.mark.xdist_group('model_dir_record')
@@ -74,11 +74,14 @@ def _run_flags(data_dir):
 
 
 def _cli(*flags):
-  return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run', *flags],
-      env={**{k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
-           'PYTHONPATH': str(TESTS)},
-      capture_output=True, text=True, timeout=600, check=False)
+  """The command, a warm process (warm_process.py) run in the tests'
+  directory, which `python -m` puts on sys.path for builders: a module
+  found on PYTHONPATH by a cold CLI is test_bad_input.py's
+  builder-wrong-logits-shape (REAL_CLI)."""
+  return warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *flags], 600,
+      env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
+      cwd=str(TESTS))
 
 
 def _config_line(stderr):
