@@ -24,6 +24,7 @@ import builders
 import cli_config
 import engine_params
 import scripts_dir
+import warm_process
 from conftest import MNIST_SMALL_TEST_EXAMPLES
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -77,10 +78,14 @@ def test_a_100_class_dataset(estimator, tmp_path):
 
 
 def _cli(*argv, env=None):
-  return subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run', *argv],
-      env={**os.environ, 'PYTHONPATH': str(TESTS), **(env or {})},
-      capture_output=True, text=True, timeout=600, check=False)
+  """The command with `env` added to this process's: a warm process
+  (warm_process.py; TF_CONFIG is read at run time) in the tests'
+  directory, which `python -m` puts on sys.path for builders. A builder
+  found through PYTHONPATH by a cold CLI: test_bad_input.py's
+  builder-wrong-logits-shape (REAL_CLI)."""
+  return warm_process.run(
+      [sys.executable, '-m', 'estimator_trainer.run', *argv], 600,
+      env={**os.environ, **(env or {})}, cwd=str(TESTS))
 
 
 def _run(capfd, *argv):
