@@ -1,8 +1,8 @@
 """A command line run in-process: its TrainConfig, through the CLI's own
-flag handling (its --config file and the model_dir's record of its run), or
-the whole of run.main with its error reporting. Each spares a test a
-process's TensorFlow import (~3 CPU-seconds) where the real process adds
-nothing the test reads."""
+flag handling (its --config file and the model_dir's record of its run),
+the whole of run.main with its error reporting, or TensorFlow's
+`saved_model_cli run`. Each spares a test a process's TensorFlow import
+(~3 CPU-seconds) where the real process adds nothing the test reads."""
 
 import logging
 import os
@@ -10,6 +10,8 @@ import sys
 import warnings
 
 from absl import flags
+# saved_model_cli's run command (defines its flags).
+from tensorflow.python.tools import saved_model_cli
 
 # Importing run defines the CLI's flags.
 from estimator_trainer import config_flags, run  # pylint: disable=unused-import
@@ -63,3 +65,15 @@ def main_in_process(argv, capfd, env=None):
         os.environ[name] = value
   sys.stderr.flush()
   return code, capfd.readouterr().err
+
+
+def saved_model_cli_run(*args):
+  """`saved_model_cli run ARGS` in this process: its run command on its
+  flags parsed (the tool as a process is test_export.py's
+  test_saved_model_cli_runs_it and docs/guide/export.md's example)."""
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(['saved_model_cli', *map(str, args)])
+  try:
+    saved_model_cli.run()
+  finally:
+    flags.FLAGS.unparse_flags()

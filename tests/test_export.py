@@ -28,6 +28,7 @@ from estimator_trainer.examples import EXAMPLES_SIGNATURE
 from estimator_trainer.tf2 import migration
 from conftest import write_idx
 import builders
+import cli_config
 import engine_params
 
 NUM_IMAGES = 1000
@@ -203,15 +204,14 @@ def test_tf2_predict_mode_writes_the_estimator_predictions(exported,
 @pytest.mark.slow
 def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
                                              test_images, tmp_path):
-  cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
+  """Its run command in this process (the tool as a process:
+  test_saved_model_cli_runs_it), its classes written to --outdir."""
   np.save(tmp_path / 'images.npy', test_images[:5])
-  ran = subprocess.run(
-      [cli, 'run', '--dir', carried_over[0], '--tag_set', 'serve',
-       '--signature_def', 'serving_default', '--inputs',
-       f'image={tmp_path / "images.npy"}'],
-      capture_output=True, text=True, check=True).stdout
-  classes = re.search(r'Result for output key classes:\s*\[([\d\s]+)\]', ran)
-  assert [int(c) for c in classes.group(1).split()] == [
+  cli_config.saved_model_cli_run(
+      '--dir', carried_over[0], '--tag_set', 'serve', '--signature_def',
+      'serving_default', '--inputs', f'image={tmp_path / "images.npy"}',
+      '--outdir', tmp_path / 'out')
+  assert np.load(tmp_path / 'out' / 'classes.npy').tolist() == [
       r['class'] for r in exported[1][:5]]
 
 

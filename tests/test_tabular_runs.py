@@ -14,12 +14,10 @@ import re
 import shutil
 import sys
 
-from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
-# saved_model_cli's run command (defines its flags) and reader.
-from tensorflow.python.tools import saved_model_cli
+# saved_model_cli's reader.
 from tensorflow.python.tools import saved_model_utils
 import yaml
 
@@ -360,18 +358,6 @@ def test_predictions_are_the_served_ones(trained, sets, tmp_path, engine):
         rtol=1e-6, err_msg=name)
 
 
-def _saved_model_cli_run(*args):
-  """`saved_model_cli run ARGS` in this process: its run command on its
-  flags parsed (not a TensorFlow process each; the tool as a process is
-  test_export.py's)."""
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS(['saved_model_cli', *map(str, args)])
-  try:
-    saved_model_cli.run()
-  finally:
-    flags.FLAGS.unparse_flags()
-
-
 @pytest.mark.both_stacks
 @pytest.mark.parametrize('engine, name, signature, key, output', [
     pytest.param('estimator', 'binary', 'classification', 'inputs', 'scores',
@@ -395,7 +381,7 @@ def test_saved_model_cli_serves_tf_examples(trained, sets, tmp_path, engine,
   rows = {k: v[:5] for k, v in data.eval_rows.items()}
   features = [{n: [rows[n][i].item()] for n in data.spec['columns']}
               for i in range(5)]
-  _saved_model_cli_run('--dir', directory, '--tag_set', 'serve',
+  cli_config.saved_model_cli_run('--dir', directory, '--tag_set', 'serve',
                        '--signature_def', signature, '--input_examples',
                        f'{key}={json.dumps(features)}', '--outdir', tmp_path)
   loaded = tf.saved_model.load(str(directory)).signatures[signature]
