@@ -195,12 +195,14 @@ def _synthetic_data(work_dir, shape):
 
 
 def _census_data(work_dir):
-  """The census-like set: --census_dir, or written to the work dir."""
+  """The census-like set (--census_dir, or written to the work dir), its
+  schema and the MLP's widths (their module imports TensorFlow, too)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
-  if FLAGS.census_dir:
-    return FLAGS.census_dir, census.read_schema(FLAGS.census_dir)
-  directory = os.path.join(work_dir, 'census_data')
-  return directory, census.write(directory, FLAGS.census_rows)
+  from estimator_trainer.models import tabular as tabular_models  # pylint: disable=g-import-not-at-top
+  directory = FLAGS.census_dir or os.path.join(work_dir, 'census_data')
+  schema = (census.read_schema(directory) if FLAGS.census_dir else
+            census.write(directory, FLAGS.census_rows))
+  return directory, schema, tabular_models.HIDDEN_UNITS
 
 
 def _run_in_subprocess(function, *args):
@@ -252,7 +254,7 @@ def main(argv):
       # In a subprocess: this process must not load TensorFlow (RSS).
       setup.update(_run_in_subprocess(_synthetic_data, work_dir, shape))
     if census:
-      census_dir, schema = _run_in_subprocess(_census_data, work_dir)
+      census_dir, schema, widths = _run_in_subprocess(_census_data, work_dir)
       setup = runs_lib.census_setup(
           census_dir, FLAGS.optimizer, FLAGS.learning_rate,
           wide_deep=FLAGS.workload == 'census_wide_deep',
@@ -270,13 +272,11 @@ def main(argv):
     if not FLAGS.work_dir:
       shutil.rmtree(work_dir, ignore_errors=True)
   if census:
-    # Imports TensorFlow: only after the last run (see wait_with_rusage).
-    from estimator_trainer.models import tabular as tabular_models
     flop_per_example = None
     rows = report.summarize(runs)
-    print(report.census_title(schema, FLAGS.census_format,
-                              tabular_models.HIDDEN_UNITS, FLAGS.optimizer,
-                              FLAGS.learning_rate, settings, FLAGS.rounds))
+    print(report.census_title(schema, FLAGS.census_format, widths,
+                              FLAGS.optimizer, FLAGS.learning_rate, settings,
+                              FLAGS.rounds))
   else:
     # Imports TensorFlow: only after the last run (see wait_with_rusage).
     flop_per_example = measure.train_flop_per_example(
