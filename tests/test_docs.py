@@ -9,7 +9,6 @@ import importlib.util
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import unicodedata
 
@@ -42,10 +41,9 @@ def _runnable_pages():
                  for marker, _, _ in _blocks(page))]
 
 
-def _run_env(tmp_path):
-  """This checkout's package first, then the example's own files."""
-  path = os.pathsep.join([str(tmp_path), str(REPO),
-                          os.environ.get('PYTHONPATH', '')])
+def _repo_env():
+  """This checkout's package first."""
+  path = os.pathsep.join([str(REPO), os.environ.get('PYTHONPATH', '')])
   return {**os.environ, 'PYTHONPATH': path}
 
 
@@ -54,7 +52,12 @@ def _run_env(tmp_path):
                          ids=lambda page: str(page.relative_to(DOCS)))
 def test_runnable_examples_run(page, tmp_path, fashion_mnist_dir):
   """The page's blocks marked runnable, in order, as one program in a fresh
-  directory; their /tmp paths moved into it."""
+  directory; their /tmp paths moved into it. The program is a module there,
+  run warm (warm_process.py: `python -m example` from its first line, in
+  the directory, which `python -m` puts first on sys.path for the blocks'
+  files): nothing of a page runs before its first line, which imports
+  what the server has imported. The commands a page runs are its own
+  processes, as written."""
   del fashion_mnist_dir  # The examples read the set-up's Fashion-MNIST.
   script = []
   for marker, language, code in _blocks(page):
@@ -73,11 +76,9 @@ def test_runnable_examples_run(page, tmp_path, fashion_mnist_dir):
       script.append(code)
   if not script:
     pytest.skip(f'{page.name}: every runnable block needs tf.estimator')
-  program = tmp_path / 'example.py'
-  program.write_text('\n\n'.join(script) + '\n')
-  result = subprocess.run([sys.executable, str(program)], cwd=tmp_path,
-                          env=_run_env(tmp_path), capture_output=True,
-                          text=True, timeout=900, check=False)
+  (tmp_path / 'example.py').write_text('\n\n'.join(script) + '\n')
+  result = warm_process.run([sys.executable, '-m', 'example'], 900,
+                            cwd=str(tmp_path))
   print(result.stdout)
   assert result.returncode == 0, result.stderr[-4000:]
 
@@ -193,7 +194,7 @@ def _defined_flags(command):
 @functools.lru_cache(maxsize=None)
 def _help_flags(argv, help_flag, pattern):
   result = warm_process.run([sys.executable, *argv, help_flag], timeout=300,
-                            env=None if argv[0] == '-m' else _run_env(REPO),
+                            env=None if argv[0] == '-m' else _repo_env(),
                             cwd=REPO)
   names = set(re.findall(pattern, result.stdout))
   assert names, f'{argv}: no flags in its help: {result.stderr[-2000:]}'
