@@ -5,7 +5,6 @@ schema, batch norm's moving statistics, synchronized batch norm."""
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -408,11 +407,11 @@ def test_sync_batch_norm_makes_2_replicas_step_like_1(tmp_path,
 
 
 def _sync_bn_step(precision, model, *modes):
-  """sync_bn_step.py's score of each mode, from one process."""
-  result = subprocess.run(
-      [sys.executable, str(TESTS / 'sync_bn_step.py'), precision,
-       ','.join(modes), model],
-      capture_output=True, text=True, timeout=600, check=False)
+  """sync_bn_step.py's score of each mode, from one process: a warm one
+  (warm_process.py), the module run from the tests' directory."""
+  result = warm_process.run(
+      [sys.executable, '-m', 'sync_bn_step', precision, ','.join(modes),
+       model], 600, cwd=str(TESTS))
   assert result.returncode == 0, result.stderr[-3000:]
   return [float(line)
           for line in result.stdout.strip().splitlines()[-len(modes):]]

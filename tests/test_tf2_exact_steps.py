@@ -5,14 +5,12 @@ process of its own (exact_steps_cluster.py), each engine's scheduled
 function run as the coordinator runs it."""
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
 
-import estimator_trainer
+import warm_process
 
 # One process (8 CPU-s) for both engines' tests: over the fast set's budget.
 pytestmark = [pytest.mark.both_stacks, pytest.mark.slow,
@@ -24,14 +22,11 @@ BATCH = 4  # exact_steps_cluster.py's batch.
 @pytest.fixture(scope='module')
 def measured():
   """exact_steps_cluster.py's report, by engine."""
-  result = subprocess.run(
-      [sys.executable, str(pathlib.Path(__file__).with_name(
-          'exact_steps_cluster.py'))],
-      capture_output=True, text=True, timeout=300, check=False,
-      # The package these tests import, wherever the venv's points.
-      env={**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [
-          str(pathlib.Path(estimator_trainer.__file__).parents[1]),
-          os.environ.get('PYTHONPATH')]))})
+  # A warm process (warm_process.py), the module run from the tests'
+  # directory: the package it imports is the server's, these tests'.
+  result = warm_process.run(
+      [sys.executable, '-m', 'exact_steps_cluster'], 300,
+      cwd=str(pathlib.Path(__file__).resolve().parent))
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 
