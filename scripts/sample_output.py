@@ -42,13 +42,14 @@ _MASKS = (
 )
 
 
-def console(model_dir):
+def console(model_dir, run=None):
   """The console lines (absl's prefix stripped) of the run into
-  `model_dir`."""
-  result = subprocess.run(
-      [sys.executable, '-m', 'estimator_trainer.run',
-       f'--model_dir={model_dir}', '--train_epochs=1'],
-      env={**os.environ, 'PYTHONPATH': os.pathsep.join(
+  `model_dir`: its process, this checkout's package first, or `run`'s
+  (a command line -> a subprocess.CompletedProcess of text)."""
+  command = [sys.executable, '-m', 'estimator_trainer.run',
+             f'--model_dir={model_dir}', '--train_epochs=1']
+  result = run(command) if run else subprocess.run(
+      command, env={**os.environ, 'PYTHONPATH': os.pathsep.join(
           [str(ROOT), os.environ.get('PYTHONPATH', '')])},
       capture_output=True, text=True, check=False)
   if result.returncode:
