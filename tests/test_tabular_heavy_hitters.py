@@ -107,9 +107,13 @@ def _zipf_files(directory, rows, universe, files):
   for index, part in enumerate(np.array_split(lines, files)):
     (directory / f'train-{index}.csv').write_bytes(b'item,y\r\n' +
                                                    part.tobytes())
-  return str(directory / 'train-*.csv'), {
-      f'i{value:07d}': int(count) for value, count in zip(values, counts)
-      if count}
+  # The values drawn, named as the lines name them, from the same tables.
+  drawn = counts > 0
+  names = np.stack([table(b'i%03d', 1000)[values[drawn] // 10_000],
+                    table(b'%04d', 10_000)[values[drawn] % 10_000]], axis=1)
+  return str(directory / 'train-*.csv'), dict(zip(
+      names.view('S8').ravel().astype('U8').tolist(),
+      counts[drawn].tolist()))
 
 
 @pytest.mark.slow
