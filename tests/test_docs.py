@@ -160,8 +160,15 @@ _ABSL_COMMANDS = {
     'estimator_trainer.tabular.infer': ['-m',
                                         'estimator_trainer.tabular.infer'],
 }
-for _script in ('benchmark', 'write_tfrecords', 'plot_curves',
-                'make_census_like', 'tabular_baselines', 'l2_on_validation'):
+# The scripts that import TensorFlow are asked as modules run in scripts/,
+# which `python -m` puts first on sys.path as running the script does: warm
+# (_help_flags), their flags the same. One that does not would list
+# TensorFlow's flags too, warm: a script, cold (and cheap).
+_WARM_SCRIPTS = ('write_tfrecords', 'make_census_like', 'tabular_baselines',
+                 'l2_on_validation')
+for _script in _WARM_SCRIPTS:
+  _ABSL_COMMANDS[f'scripts/{_script}.py'] = ['-m', _script]
+for _script in ('benchmark', 'plot_curves'):
   _ABSL_COMMANDS[f'scripts/{_script}.py'] = [str(REPO / 'scripts' /
                                                   f'{_script}.py')]
 # Commands of argparse, whose --help lists their flags.
@@ -193,13 +200,16 @@ def _defined_flags(command):
 
 # By the program, not by the docs' name for it: scripts/train.sh is
 # estimator_trainer.run, asked once. A module (`-m`) starts warm, forked
-# with TensorFlow imported (in REPO, whose package it finds first); a
-# script cold, as a real process.
+# with TensorFlow imported (in REPO, whose package it finds first, or in
+# scripts/ for a script's); a script cold, as a real process. A data
+# script as a real process: test_console.py's
+# test_the_docs_data_scripts_print_no_tensorflow_startup_lines.
 @functools.lru_cache(maxsize=None)
 def _help_flags(argv, help_flag, pattern):
-  result = warm_process.run([sys.executable, *argv, help_flag], timeout=300,
-                            env=None if argv[0] == '-m' else _repo_env(),
-                            cwd=REPO)
+  result = warm_process.run(
+      [sys.executable, *argv, help_flag], timeout=300,
+      env=None if argv[0] == '-m' else _repo_env(),
+      cwd=REPO / 'scripts' if argv[-1] in _WARM_SCRIPTS else REPO)
   names = set(re.findall(pattern, result.stdout))
   assert names, f'{argv}: no flags in its help: {result.stderr[-2000:]}'
   return frozenset(names)
