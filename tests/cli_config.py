@@ -69,8 +69,8 @@ def main_in_process(argv, capfd, env=None):
 
 def saved_model_cli_run(*args):
   """`saved_model_cli run ARGS` in this process: its run command on its
-  flags parsed (the tool as a process is test_export.py's
-  test_saved_model_cli_runs_it and docs/guide/export.md's example)."""
+  flags parsed (the tool as a process is docs/guide/export.md's example,
+  which test_docs runs)."""
   flags.FLAGS.unparse_flags()
   flags.FLAGS(['saved_model_cli', *map(str, args)])
   try:

@@ -9,8 +9,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
-import sys
 from unittest import mock
 
 import numpy as np
@@ -109,20 +107,26 @@ def test_export_carries_no_cluster_device_placements(exported):
   assert devices <= {'', '/device:CPU:0', '/device:CPU:*'}
 
 
+def _saved_model_cli_classes(path, images, directory):
+  """The classes `saved_model_cli run` serves for `images` from the export
+  at `path`: its run command in this process (the tool as a process is
+  docs/guide/export.md's example, which test_docs runs), its outputs
+  written to `directory`."""
+  np.save(directory / 'images.npy', images)
+  cli_config.saved_model_cli_run(
+      '--dir', path, '--tag_set', 'serve', '--signature_def',
+      'serving_default', '--inputs', f'image={directory / "images.npy"}',
+      '--outdir', directory / 'out')
+  return np.load(directory / 'out' / 'classes.npy').tolist()
+
+
 @pytest.mark.slow
 def test_saved_model_cli_runs_it(exported, test_images, tmp_path):
   """TensorFlow's own tool serves the export. Its signatures are the loaded
   export's (test_reloaded_savedmodel_matches_predict_mode,
   test_tf_example_signature_gives_the_same_outputs): no `show` process."""
   path, rows = exported
-  cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
-  np.save(tmp_path / 'images.npy', test_images[:5])
-  ran = subprocess.run(
-      [cli, 'run', '--dir', path, '--tag_set', 'serve', '--signature_def',
-       'serving_default', '--inputs', f'image={tmp_path / "images.npy"}'],
-      capture_output=True, text=True, check=True).stdout
-  classes = re.search(r'Result for output key classes:\s*\[([\d\s]+)\]', ran)
-  assert [int(c) for c in classes.group(1).split()] == [
+  assert _saved_model_cli_classes(path, test_images[:5], tmp_path) == [
       r['class'] for r in rows[:5]]
 
 
@@ -204,14 +208,8 @@ def test_tf2_predict_mode_writes_the_estimator_predictions(exported,
 @pytest.mark.slow
 def test_saved_model_cli_runs_the_tf2_export(carried_over, exported,
                                              test_images, tmp_path):
-  """Its run command in this process (the tool as a process:
-  test_saved_model_cli_runs_it), its classes written to --outdir."""
-  np.save(tmp_path / 'images.npy', test_images[:5])
-  cli_config.saved_model_cli_run(
-      '--dir', carried_over[0], '--tag_set', 'serve', '--signature_def',
-      'serving_default', '--inputs', f'image={tmp_path / "images.npy"}',
-      '--outdir', tmp_path / 'out')
-  assert np.load(tmp_path / 'out' / 'classes.npy').tolist() == [
+  assert _saved_model_cli_classes(carried_over[0], test_images[:5],
+                                  tmp_path) == [
       r['class'] for r in exported[1][:5]]
 
 
