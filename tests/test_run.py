@@ -299,25 +299,30 @@ def _run_in_process(*flags):
 
 
 @pytest.mark.slow
-def test_rows_without_a_label_stop_the_run_or_are_skipped(tmp_path, caplog):
+def test_rows_without_a_label_stop_the_run_or_are_skipped(tmp_path, caplog,
+                                                         capfd):
   """Issue 47, item 8: an empty label cell stops `run` (and infer, for the
   spec) with one line naming the file, line and flag;
   --skip_rows_without_label trains on the others and says how many it
-  left out."""
+  left out. Both through run.main in-process: a data error's one line from
+  a real process is test_bad_input.py's (REAL_CLI, e.g.
+  tabular-string-in-float-column)."""
+  import cli_config  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
   lines = ['x,y'] + [f'{v:.4f},{"" if i in (4, 9) else int(v > 0)}'
                      for i, v in enumerate(rng.normal(size=60))]
   (tmp_path / 'train.csv').write_text('\n'.join(lines) + '\n')
   flags = (f'--train_files={tmp_path}/train.csv', '--label_key=y',
            '--train_steps=5', '--export=none')
-  result = _run(f'--model_dir={tmp_path}/failed', *flags, timeout=300)
-  assert result.returncode == 1, result.stderr[-2000:]
-  assert _error_line(result) == (
+  code, stderr = cli_config.main_in_process(
+      [f'--model_dir={tmp_path}/failed', *flags], capfd)
+  assert code == 1, stderr[-2000:]
+  assert 'Traceback' not in stderr
+  assert stderr.strip().splitlines()[-1] == (
       f"error: {tmp_path}/train.csv line 6, column 'y': no label (an empty "
       'cell); --skip_rows_without_label leaves such records out')
-  # The run that skips them in-process, its lines from the package's logger
-  # (the console of a real process is the first run's and the console
-  # tests').
+  # The run that skips them, its lines from the package's logger (the
+  # console of a real process is the console tests').
   caplog.set_level(logging.INFO, logger='estimator_trainer')
   _run_in_process(f'--model_dir={tmp_path}/model', *flags,
                   '--skip_rows_without_label')
