@@ -31,6 +31,7 @@ from estimator_trainer import sources
 from estimator_trainer import stack
 from estimator_trainer.errors import TrainerError
 import cli_config
+import warm_process
 
 IS_ROOT = os.geteuid() == 0
 TESTS = pathlib.Path(__file__).resolve().parent  # Holds builders.py.
@@ -559,12 +560,14 @@ def test_tfds_offline_fails_after_a_few_retries_per_file(tmp_path):
   resolve.)"""
   if _online():
     pytest.skip('this machine is online: TFDS would download MNIST')
-  result = subprocess.run(
+  # A warm process (warm_process.py): the downloads and their retries come
+  # after the module's first line (the one line of a real process:
+  # REAL_CLI's).
+  result = warm_process.run(
       [sys.executable, '-m', 'estimator_trainer.run',
        f'--model_dir={tmp_path / "model"}', '--dataset=mnist',
-       '--data_source=tfds', f'--data_dir={tmp_path / "tfds"}'],
-      env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'},
-      capture_output=True, text=True, timeout=600, check=False)
+       '--data_source=tfds', f'--data_dir={tmp_path / "tfds"}'], 600,
+      env={k: v for k, v in os.environ.items() if k != 'TF_CONFIG'})
   lines = result.stderr.strip().splitlines()
   errors = [line for line in lines if line.startswith('error: ')]
   assert len(errors) == 1 and errors[0].startswith(
