@@ -62,7 +62,9 @@ def _as_before(model_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('engine', engine_params.KINDS)
+@pytest.mark.parametrize('engine', [
+    engine_params.param('estimator'),
+    engine_params.param('ctl', both_stacks=True)])  # 2.21's default engine.
 def test_a_new_run_embeds_and_a_model_dir_from_before_resumes_without(
     tmp_path, data, engine):
   """A new run's record says it embeds (a resume then rebuilds what its
@@ -90,6 +92,7 @@ def test_a_new_run_embeds_and_a_model_dir_from_before_resumes_without(
   assert not _embeds(started)
 
 
+@pytest.mark.both_stacks
 def test_the_runs_own_command_with_model_kwargs_resumes_and_another_is_refused(
     tmp_path, data):
   """--model_kwargs without the setting take the record's (the run's own
@@ -115,6 +118,7 @@ def test_the_runs_own_command_with_model_kwargs_resumes_and_another_is_refused(
         '--model_kwargs={"hidden_units": [4], "numeric_embedding": true}'])
 
 
+@pytest.mark.both_stacks
 def test_what_a_run_builds_follows_its_model_dir_or_warm_start(tmp_path):
   """Without a checkpoint: the recipe's, or what --warm_start_from's record
   (a model_dir, or a checkpoint in one) says, a record from before or none
