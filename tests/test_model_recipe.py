@@ -5,7 +5,6 @@ starts a run and migrates as the model without them; the run's own command,
 its --model_kwargs too, resumes either."""
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import cli_config
 import engine_params
+import warm_process
 
 
 @pytest.fixture(scope='module')
@@ -163,10 +163,9 @@ def test_an_estimator_model_dir_from_before_migrates_without(
     if name == 'old':
       _as_before(source)
     carried = tmp_path / f'{name}_tf2'
-    result = subprocess.run(
+    result = warm_process.run(
         [sys.executable, '-m', 'estimator_trainer.migrate',
-         f'--from={source}', f'--to={carried}'],
-        capture_output=True, text=True, check=False)
+         f'--from={source}', f'--to={carried}'], 600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _embeds(carried) == (name == 'new')
     assert _kwargs(carried) == {'numeric_embedding': name == 'new'}
