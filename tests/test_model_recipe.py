@@ -4,9 +4,11 @@ whose record is from before (no `numeric_embedding` in it) resumes, warm-
 starts a run and migrates as the model without them; the run's own command,
 its --model_kwargs too, resumes either."""
 
+import csv
 import json
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -16,13 +18,14 @@ from estimator_trainer.config import TrainConfig
 from estimator_trainer.errors import UsageError
 import cli_config
 import engine_params
+import tabular_sets
 import warm_process
 
 
 @pytest.fixture(scope='module')
 def data(tmp_path_factory):
   path = tmp_path_factory.mktemp('recipe') / 'data.csv'
-  rows = [f'{i / 10},{(i * 7) % 11},{"red" if i % 3 else "blue"},'
+  rows = [f'{i / 10},{(i * 7) % 11 / 3:.3f},{"red" if i % 3 else "blue"},'
           f'{int(i % 3 == 0 or i > 40)}' for i in range(60)]
   path.write_text('\n'.join(['x,z,color,y', *rows]) + '\n')
   return path
@@ -42,6 +45,29 @@ def _embeds(model_dir):
   """Whether model_dir's latest checkpoint holds the embedding's weights."""
   path = tf.train.latest_checkpoint(str(model_dir))
   return any('frequencies' in name for name, _ in tf.train.list_variables(path))
+
+
+def _check_served_as_predicted(model_dir, data, engine):
+  """--mode=predict's lines, as model_dir's final export serves their rows
+  (the embedding in the SavedModel's graph; test_tabular_runs serves
+  canned's network)."""
+  path = model_dir / 'predictions.jsonl'
+  cli_config.run_in_process(_command(
+      model_dir, data, '--mode=predict', '--num_predictions=5',
+      f'--predictions_file={path}', engine=engine))
+  lines = [json.loads(line) for line in path.read_text().splitlines()]
+  with open(data, newline='') as f:
+    rows = list(csv.DictReader(f))  # Line 1 is the header.
+  picked = [rows[line['line'] - 2] for line in lines]
+  table = {name: np.array([float(row[name]) for row in picked], np.float32)
+           for name in ('x', 'z')}
+  table['color'] = np.array([row['color'] for row in picked])
+  export = sorted((model_dir / 'export' / 'final').iterdir())[-1]
+  served = tf.saved_model.load(str(export)).signatures['predict'](
+      examples=tf.constant(tabular_sets.examples(table)))
+  np.testing.assert_allclose([line['probabilities'] for line in lines],
+                             served['probabilities'].numpy(), atol=1e-6,
+                             rtol=1e-6)
 
 
 def _recorded_as(model_dir, kwargs):
@@ -71,9 +97,11 @@ def test_a_new_run_embeds_and_a_model_dir_from_before_resumes_without(
   checkpoint holds, whatever the default); a model_dir from before resumes
   without, as trained: the default there would fail its restore."""
   new = tmp_path / 'new'
-  cli_config.run_in_process(_command(new, data, engine=engine))
+  cli_config.run_in_process(_command(
+      new, data, '--mode=train_and_evaluate', engine=engine))
   assert _kwargs(new) == {'numeric_embedding': True}
   assert _embeds(new)
+  _check_served_as_predicted(new, data, engine)
   old = tmp_path / 'old'
   cli_config.run_in_process(_command(
       old, data, '--model_kwargs={"numeric_embedding": false}', engine=engine))
