@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from estimator_trainer import config
+from estimator_trainer import config_resolved
+from estimator_trainer import model_recipe
 from estimator_trainer.benchmark import census
 from estimator_trainer.benchmark import measure
 from estimator_trainer.benchmark import report
@@ -243,6 +245,19 @@ def test_census_smoke_run(tmp_path):
   assert rows['keras_default']['vs_canned'] > 0
   assert any(line.startswith('target keras_default: ') for line in
              report.target_lines(list(rows.values())))
+
+
+@pytest.mark.parametrize('wide_deep', [False, True])
+def test_the_engines_train_the_peers_network(tmp_path, wide_deep):
+  """The census rows compare the engines with canned's and plain Keras's
+  network and objective: the setup's flags leave out the structured
+  recipe's periodic embedding and L2 (they had given them, unsaid)."""
+  setup = runs.census_setup('/data/census', 'adam', 2e-3, wide_deep=wide_deep)
+  built = model_recipe.resolved(config.TrainConfig(
+      model_dir=str(tmp_path), model=setup['model'],
+      model_kwargs=setup['model_kwargs'], weight_decay=setup['weight_decay']))
+  assert built.model_kwargs == {'numeric_embedding': False}
+  assert config_resolved.weight_decay_of(built, spec=None) == 0.0
 
 
 def test_census_wide_deep_setup_gives_the_wide_part_ftrl():

@@ -163,7 +163,8 @@ def census_setup(census_dir, optimizer, learning_rate, wide_deep=False,
   --model=dnn (or `wide_deep`, its wide part with FTRL at
   WIDE_LEARNING_RATE) on the set's TFRecords (or `file_format`'s files)
   by its feature spec, one optimizer and constant rate, the plain loss (as
-  the peers: no decay, no label smoothing, the CLI's defaults), the peers'
+  the peers: no decay, no label smoothing, the CLI's defaults; canned's
+  network, without the recipe's embedding and L2), the peers'
   shuffle buffer and seed; the tabular workloads read the same
   (`tabular`)."""
   from estimator_trainer.benchmark import census  # pylint: disable=g-import-not-at-top
@@ -176,6 +177,9 @@ def census_setup(census_dir, optimizer, learning_rate, wide_deep=False,
           'eval_files': census.files(census_dir, 'test', file_format),
           'optimizer': optimizer, 'learning_rate': learning_rate,
           'lr_decay': 'none',
+          # The peers' network and objective: canned's DNN has no periodic
+          # embedding of the numbers and no L2 (the structured recipe's).
+          'model_kwargs': '{"numeric_embedding": false}', 'weight_decay': 0.0,
           'shuffle_buffer': census.SHUFFLE_BUFFER, 'seed': census.SEED}
 
 
