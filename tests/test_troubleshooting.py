@@ -200,18 +200,29 @@ def _income_word(tmp):
 SPEC = '--feature_spec={data}/tab/spec.json'
 DIVERGED = ('error: loss is NaN at step N: training diverged (a lower '
             '--learning_rate may help); ')
+# The weights gone first (a checkpoint due refuses them): the dnn's default
+# periodic embedding takes the cosine of a blown-up frequency.
+WEIGHTS = ('error: weights are NaN or Inf at step N: training diverged (a '
+           'lower --learning_rate may help); ')
 GOOD = (*TABULAR, SPEC, '--optimizer=sgd')
 # Without the dnn's default L2, whose square of the blown-up weights would
 # make the loss Inf (the same error, 'loss is Inf'), not the page's NaN.
 BLOWN_UP = (*GOOD, '--learning_rate=1e38', '--weight_decay=0')
+# canned's network (no periodic embedding): the loss goes NaN first.
+LOSS_FIRST = (*BLOWN_UP, '--model_kwargs={{"numeric_embedding": false}}')  # format()ed.
 
 
-def _two_good_steps(tmp):
-  """{model_dir}: a run of 2 steps on {data}/tab, checkpointed."""
-  _tabular()(tmp)
-  paths = {'data': tmp / 'data'}
-  cli_config.run_in_process([f'--model_dir={tmp / "model"}', *(
-      arg.format(**paths) for arg in GOOD)])
+def _two_good_steps(*flags):
+  """The setup of {model_dir}: a run of 2 steps on {data}/tab, checkpointed
+  (with `flags`: the model's, which its resume repeats)."""
+
+  def setup(tmp):
+    _tabular()(tmp)
+    paths = {'data': tmp / 'data'}
+    cli_config.run_in_process([f'--model_dir={tmp / "model"}', *(
+        arg.format(**paths) for arg in (*GOOD, *flags))])
+
+  return setup
 
 
 def _model_dir_in_use(tmp):
@@ -296,8 +307,11 @@ CASES = {
          '--output={data}/spec.json'), _tabular(header_only=['train']),
         command='estimator_trainer.tabular.infer'),
     f'{DIVERGED}the latest checkpoint is still ...ckpt-M': Case(
-        (*BLOWN_UP, '--train_steps=4'), _two_good_steps),
-    f'{DIVERGED}no checkpoint was saved': Case(BLOWN_UP, _tabular()),
+        (*LOSS_FIRST, '--train_steps=4'), _two_good_steps(LOSS_FIRST[-1])),
+    f'{DIVERGED}no checkpoint was saved': Case(LOSS_FIRST, _tabular()),
+    f'{WEIGHTS}the latest checkpoint is still ...ckpt-M': Case(
+        (*BLOWN_UP, '--train_steps=4'), _two_good_steps()),
+    f'{WEIGHTS}no checkpoint was saved': Case(BLOWN_UP, _tabular()),
 }
 
 
