@@ -114,9 +114,9 @@ def test_a_new_run_embeds_and_a_model_dir_from_before_resumes_without(
   # Warm-started from its checkpoint (a prefix: it had been refused as
   # "does not exist"), a new run is its model.
   started = tmp_path / 'started'
+  checkpoint = tf.train.latest_checkpoint(str(old))
   cli_config.run_in_process(_command(
-      started, data, f'--warm_start_from={tf.train.latest_checkpoint(str(old))}',
-      engine=engine))
+      started, data, f'--warm_start_from={checkpoint}', engine=engine))
   assert not _embeds(started)
 
 

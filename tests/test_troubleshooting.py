@@ -208,8 +208,9 @@ GOOD = (*TABULAR, SPEC, '--optimizer=sgd')
 # Without the dnn's default L2, whose square of the blown-up weights would
 # make the loss Inf (the same error, 'loss is Inf'), not the page's NaN.
 BLOWN_UP = (*GOOD, '--learning_rate=1e38', '--weight_decay=0')
-# canned's network (no periodic embedding): the loss goes NaN first.
-LOSS_FIRST = (*BLOWN_UP, '--model_kwargs={{"numeric_embedding": false}}')  # format()ed.
+# canned's network (no periodic embedding): the loss goes NaN first. (The
+# cases' flags are format()ed: braces doubled.)
+LOSS_FIRST = (*BLOWN_UP, '--model_kwargs={{"numeric_embedding": false}}')
 
 
 def _two_good_steps(*flags):
