@@ -1,5 +1,6 @@
-"""Periodic embeddings of the deep part's numbers (issue 72, item 3; opt-in
-by `dnn`'s and `wide_deep`'s `numeric_embedding` kwarg): Gorishniy et al.
+"""Periodic embeddings of the deep part's numbers (issue 72, item 3;
+`dnn`'s and `wide_deep`'s `numeric_embedding` kwarg, off in the builders,
+on for a new structured run: model_recipe.py): Gorishniy et al.
 2022's PLR, close to RealMLP's PBLD (Holzmueller et al., 2024). Each
 standardized number x enters the hidden layers as
 [x, relu(W (cos 2 pi f x, sin 2 pi f x) + b)], `frequencies` trainable f per
