@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -255,9 +256,12 @@ def test_the_engines_train_the_peers_network(tmp_path, wide_deep):
   setup = runs.census_setup('/data/census', 'adam', 2e-3, wide_deep=wide_deep)
   built = model_recipe.resolved(config.TrainConfig(
       model_dir=str(tmp_path), model=setup['model'],
-      model_kwargs=setup['model_kwargs'], weight_decay=setup['weight_decay']))
+      model_kwargs=setup.get('model_kwargs'),
+      weight_decay=setup.get('weight_decay')))
   assert built.model_kwargs == {'numeric_embedding': False}
-  assert config_resolved.weight_decay_of(built, spec=None) == 0.0
+  # A spec whose deep L2 the recipe would take without the flag.
+  spec = types.SimpleNamespace(deep_weight_decay=0.01)
+  assert config_resolved.weight_decay_of(built, spec) == 0.0
 
 
 def test_census_wide_deep_setup_gives_the_wide_part_ftrl():
