@@ -9,7 +9,11 @@ def initializer(kind, seed, index):
   """Each layer's initializer gets its own seed: `RunConfig(tf_random_seed)`
   does not fix Keras 2.15 initial weights, and explicit seeds keep replicas
   and reruns identical without touching global random state."""
-  return kind(seed=None if seed is None else seed + index)
+  return kind(seed=_nth(seed, index))
+
+
+def _nth(seed, index):
+  return None if seed is None else seed + index
 
 
 class Seeds:
@@ -22,7 +26,7 @@ class Seeds:
 
   def next(self):
     self._index += 1
-    return None if self._seed is None else self._seed + self._index
+    return _nth(self._seed, self._index)
 
   def __call__(self, kind, **kwargs):
     """An initializer of class `kind` with the next seed."""
