@@ -34,11 +34,17 @@ def require_checkpoint(model_dir):
     raise TrainerError(f'no checkpoint in {model_dir}; train first')
 
 
-def record_model(model_dir, config, spec):
+def record_model(model_dir, config, spec, max_steps=None):
   """Notes in model_dir which model and data shape its checkpoints are of,
   and the settings of the run (which the CLI takes for a later run there:
   run_record.read), when training starts or resumes there; left as it is
-  when the run is the same (a rerun changes nothing)."""
+  when the run is the same (a rerun changes nothing). A run that left its
+  length to the default records its plan, `max_steps`, as its
+  --train_steps: the default's floor is the recipe's, which a later
+  version may change, and the run's own command resumes the same plan."""
+  if max_steps and config.train_steps is None and (
+      config.train_epochs is None):
+    config = dataclasses.replace(config, train_steps=max_steps)
   model = models.name_of(config.model)
   record = {'model': model, 'model_kwargs': config.model_kwargs,
             **spec.record(), 'run': dict(run_record.of(config), model=model)}

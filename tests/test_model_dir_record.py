@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
+from estimator_trainer import config_resolved
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import layout
@@ -458,3 +459,37 @@ def test_a_csv_runs_own_command_repeated_with_another_identity_is_refused(
   caplog.set_level(logging.INFO)
   cli_config.config_from([*command, '--learning_rate=0.5'])
   assert '--learning_rate=0.5 given: the run in' in caplog.text
+
+
+def _step(model_dir):
+  return int(re.search(r'-(\d+)$',
+                       tf.train.latest_checkpoint(str(model_dir))).group(1))
+
+
+@pytest.mark.parametrize('engine', ['ctl', pytest.param(
+    'estimator', marks=pytest.mark.estimator)])
+def test_a_run_left_to_the_default_length_resumes_its_own_plan(
+    tmp_path, monkeypatch, engine):
+  """A structured run that gave no --train_steps or --train_epochs records
+  its plan, the floor's steps: its own command, run again after the floor
+  changed (issue 72: dnn's 2,000 steps became 8,000), finds it finished
+  instead of training on under a longer schedule; a given --train_steps
+  extends it, a given --train_epochs is its own plan."""
+  rows = [f'{i / 10},{"red" if i % 3 else "blue"},{i % 2}' for i in range(40)]
+  (tmp_path / 'data.csv').write_text('\n'.join(['x,color,y', *rows]))
+  model_dir = tmp_path / 'model'
+  command = [f'--model_dir={model_dir}', f'--train_files={tmp_path}/data.csv',
+             '--label_key=y', '--model=dnn', f'--engine={engine}',
+             '--mode=train', '--model_kwargs={"hidden_units": [4]}']
+  # 32 training rows: 10 epochs are 5 steps of 64, under either floor.
+  monkeypatch.setattr(config_resolved, 'MIN_CLASSIFIER_STEPS', 6)
+  cli_config.run_in_process(command)
+  assert layout.read_model_file(str(model_dir))['run']['train_steps'] == 6
+  assert _step(model_dir) == 6
+  monkeypatch.setattr(config_resolved, 'MIN_CLASSIFIER_STEPS', 10)
+  assert cli_config.run_in_process(command).train_steps == 6
+  assert _step(model_dir) == 6
+  cli_config.run_in_process([*command, '--train_steps=8'])
+  assert _step(model_dir) == 8
+  config = cli_config.config_from([*command, '--train_epochs=20'])
+  assert (config.train_steps, config.train_epochs) == (None, 20)

@@ -138,7 +138,7 @@ class Job:
                                  spec.model_input, config.model)
     if training and self.is_chief:
       self.source.persist(config.model_dir)
-      checkpoints.record_model(config.model_dir, config, spec)
+      checkpoints.record_model(config.model_dir, config, spec, self.max_steps)
     warm_start = None
     if training and config.warm_start_from:
       warm_start = _warm_start(config, self.source, names,

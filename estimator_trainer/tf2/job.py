@@ -215,7 +215,7 @@ class Job:
       self.make_slots()
       if self.is_chief:
         checkpoints.record_model(self.config.model_dir, self.config,
-                                 self.source.spec)
+                                 self.source.spec, self.max_steps)
         if self.config.cluster:  # For the tasks that do not train.
           self._progress.write_train_spec(self.max_steps,
                                           self.global_batch_size)
