@@ -18,8 +18,8 @@ from estimator_trainer import stack
 from estimator_trainer.config_checks import (  # pylint: disable=unused-import
     DEFAULT_BATCH_SIZE_PER_REPLICA, DEFAULT_LEARNING_RATE,
     DEFAULT_TRAIN_EPOCHS, IMAGE_LABEL_SMOOTHING, LINEAR_LEARNING_RATE,
-    MIN_CLASSIFIER_STEPS, MIN_LINEAR_STEPS, MIN_STRUCTURED_STEPS,
-    STRUCTURED_MODEL, check_head_flags)
+    MIN_LINEAR_STEPS, MIN_STRUCTURED_STEPS, STRUCTURED_MODEL,
+    check_head_flags)
 from estimator_trainer.config_optimizers import OPTIMIZER_KWARGS, OPTIMIZERS
 # A field with its flag's help, choices, bounds and parser (config_checks).
 _option = config_checks.option
@@ -208,8 +208,7 @@ class TrainConfig:
       None, f'Epochs to train instead of --train_steps (default '
       f'{DEFAULT_TRAIN_EPOCHS}; structured data: {DEFAULT_TRAIN_EPOCHS}, but '
       f'at least {MIN_LINEAR_STEPS} steps for the linear model, '
-      f'{MIN_CLASSIFIER_STEPS} for the others ({MIN_STRUCTURED_STEPS} on a '
-      'regression)).', above=0)
+      f'{MIN_STRUCTURED_STEPS} for the others).', above=0)
   shuffle_buffer: int = _option(
       60000, 'Shuffle buffer in examples; 0 turns shuffling off.', at_least=0)
   seed: int = _option(42, 'Seed of weights, shuffling and ops.')

@@ -29,11 +29,6 @@ DEFAULT_LEARNING_RATE = 2e-3
 # weight about its rate a step); canned's linear rate is 0.2 (DNN 0.05).
 LINEAR_LEARNING_RATE = 5e-2
 MIN_STRUCTURED_STEPS = 2000
-# dnn's and wide_deep's floor on a classification: 2,000 steps left penguins'
-# log loss 25 % over LogisticRegression's (4,000: 11 %; 8,000: 5 % under); a
-# regression keeps 2,000 (at 8,000 cps1985's RMSE rose 7.6 % over Ridge's
-# under --seed=1): docs/guide/tabular.md, the dnn and wide_deep recipe.
-MIN_CLASSIFIER_STEPS = 8000
 # The linear model's floor: 4,000 steps bring its log loss within 1.3 % of
 # LogisticRegression's on every binary table of docs/guide/tabular.md
 # (creditcard; 2,000 steps left it 3.3 % above, 3,000 1.9 %).
@@ -262,6 +257,12 @@ def default_learning_rate(config):
   """The rate of a run that gives none: its model's and data's."""
   linear = config.structured and config.model == STRUCTURED_MODEL
   return LINEAR_LEARNING_RATE if linear else DEFAULT_LEARNING_RATE
+
+
+def min_structured_steps(model):
+  """The floor of the steps of a structured run of `model` that gives no
+  length: 10 epochs of a few hundred rows are far from converged."""
+  return MIN_LINEAR_STEPS if model == STRUCTURED_MODEL else MIN_STRUCTURED_STEPS
 
 
 def default_model(structured):

@@ -14,11 +14,9 @@ from estimator_trainer.config_checks import (CSV_SUFFIXES,
                                              DEFAULT_BATCH_SIZE_PER_REPLICA,
                                              DEFAULT_TRAIN_EPOCHS,
                                              IMAGE_LABEL_SMOOTHING,
-                                             MIN_CLASSIFIER_STEPS,
-                                             MIN_LINEAR_STEPS,
-                                             MIN_STRUCTURED_STEPS,
                                              STRUCTURED_MODEL,
-                                             default_learning_rate)
+                                             default_learning_rate,
+                                             min_structured_steps)
 from estimator_trainer.config_optimizers import CONSTANT_RATE_OPTIMIZERS
 from estimator_trainer.errors import UsageError
 
@@ -48,27 +46,18 @@ def resolve_global_batch_size(self, num_replicas: int) -> int:
   return self.global_batch_size
 
 
-def min_structured_steps(model, head=None):
-  """The floor of a structured run's steps that gives no length (of `model`,
-  on data of `head`; None: a classification)."""
-  if model == STRUCTURED_MODEL:
-    return MIN_LINEAR_STEPS
-  return MIN_STRUCTURED_STEPS if head == 'regression' else MIN_CLASSIFIER_STEPS
-
-
 def resolve_train_steps(self, num_train_examples: int,
-                        global_batch_size: int,
-                        head: Optional[str] = None) -> int:
+                        global_batch_size: int) -> int:
   """`train_steps`, or the optimizer steps of `train_epochs` (10 by
-  default; structured data: at least min_structured_steps of the model and
-  the data's `head`): each reads `accumulate_steps` global batches."""
+  default; structured data: at least min_structured_steps): each reads
+  `accumulate_steps` global batches."""
   if self.train_steps is not None:
     return self.train_steps
   epochs = self.train_epochs or DEFAULT_TRAIN_EPOCHS
   steps = max(1, math.ceil(epochs * num_train_examples /
                            (global_batch_size * self.accumulate_steps)))
   if self.structured and not self.train_epochs:
-    return max(steps, min_structured_steps(self.model, head))
+    return max(steps, min_structured_steps(self.model))
   return steps
 
 

@@ -37,13 +37,8 @@ def test_structured_data_has_its_own_recipe_and_images_keep_theirs():
     # 2 % of LogisticRegression's (test_tabular_quality).
     assert config.resolve_train_steps(426, 64) == 4000
     assert config.resolve_train_steps(60000, 64) == 9375  # 10 epochs.
-    # dnn's and wide_deep's floor: 8,000 steps on a classification (the
-    # default head), 2,000 on a regression.
-    deep = TrainConfig(model_dir='/tmp/x', model='dnn', **files)
-    assert deep.resolve_train_steps(426, 64) == 8000
-    assert deep.resolve_train_steps(426, 64, 'binary') == 8000
-    assert deep.resolve_train_steps(426, 64, 'regression') == 2000
-    assert config.resolve_train_steps(426, 64, 'regression') == 4000
+    assert TrainConfig(model_dir='/tmp/x', model='dnn', **files
+                       ).resolve_train_steps(426, 64) == 2000
     assert TrainConfig(model_dir='/tmp/x', train_epochs=10, **files
                        ).resolve_train_steps(426, 64) == 67
     assert TrainConfig(model_dir='/tmp/x', model='dnn', **files).model == 'dnn'

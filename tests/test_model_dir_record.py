@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from estimator_trainer import checkpoints
 from estimator_trainer import cluster as cluster_lib
-from estimator_trainer import config_resolved
+from estimator_trainer import config_checks
 from estimator_trainer import engines
 from estimator_trainer import examples
 from estimator_trainer import layout
@@ -472,9 +472,9 @@ def test_a_run_left_to_the_default_length_resumes_its_own_plan(
     tmp_path, monkeypatch, engine):
   """A structured run that gave no --train_steps or --train_epochs records
   its plan, the floor's steps: its own command, run again after the floor
-  changed (issue 72: dnn's 2,000 steps became 8,000), finds it finished
-  instead of training on under a longer schedule; a given --train_steps
-  extends it, a given --train_epochs is its own plan."""
+  changed (the linear model's went from 2,000 to 4,000 in issue 72), finds
+  it finished instead of training on under a longer schedule; a given
+  --train_steps extends it, a given --train_epochs is its own plan."""
   rows = [f'{i / 10},{"red" if i % 3 else "blue"},{i % 2}' for i in range(40)]
   (tmp_path / 'data.csv').write_text('\n'.join(['x,color,y', *rows]))
   model_dir = tmp_path / 'model'
@@ -482,11 +482,11 @@ def test_a_run_left_to_the_default_length_resumes_its_own_plan(
              '--label_key=y', '--model=dnn', f'--engine={engine}',
              '--mode=train', '--model_kwargs={"hidden_units": [4]}']
   # 32 training rows: 10 epochs are 5 steps of 64, under either floor.
-  monkeypatch.setattr(config_resolved, 'MIN_CLASSIFIER_STEPS', 6)
+  monkeypatch.setattr(config_checks, 'MIN_STRUCTURED_STEPS', 6)
   cli_config.run_in_process(command)
   assert layout.read_model_file(str(model_dir))['run']['train_steps'] == 6
   assert _step(model_dir) == 6
-  monkeypatch.setattr(config_resolved, 'MIN_CLASSIFIER_STEPS', 10)
+  monkeypatch.setattr(config_checks, 'MIN_STRUCTURED_STEPS', 10)
   assert cli_config.run_in_process(command).train_steps == 6
   assert _step(model_dir) == 6
   cli_config.run_in_process([*command, '--train_steps=8'])

@@ -269,7 +269,6 @@ def prepare(config, global_batch_size, training, seeded=True):
   """data.prepare of structured data: (data, training steps, input_fn)."""
   data = load(config, training)
   max_steps = config.resolve_train_steps(
-      data.num_examples(TRAIN), global_batch_size,
-      data.spec.head) if training else None
+      data.num_examples(TRAIN), global_batch_size) if training else None
   return data, max_steps, data.make_input_fn(config, global_batch_size,
                                              seeded)
