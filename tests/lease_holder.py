@@ -4,6 +4,7 @@ MODEL_DIR` holds MODEL_DIR's run lock (run_lock.held); `... evaluator
 MODEL_DIR` announces an evaluator there (evaluator.json). It prints `held`
 once it holds it, then waits to be stopped."""
 
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +34,10 @@ def _hold(kind, model_dir):
 
 
 if __name__ == '__main__':
+  # Ctrl-C unwinds it, as a trainer started from a terminal: a test run
+  # started in the background of a shell without job control hands its
+  # children SIGINT ignored, and the holder then slept its 600 s out.
+  signal.signal(signal.SIGINT, signal.default_int_handler)
   with _hold(sys.argv[1], sys.argv[2]):
     print('held', flush=True)
     time.sleep(600)
