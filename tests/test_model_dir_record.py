@@ -461,11 +461,6 @@ def test_a_csv_runs_own_command_repeated_with_another_identity_is_refused(
   assert '--learning_rate=0.5 given: the run in' in caplog.text
 
 
-def _step(model_dir):
-  return int(re.search(r'-(\d+)$',
-                       tf.train.latest_checkpoint(str(model_dir))).group(1))
-
-
 @pytest.mark.parametrize('engine', ['ctl', pytest.param(
     'estimator', marks=pytest.mark.estimator)])
 def test_a_run_left_to_the_default_length_resumes_its_own_plan(
@@ -485,11 +480,11 @@ def test_a_run_left_to_the_default_length_resumes_its_own_plan(
   monkeypatch.setattr(config_checks, 'MIN_STRUCTURED_STEPS', 6)
   cli_config.run_in_process(command)
   assert layout.read_model_file(str(model_dir))['run']['train_steps'] == 6
-  assert _step(model_dir) == 6
+  assert checkpoints.latest_step(str(model_dir)) == 6
   monkeypatch.setattr(config_checks, 'MIN_STRUCTURED_STEPS', 10)
   assert cli_config.run_in_process(command).train_steps == 6
-  assert _step(model_dir) == 6
+  assert checkpoints.latest_step(str(model_dir)) == 6
   cli_config.run_in_process([*command, '--train_steps=8'])
-  assert _step(model_dir) == 8
+  assert checkpoints.latest_step(str(model_dir)) == 8
   config = cli_config.config_from([*command, '--train_epochs=20'])
   assert (config.train_steps, config.train_epochs) == (None, 20)
