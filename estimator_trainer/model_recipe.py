@@ -20,10 +20,12 @@ KEY = 'numeric_embedding'
 
 def _recorded(path):
   """The model_kwargs in the record of model_dir `path` (or of a
-  checkpoint's model_dir); {} without a record."""
-  record = (layout.read_model_file(path) or
-            layout.read_model_file(os.path.dirname(path.rstrip('/'))) or {})
-  return record.get('model_kwargs') or {}
+  checkpoint prefix's model_dir); {} without a record. A model_dir without
+  one is not read through to its parent's: a model_dir nested in another
+  run's is not of that run's model."""
+  if layout.exists(path.rstrip('/') + '.index'):  # A checkpoint prefix.
+    path = os.path.dirname(path.rstrip('/'))
+  return (layout.read_model_file(path) or {}).get('model_kwargs') or {}
 
 
 def completed(model, kwargs, recorded_kwargs):

@@ -171,6 +171,18 @@ def test_what_a_run_builds_follows_its_model_dir_or_warm_start(tmp_path):
   (before / 'model.ckpt-5.index').touch()
   for source in (before, before / 'model.ckpt-5', canned):
     assert kwargs(warm_start_from=str(source)) == {'numeric_embedding': False}
+  # A canned model_dir kept inside a new run's is read as itself, not as
+  # the outer run's record says.
+  (tmp_path / 'new').mkdir()
+  (tmp_path / 'new' / 'model.json').write_text(json.dumps(
+      {'model_kwargs': {'numeric_embedding': True}}))
+  nested = tmp_path / 'new' / 'canned'
+  nested.mkdir()
+  (nested / 'model.ckpt-5.index').touch()
+  for source in (nested, nested / 'model.ckpt-5'):
+    assert kwargs(warm_start_from=str(source)) == {'numeric_embedding': False}
+  assert kwargs(warm_start_from=str(tmp_path / 'new')) == {
+      'numeric_embedding': True}
   linear = TrainConfig(model_dir=str(tmp_path / 'new'), model='linear')
   assert model_recipe.resolved(linear) is linear
 
