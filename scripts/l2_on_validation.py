@@ -123,10 +123,8 @@ def main(argv):
 def _meets(run):
   """Issue 72's bar: within 0.01 AUC/accuracy and 5 % log loss, or 5 %
   RMSE, of LogisticRegression / Ridge."""
-  if run['baseline_log_loss'] is None:
-    return run['score'] <= 1.05 * run['baseline']
-  return (run['score'] >= run['baseline'] - 0.01 and
-          run['log_loss'] <= 1.05 * run['baseline_log_loss'])
+  return real_tables.meets_bar(run['score'], run['log_loss'],
+                              run['baseline'], run['baseline_log_loss'])
 
 
 def _cell(run):

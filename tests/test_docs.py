@@ -165,7 +165,7 @@ _ABSL_COMMANDS = {
 # (_help_flags), their flags the same. One that does not would list
 # TensorFlow's flags too, warm: a script, cold (and cheap).
 _WARM_SCRIPTS = ('write_tfrecords', 'make_census_like', 'tabular_baselines',
-                 'l2_on_validation')
+                 'l2_on_validation', 'length_by_folds')
 for _script in _WARM_SCRIPTS:
   _ABSL_COMMANDS[f'scripts/{_script}.py'] = ['-m', _script]
 for _script in ('benchmark', 'plot_curves'):

@@ -214,3 +214,12 @@ def baselines(name):
       scores[kind] = float(metrics.accuracy_score(y_test,
                                                   fitted.predict(x_test)))
   return scores
+
+
+def meets_bar(score, log_loss, baseline, baseline_log_loss):
+  """Issue 72's bar: within 0.01 AUC or accuracy of LogisticRegression and
+  its log loss within 5 % (baseline_log_loss given), or an RMSE within 5 %
+  of Ridge's (baseline_log_loss None)."""
+  if baseline_log_loss is None:
+    return score <= 1.05 * baseline
+  return score >= baseline - 0.01 and log_loss <= 1.05 * baseline_log_loss
