@@ -4,7 +4,8 @@ table of benchmark/real_tables.py and fold, trains `--deep_model` on the
 other folds' rows for each candidate `--train_steps` (with the spec of the
 whole training split, so the normalization and the L2 are the final
 run's) and evaluates the held-out fold; the candidate of the lowest mean
-held-out loss (log loss; a regression's squared error) is chosen. Then
+held-out loss (log loss; a regression's squared error) is chosen, and
+the shortest within one standard error of it. Then
 trains each candidate on all training rows and prints their
 evaluation-split scores, the chosen one marked, beside LogisticRegression /
 Ridge. Appends each run to <work_dir>/runs.jsonl as it ends and skips the
@@ -136,34 +137,49 @@ def main(argv):
 
 
 def chosen(runs):
-  """{(table, model, seed): (the candidate of the lowest mean held-out
-  loss, {steps: mean loss})} over the tables whose folds all ran."""
+  """{(table, model, seed): (lowest, one_se, {steps: mean loss})} over the
+  tables whose candidates all ran on the same folds: `lowest` the candidate
+  of the lowest mean held-out loss; `one_se` the shortest candidate whose
+  mean exceeds that lowest by at most one standard error of their
+  per-fold differences (the one-standard-error rule of Hastie et al., The
+  Elements of Statistical Learning, 7.10, on paired folds)."""
   losses = {}
   for run in runs:
     if run['fold'] is not None:
       losses.setdefault((run['table'], run['model'], run['seed']),
-                        {}).setdefault(run['steps'], []).append(run['loss'])
+                        {}).setdefault(run['steps'], {})[run['fold']] = (
+                            run['loss'])
   result = {}
   for key, of in losses.items():
-    if len({len(folds) for folds in of.values()}) == 1:
-      means = {steps: float(np.mean(folds)) for steps, folds in of.items()}
-      result[key] = (min(means, key=means.get), means)
+    folds = sorted(next(iter(of.values())))
+    if len(folds) < 2 or any(sorted(by) != folds for by in of.values()):
+      continue
+    means = {steps: float(np.mean(list(by.values())))
+             for steps, by in of.items()}
+    lowest = min(means, key=means.get)
+    one_se = None
+    for steps in sorted(of):
+      gap = np.array([of[steps][fold] - of[lowest][fold] for fold in folds])
+      if gap.mean() <= gap.std(ddof=1) / np.sqrt(len(folds)):
+        one_se = steps
+        break
+    result[key] = (lowest, one_se, means)
   return result
 
 
 def _report(path):
-  """Per table, model and seed: each candidate's mean held-out loss and
-  its all-rows run's evaluation score (a classifier's log loss over
-  LogisticRegression's), the chosen marked *, and whether it meets issue
-  72's bar."""
+  """Per table, model and seed: each candidate's all-rows run's
+  evaluation score (a classifier's log loss over LogisticRegression's) and
+  mean held-out loss, the lowest marked *, the one-standard-error rule's
+  choice +, and whether each choice meets issue 72's bar."""
   with open(path) as f:
     runs = [json.loads(line) for line in f]
   lengths = sorted({run['steps'] for run in runs})
   print('| table (metric), model, seed | LogisticRegression / Ridge | '
         + ' | '.join(f'{steps:,} steps' for steps in lengths)
-        + ' | chosen meets |')
-  print('|---' * (len(lengths) + 3) + '|')
-  for key, (best, means) in chosen(runs).items():
+        + ' | lowest (*) meets | one-SE (+) meets |')
+  print('|---' * (len(lengths) + 4) + '|')
+  for key, (lowest, one_se, means) in chosen(runs).items():
     name = key[0]
     base = real_tables.baselines(name)
     final = {run['steps']: run for run in runs
@@ -174,15 +190,17 @@ def _report(path):
       cell = f'[{means[steps]:.4g}]' if steps in means else ''
       if steps in final:
         cell = _score(final[steps], base) + ' ' + cell
-      cells.append(cell + ('*' if steps == best else ''))
-    meets = ('yes' if real_tables.meets_bar(
-        final[best]['score'], final[best]['loss'], base['linear'],
-        base['linear_log_loss']) else 'no') if best in final else ''
+      cells.append(cell + ('*' if steps == lowest else '') +
+                   ('+' if steps == one_se else ''))
+    meets = [('yes' if real_tables.meets_bar(
+        final[pick]['score'], final[pick]['loss'], base['linear'],
+        base['linear_log_loss']) else 'no') if pick in final else ''
+             for pick in (lowest, one_se)]
     metric = real_tables.score_name(real_tables.TABLES[name].head)
     print(f'| {name} ({metric}), {key[1]}, {key[2]} | {base["linear"]:.4g}'
           + (f' ({base["linear_log_loss"]:.4g})'
              if base['linear_log_loss'] is not None else '')
-          + ' | ' + ' | '.join(cells) + f' | {meets} |')
+          + ' | ' + ' | '.join(cells + meets) + ' |')
 
 
 def _score(run, base):

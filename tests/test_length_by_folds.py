@@ -26,11 +26,25 @@ def _run(fold, steps, loss, table='pima'):
           'steps': steps, 'loss': loss}
 
 
-def test_the_lowest_mean_held_out_loss_is_chosen_once_every_fold_ran():
+def test_the_lowest_mean_and_the_one_standard_error_choice():
   runs = [_run(0, 2000, 0.5), _run(1, 2000, 0.3),   # Mean 0.4.
           _run(0, 8000, 0.25), _run(1, 8000, 0.75),  # Mean 0.5.
           _run(None, 8000, 0.01),  # All rows': not a fold's.
           _run(0, 2000, 0.1, 'wine'), _run(0, 8000, 0.2, 'wine'),
           _run(1, 2000, 0.1, 'wine')]  # Wine's 8,000 on fold 1 not run.
   assert folds.chosen(runs) == {
-      ('pima', 'dnn', 42): (2000, {2000: pytest.approx(0.4), 8000: 0.5})}
+      ('pima', 'dnn', 42): (2000, 2000, {2000: pytest.approx(0.4),
+                                         8000: 0.5})}
+  # 8,000 steps lowest on every fold: the one-SE rule takes it (the
+  # gaps' mean 0.103 over their standard error 0.0033); lowest by less than
+  # the folds' spread of the gaps, the shorter 2,000.
+  sure = [_run(fold, 2000, loss + 0.1) for fold, loss in
+          enumerate((0.2, 0.5, 0.31))] + [
+              _run(fold, 8000, loss) for fold, loss in
+              enumerate((0.2, 0.5, 0.3))]
+  assert folds.chosen(sure)[('pima', 'dnn', 42)][:2] == (8000, 8000)
+  noisy = [_run(fold, 2000, loss) for fold, loss in
+           enumerate((0.3, 0.6, 0.31))] + [
+               _run(fold, 8000, loss) for fold, loss in
+               enumerate((0.2, 0.5, 0.4))]
+  assert folds.chosen(noisy)[('pima', 'dnn', 42)][:2] == (8000, 2000)
