@@ -64,8 +64,8 @@ def _key(run):
 
 
 def _tasks(name):
-  """(key fields, command, model_dir, evaluation files' rows) of the
-  table's runs: each fold's and candidate's, then all rows' (fold None)."""
+  """(the run's fields, its command, its model_dir) of each of the table's
+  runs: each fold's and candidate's, then all rows' (fold None)."""
   directory = os.path.join(FLAGS.work_dir, name)
   train, test, spec_path, _, _ = real_tables.write_inferred(name, directory)
   rows = real_tables.split(name)[0]
