@@ -102,6 +102,15 @@ def exists(path):
   return os.path.exists(path)
 
 
+def source_model_dir(path):
+  """The model_dir of a --warm_start_from (or migrate --from) `path`: a
+  checkpoint prefix's directory (its .index exists), else `path` itself
+  (never a parent of a model_dir: one nested in another run's is not of
+  that run)."""
+  path = path.rstrip('/')
+  return os.path.dirname(path) if exists(f'{path}.index') else path
+
+
 def has_checkpoint(model_dir):
   """Whether model_dir has a checkpoint state file (of any engine)."""
   return exists(os.path.join(model_dir, CHECKPOINT_STATE_FILE))

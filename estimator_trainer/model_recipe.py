@@ -10,7 +10,6 @@ record without it is of a model without the embedding (every run before
 this default; canned models carried over). Imports no TensorFlow."""
 
 import dataclasses
-import os
 
 from estimator_trainer import layout
 
@@ -20,12 +19,9 @@ KEY = 'numeric_embedding'
 
 def _recorded(path):
   """The model_kwargs in the record of model_dir `path` (or of a
-  checkpoint prefix's model_dir); {} without a record. A model_dir without
-  one is not read through to its parent's: a model_dir nested in another
-  run's is not of that run's model."""
-  if layout.exists(path.rstrip('/') + '.index'):  # A checkpoint prefix.
-    path = os.path.dirname(path.rstrip('/'))
-  return (layout.read_model_file(path) or {}).get('model_kwargs') or {}
+  checkpoint prefix's model_dir); {} without a record."""
+  record = layout.read_model_file(layout.source_model_dir(path)) or {}
+  return record.get('model_kwargs') or {}
 
 
 def completed(model, kwargs, recorded_kwargs):

@@ -11,7 +11,6 @@ depend on the data.
 import collections
 import dataclasses
 import logging
-import os
 from typing import Any, Dict
 
 import numpy as np
@@ -67,12 +66,6 @@ class Remapping:
     return found
 
 
-def _source_dir(warm_start_from):
-  """The model_dir of --warm_start_from (a model_dir or a checkpoint)."""
-  return (warm_start_from if tf.io.gfile.isdir(warm_start_from) else
-          os.path.dirname(warm_start_from))
-
-
 def remapping(warm_start_from, statistics):
   """The Remapping from the model_dir of `warm_start_from` to a run of
   `statistics` (None: images); None when that model_dir stores no
@@ -85,7 +78,7 @@ def remapping(warm_start_from, statistics):
   exactly would change the bias of whichever layer takes the column (a
   builder's own layers, perhaps not warm-started), and keeping the source's
   mean would store statistics that are not this run's data's."""
-  directory = _source_dir(warm_start_from)
+  directory = layout.source_model_dir(warm_start_from)
   path = layout.statistics_file(directory)
   if statistics is None or not tf.io.gfile.exists(path):
     return None
