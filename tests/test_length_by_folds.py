@@ -1,6 +1,7 @@
 """scripts/length_by_folds.py (docs/guide/tabular.md, the length of dnn and
-wide_deep): its folds part the training rows, and its choice is the
-candidate of the lowest mean held-out loss over complete folds."""
+wide_deep): its folds part the training rows, and over complete folds it
+chooses the candidate of the lowest mean held-out loss and the
+one-standard-error rule's."""
 
 import numpy as np
 import pytest
