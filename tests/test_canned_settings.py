@@ -40,6 +40,11 @@ LABELS = ('y', 'price', 'grade')
 # Served values and a step's weights, relative to the values' size: float32
 # through other op orders.
 RELATIVE = 1e-6
+# A step's weights: batch norm's step (a division by a batch's deviation)
+# parted by 1.48e-6 on one machine (2-core AMD EPYC, AVX2, 2026-12-07), under
+# 1e-6 on others; a setting not carried parts them by about the step itself
+# (canned's largest change of a weight here 0.2).
+STEP_RELATIVE = 1e-5
 OTHER = os.environ.get('OTHER_STACK_PYTHON')
 
 
@@ -300,7 +305,7 @@ def test_carried_serves_and_steps_as_canned(estimator, data, canned, case,
   print(f'{case} carried, {engine}: one step on, weights vs canned\'s '
         f'{worst:.2e} relative (canned\'s largest change {step:.2e})')
   assert step > 0
-  assert worst <= RELATIVE
+  assert worst <= STEP_RELATIVE
 
 
 class _Encoded:
@@ -371,7 +376,7 @@ def test_the_other_stack_serves_and_steps_as_canned(estimator, data, canned,
     print(f'{case} carried, ctl, TF {version}: served vs canned '
           f'{worst:.2e}, one step on {stepped:.2e} relative (canned\'s '
           f'step {step:.2e})')
-    assert worst <= RELATIVE and stepped <= RELATIVE and step > 0, case
+    assert worst <= RELATIVE and stepped <= STEP_RELATIVE and step > 0, case
 
 
 def _one_step(model_dir, **kwargs):
