@@ -134,7 +134,6 @@ def check(config):
     raise UsageError(
         f'--eval_fraction={config.eval_fraction}: a fraction below 1 of '
         'structured training files, for runs without --eval_files')
-  _check_validation(config)
   for name in ('skip_rows_without_label', 'unreadable_as_missing'):
     if getattr(config, name) and not config.structured:
       raise UsageError(f'--{name} is for structured data (--feature_spec, '
@@ -210,32 +209,6 @@ def check(config):
               '://' not in config.warm_start_from):
     raise UsageError(f'--warm_start_from {config.warm_start_from!r} does not '
                      'exist')
-
-
-def _check_validation(config):
-  """--validation_fraction: a part of structured training records that
-  early stopping ranks (the UsageErrors of its bad combinations)."""
-  fraction = config.validation_fraction
-  if fraction is None:
-    return
-  if not config.structured:
-    raise UsageError('--validation_fraction is for structured data '
-                     '(--feature_spec, or CSV files); images have no '
-                     'validation part')
-  if fraction >= 1:
-    raise UsageError(f'--validation_fraction={fraction}: a fraction of the '
-                     'training records, between 0 and 1')
-  if not config.early_stopping_evals:
-    raise UsageError('--validation_fraction needs --early_stopping_evals=N: '
-                     'the evaluations without a better validation score '
-                     'after which training stops')
-  if config.cluster and (config.engine not in engines.TF2_ENGINES or
-                         config.cluster.has_evaluator or
-                         config.strategy == 'parameter_server'):
-    raise UsageError(
-        '--validation_fraction in a cluster: only the TF2 engines under '
-        'multi_worker_mirrored without an evaluator task, whose workers '
-        'evaluate it together, for now (issue 72)')
 
 
 def _check_tf2_limits(config):

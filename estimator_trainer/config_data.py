@@ -1,9 +1,12 @@
 """TrainConfig's fields of the data a run reads from files: the training,
 evaluation and prediction files, structured data's spec, head and
-options (config.py declares them; each is used by it once)."""
+options (config.py declares them; each is used by it once), and the checks
+of the parts held out of the training records."""
 
 from estimator_trainer import config_checks
+from estimator_trainer import engines
 from estimator_trainer.config_checks import DEFAULT_EVAL_FRACTION, HEADS
+from estimator_trainer.errors import UsageError
 
 _option = config_checks.option
 
@@ -28,6 +31,12 @@ VALIDATION_FRACTION = _option(
     'it by --early_stopping_evals and restore the best step\'s weights at '
     'the end; the evaluation split never decides. Default: none.',
     above=0)
+CV_FOLD = _option(
+    None, 'K,N: cross-validation on the training records: train on those '
+    'outside fold K of N (by a hash of each record; --eval_fraction\'s part '
+    'left out) and evaluate on fold K (--eval_files unread). A run that '
+    'chooses its length makes such runs (docs/guide/tabular.md).',
+    parse=config_checks.ints('cv_fold', 2))
 SKIP_ROWS_WITHOUT_LABEL = _option(
     False, 'Leave out the records whose label is missing (an empty cell, '
     'an absent feature), from training, evaluation and the statistics, '
@@ -61,3 +70,46 @@ KEY_COLUMN = _option(
     'signatures take it in and return it (canned forward_features). '
     'Without it, a prediction names its file and line (CSV) or record '
     '(TFRecords).')
+
+
+def check(config):
+  """The UsageErrors of the held-out parts' bad combinations."""
+  _check_validation(config)
+  if config.cv_fold is None:
+    return
+  number, folds = config.cv_fold
+  if not config.structured:
+    raise UsageError('--cv_fold is for structured data (--feature_spec, or '
+                     'CSV files)')
+  if folds < 2 or number > folds:
+    raise UsageError(f'--cv_fold={number},{folds}: fold K of N folds, '
+                     '1 <= K <= N, N >= 2')
+  if config.validation_fraction:
+    raise UsageError('--cv_fold with --validation_fraction: give one part '
+                     'to evaluate on')
+
+
+def _check_validation(config):
+  """--validation_fraction: a part of structured training records that
+  early stopping ranks (the UsageErrors of its bad combinations)."""
+  fraction = config.validation_fraction
+  if fraction is None:
+    return
+  if not config.structured:
+    raise UsageError('--validation_fraction is for structured data '
+                     '(--feature_spec, or CSV files); images have no '
+                     'validation part')
+  if fraction >= 1:
+    raise UsageError(f'--validation_fraction={fraction}: a fraction of the '
+                     'training records, between 0 and 1')
+  if not config.early_stopping_evals:
+    raise UsageError('--validation_fraction needs --early_stopping_evals=N: '
+                     'the evaluations without a better validation score '
+                     'after which training stops')
+  if config.cluster and (config.engine not in engines.TF2_ENGINES or
+                         config.cluster.has_evaluator or
+                         config.strategy == 'parameter_server'):
+    raise UsageError(
+        '--validation_fraction in a cluster: only the TF2 engines under '
+        'multi_worker_mirrored without an evaluator task, whose workers '
+        'evaluate it together, for now (issue 72)')

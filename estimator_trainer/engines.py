@@ -21,6 +21,9 @@ TRAINING_MODES = MODES[:2]
 STRATEGIES = ('default', 'one_device', 'mirrored', 'multi_worker_mirrored',
               'parameter_server')
 CLUSTER_TASKS = ('chief', 'worker', 'ps', 'evaluator')
+# What sets the length of a run that gives none where the floor would
+# (structured dnn and wide_deep on small tables), under its model_dir's lock.
+_LENGTH_CHOICE = 'estimator_trainer.length_choice'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Engine:
           'an Estimator model_dir over to the TF2 engines)')
     with _removed_if_failed(config), _locked(config):
       # Refused (model_dir in use) before TensorFlow loads: at once.
+      config = importlib.import_module(_LENGTH_CHOICE).planned(config)
       module = importlib.import_module(self.module)
       return getattr(module, config.mode)(config)
 

@@ -5,7 +5,7 @@ run's record leaves out the settings of images it never read."""
 IMAGES = ('dataset', 'train_split', 'eval_split', 'image_size', 'augment',
           'data_source', 'data_dir', 'idx_dir', 'image_key', 'image_shape',
           'num_classes')
-STRUCTURED = ('eval_fraction', 'validation_fraction',
+STRUCTURED = ('eval_fraction', 'validation_fraction', 'cv_fold',
               'skip_rows_without_label',
               'unreadable_as_missing', 'feature_spec', 'head', 'huber_delta',
               'linear_optimizer', 'linear_learning_rate',

@@ -26,6 +26,8 @@ FINISHED_DIR = 'finished'  # One file per training task that finished.
 EVALUATOR_FILE = 'evaluator.json'  # An evaluator task runs.
 MODEL_FILE = 'model.json'  # The run (model, data...) its checkpoints are of.
 LOCK_FILE = 'lock.json'  # The training run that holds it (run_lock.py).
+# A run that chooses its length: the cross-validation runs (length_choice).
+LENGTH_DIR = 'length'
 # An estimator checkpoint's --ema_decay average of weight W: W/<this>.
 AVERAGE_SUFFIX = 'ExponentialMovingAverage'
 # Structured data's preprocessing: the statistics computed from the training
@@ -59,6 +61,10 @@ def export_dir(model_dir, exporter):
 
 def metrics_file(model_dir):
   return os.path.join(model_dir, METRICS_FILE)
+
+
+def length_dir(model_dir):
+  return os.path.join(model_dir, LENGTH_DIR)
 
 
 def model_file(model_dir):

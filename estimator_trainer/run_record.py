@@ -165,7 +165,7 @@ _NONE_IS_A_SETTING = ('model_kwargs',)
 _RUN_DEFINED = ('optimizer', 'linear_optimizer')
 # Which training records the checkpoints were trained on: the validation
 # part is held out of them (a run recorded before the flag had none).
-_SPLIT_DEFINED = ('validation_fraction',)
+_SPLIT_DEFINED = ('validation_fraction', 'cv_fold')
 # Whose momentum (on or off) the slots the checkpoints hold follow.
 _SLOTS_DEFINED = ('optimizer_kwargs', 'linear_optimizer_kwargs')
 

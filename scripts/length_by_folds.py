@@ -5,7 +5,8 @@ other folds' rows for each candidate `--train_steps` (with the spec of the
 whole training split, so the normalization and the L2 are the final
 run's) and evaluates the held-out fold; the candidate of the lowest mean
 held-out loss (log loss; a regression's squared error) is chosen, and
-the shortest within one standard error of it. Then
+the shortest within one standard error of it (the rule a run now applies
+itself: estimator_trainer/length_choice.py). Then
 trains each candidate on all training rows and prints their
 evaluation-split scores, the chosen one marked, beside LogisticRegression /
 Ridge. Appends each run to <work_dir>/runs.jsonl as it ends and skips the
@@ -24,6 +25,7 @@ from absl import flags
 import numpy as np
 
 from estimator_trainer import layout
+from estimator_trainer import length_choice
 from estimator_trainer.benchmark import real_tables
 
 FLAGS = flags.FLAGS
@@ -138,11 +140,9 @@ def main(argv):
 
 def chosen(runs):
   """{(table, model, seed): (lowest, one_se, {steps: mean loss})} over the
-  tables whose candidates all ran on the same folds: `lowest` the candidate
-  of the lowest mean held-out loss; `one_se` the shortest candidate whose
-  mean exceeds that lowest by at most one standard error of their
-  per-fold differences (the one-standard-error rule of Hastie et al., The
-  Elements of Statistical Learning, 7.10, on paired folds)."""
+  tables whose candidates all ran on the same folds, by the package's rule
+  (length_choice.choices): `lowest` the candidate of the lowest mean
+  held-out loss, `one_se` the shortest within one standard error of it."""
   losses = {}
   for run in runs:
     if run['fold'] is not None:
@@ -154,16 +154,8 @@ def chosen(runs):
     folds = sorted(next(iter(of.values())))
     if len(folds) < 2 or any(sorted(by) != folds for by in of.values()):
       continue
-    means = {steps: float(np.mean(list(by.values())))
-             for steps, by in of.items()}
-    lowest = min(means, key=means.get)
-    one_se = None
-    for steps in sorted(of):
-      gap = np.array([of[steps][fold] - of[lowest][fold] for fold in folds])
-      if gap.mean() <= gap.std(ddof=1) / np.sqrt(len(folds)):
-        one_se = steps
-        break
-    result[key] = (lowest, one_se, means)
+    result[key] = length_choice.choices(
+        {steps: [by[fold] for fold in folds] for steps, by in of.items()})
   return result
 
 

@@ -33,7 +33,7 @@ FLOORS = (
                         'checkpoints', 'training_progress', 'run_log',
                         'export', 'export_policy'}),
     ('engines', {'estimator', 'tf2'}),
-    ('commands', {'', 'run', 'migrate', 'benchmark'}),
+    ('commands', {'', 'run', 'migrate', 'benchmark', 'length_choice'}),
 )
 
 

@@ -176,7 +176,8 @@ def load(config, training=False) -> TabularData:
                          skip_unlabeled=config.skip_rows_without_label,
                          unreadable_as_missing=config.unreadable_as_missing,
                          key=config.key_column,
-                         validation_fraction=config.validation_fraction)
+                         validation_fraction=config.validation_fraction,
+                         cv_fold=config.cv_fold)
   if config.skip_rows_without_label:
     for split, files in ((TRAIN, config.train_files),
                          (TEST, config.eval_files)):
@@ -247,11 +248,12 @@ def _check_records(config, source, training):
                                     'predict')) + [TRAIN] * training
   for split in splits:
     if not source.num_examples(split):
-      held_out = split == TEST and not config.eval_files
+      held_out = (' in --cv_fold' if config.cv_fold else
+                  ' held out by --eval_fraction' if split == TEST and not
+                  config.eval_files else '')
       raise DataError(
           f'no {"training" if split == TRAIN else "evaluation"} records in '
-          f'{", ".join(source.files(split))}'
-          f'{" held out by --eval_fraction" * held_out}'
+          f'{", ".join(source.files(split))}{held_out}'
           f'{" with a label" * config.skip_rows_without_label}'
           f'{" (a header only)" * (source.is_csv and not source.filtered)}')
 

@@ -43,19 +43,19 @@ class TabularSource:
   Without a TEST glob, `eval_fraction` of the training files' records
   (by a hash of each record: equal records go to one split) are the TEST
   split and are left out of TRAIN; `validation_fraction` of the rest are
-  left out of TRAIN too (splits.py): validation()'s TEST split. With
+  left out of TRAIN too (splits.py): validation()'s TEST split. `cv_fold`
+  (K, N): TEST is that cross-validation fold of the training records. With
   `skip_unlabeled`, records without a label (an empty cell, an absent
   feature; any of multilabel's) are left out of both splits (else they
-  fail as bad values do). With
-  `unreadable_as_missing`, a CSV cell of a number feature that is no
-  number is a missing value (else an error naming it). Without `labels`,
-  the files need the features alone (new data to predict on); `key`, a
-  column each file needs too (rows.py reads it)."""
+  fail as bad values do). With `unreadable_as_missing`, a CSV cell of a
+  number feature that is no number is a missing value (else an error
+  naming it). Without `labels`, the files need the features alone (new
+  data to predict on); `key`, a column each file needs too (rows.py)."""
 
   def __init__(self, patterns, feature_spec, head=None, eval_fraction=None,
                skip_unlabeled=False, unreadable_as_missing=False,
                labels=True, key=None, validation_fraction=None,
-               validation=False):
+               validation=False, cv_fold=None):
     self.patterns, self.labels, self.key = patterns, labels, key
     self.skip_unlabeled = skip_unlabeled
     self.unreadable_as_missing = unreadable_as_missing
@@ -66,9 +66,9 @@ class TabularSource:
     self._options = dict(  # validation()'s.
         eval_fraction=eval_fraction, skip_unlabeled=skip_unlabeled, key=key,
         labels=labels, unreadable_as_missing=unreadable_as_missing,
-        validation_fraction=validation_fraction)
+        validation_fraction=validation_fraction, cv_fold=cv_fold)
     self._buckets = splits.Buckets(eval_fraction, validation_fraction,
-                                   validation)
+                                   validation, cv_fold)
     if head and head != feature_spec.head:
       feature_spec = dataclasses.replace(feature_spec, head=head)
       spec_lib.check(feature_spec, f'--head={head} with the feature spec')

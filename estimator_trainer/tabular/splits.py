@@ -6,7 +6,9 @@ task (as TFX's ExampleGen splits by hash).
 The evaluation hold-out (--eval_fraction, without --eval_files) takes the
 first buckets, the validation part (--validation_fraction of the records
 left for training) the next ones, training the rest: three disjoint ranges,
-the same in every run and on every worker.
+the same in every run and on every worker. A cross-validation fold
+(--cv_fold=K,N) is the K-th of N equal ranges of the buckets left for
+training: it is the evaluation split, the others train.
 """
 
 import tensorflow as tf
@@ -24,10 +26,12 @@ def bucket(records):
 class Buckets:
   """The bucket range [low, high) of TRAIN and TEST (None: all of that
   split's own files). `validation`: TEST is the validation part (of the
-  training files), not the evaluation split."""
+  training files), not the evaluation split. `fold` (K, N): TEST is fold K
+  (1-based) of N of the training records, TRAIN the rest of them
+  (`excluded`: the range TRAIN leaves out)."""
 
   def __init__(self, eval_fraction=None, validation_fraction=None,
-               validation=False):
+               validation=False, fold=None):
     held_out = (max(1, round(eval_fraction * HOLDOUT_BUCKETS))
                 if eval_fraction else 0)
     validating = (max(1, round(validation_fraction *
@@ -40,6 +44,13 @@ class Buckets:
         TRAIN: (start, HOLDOUT_BUCKETS) if start else None,
         TEST: ((held_out, start) if validation else
                (0, held_out) if held_out else None)}
+    self.fold, self.excluded = fold, None
+    if fold:
+      number, folds = fold
+      low, high = (start + round(i * (HOLDOUT_BUCKETS - start) / folds)
+                   for i in (number - 1, number))
+      self.ranges = {TRAIN: (start, HOLDOUT_BUCKETS), TEST: (low, high)}
+      self.excluded = (low, high)
 
   @property
   def test_from_training(self):
@@ -52,7 +63,10 @@ class Buckets:
     if self.ranges[split] is None:
       return None
     low, high = self.ranges[split]
-    return (buckets >= low) & (buckets < high)
+    kept = (buckets >= low) & (buckets < high)
+    if split == TRAIN and self.excluded:
+      kept &= (buckets < self.excluded[0]) | (buckets >= self.excluded[1])
+    return kept
 
   def describe(self):
     """The parts held out, in words ('' when none)."""
@@ -60,4 +74,8 @@ class Buckets:
              for share, what in ((self.eval_share, 'evaluation'),
                                  (self.validation_share, 'validation'))
              if share]
+    if self.fold:  # The evaluation hold-out is left out, unread.
+      parts = [f'{self.eval_share:.1%} of the records left out'] * bool(
+          self.eval_share) + ['cross-validation fold {} of {} of the rest '
+                              'evaluated'.format(*self.fold)]
     return f' ({", ".join(parts)})' if parts else ''
