@@ -53,21 +53,25 @@ def planned(config):
   directory = layout.length_dir(config.model_dir)
   common = _common_argv(config)
   _logger.info(
-      'Length: 10 epochs of the %d training records are fewer steps than '
-      'the %s floor of %d: choosing %s steps by %d-fold cross-validation on '
-      'the training records (%d runs in %s; --train_steps skips this)',
+      'Length: 10 epochs of the training files\' %d records are fewer '
+      'steps than the %s floor of %d: choosing %s steps by %d-fold '
+      'cross-validation on the training records (%d runs in %s; '
+      '--train_steps skips this)',
       records, config.model, floor, ', '.join(map(str, candidates)), FOLDS,
       FOLDS * len(candidates), directory)
   _start_over_unless_same(directory, common)
   losses = _run_folds(directory, common, candidates)
   lowest, chosen, means = choices(losses)
-  spread = {steps: np.std(by, ddof=1) / np.sqrt(len(by))
-            for steps, by in losses.items()}
-  _logger.info(
-      'Length: mean held-out loss %s; chose %d steps (the shortest within '
-      'one standard error of the lowest, %d)', ', '.join(
-          f'{steps}: {means[steps]:.4g} (+-{spread[steps]:.2g})'
-          for steps in candidates), chosen, lowest)
+  shown = []
+  for steps in candidates:
+    gap = np.subtract(losses[steps], losses[lowest])
+    shown.append(f'{steps}: {means[steps]:.4g}' + (
+        f' ({gap.mean():+.2g} over {lowest}\'s, one SE '
+        f'{gap.std(ddof=1) / np.sqrt(len(gap)):.2g})'
+        if steps != lowest else ''))
+  _logger.info('Length: mean held-out loss %s; chose %d steps (the shortest '
+               'within one standard error of the lowest)', ', '.join(shown),
+               chosen)
   return dataclasses.replace(config, train_steps=chosen)
 
 
