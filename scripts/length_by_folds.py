@@ -85,12 +85,10 @@ def _tasks(name):
       model_dir = os.path.join(
           directory, f'{FLAGS.deep_model}-seed{FLAGS.run_seed}-'
           f'{"all" if fold is None else f"fold{fold}"}-{steps}')
-      command = [sys.executable, '-m', 'estimator_trainer.run',
-                 f'--train_files={train_files}', f'--eval_files={eval_files}',
-                 f'--feature_spec={spec_path}', f'--model={FLAGS.deep_model}',
-                 f'--engine={FLAGS.deep_engine}', f'--model_dir={model_dir}',
-                 '--export=none', f'--train_steps={steps}',
-                 f'--seed={FLAGS.run_seed}']
+      command = real_tables.run_command(
+          train_files, eval_files, spec_path, FLAGS.deep_model,
+          FLAGS.deep_engine, model_dir, f'--train_steps={steps}',
+          f'--seed={FLAGS.run_seed}')
       yield ({'table': name, 'model': FLAGS.deep_model,
               'seed': FLAGS.run_seed, 'fold': fold, 'steps': steps,
               'held_out': held_out}, command, model_dir)

@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 
 from estimator_trainer import console
@@ -42,11 +41,8 @@ FLAGS = flags.FLAGS
 
 
 def _train(train, test, spec_path, model, engine, model_dir):
-  command = [sys.executable, '-m', 'estimator_trainer.run',
-             f'--train_files={train}', f'--eval_files={test}',
-             f'--feature_spec={spec_path}', f'--model={model}',
-             f'--engine={engine}', f'--model_dir={model_dir}',
-             '--export=none', *shlex.split(FLAGS.flags)]
+  command = real_tables.run_command(train, test, spec_path, model, engine,
+                                    model_dir, *shlex.split(FLAGS.flags))
   start = time.monotonic()
   done = subprocess.run(command, capture_output=True, text=True, check=False)
   if done.returncode:

