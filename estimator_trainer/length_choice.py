@@ -27,6 +27,8 @@ from estimator_trainer import config_checks
 from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import run_record
+from estimator_trainer import sources
+from estimator_trainer import strategy
 from estimator_trainer.errors import TrainerError
 from estimator_trainer.tabular import table_files
 
@@ -103,27 +105,18 @@ def _floor(config):
           not config.validation_fraction and not config.warm_start_from):
     return None, None
   floor = config_checks.min_structured_steps(config.model)
-  replicas = (len(_devices(config.cpu_replicas)) if config.strategy in (
-      'mirrored', 'multi_worker_mirrored') else 1)
+  replicas = (len(strategy.replica_devices(config.cpu_replicas))
+              if config.strategy in ('mirrored', 'multi_worker_mirrored')
+              else 1)
   batch = config.resolve_global_batch_size(replicas) * config.accumulate_steps
   # 10 epochs of `enough` records are the floor's steps.
   enough = -(-floor * batch // config_checks.DEFAULT_TRAIN_EPOCHS)
   counted = 0
-  for path in _files(config.train_files):
+  for path in sources.glob_files(config.train_files):
     counted += _count(path, enough - counted)
     if counted >= enough:
       return None, None
   return (floor, counted) if counted >= MIN_RECORDS else (None, None)
-
-
-def _devices(cpu_replicas):
-  from estimator_trainer import strategy  # pylint: disable=g-import-not-at-top
-  return strategy.replica_devices(cpu_replicas)
-
-
-def _files(patterns):
-  from estimator_trainer import sources  # pylint: disable=g-import-not-at-top
-  return sources.glob_files(patterns)
 
 
 def _count(path, limit):
