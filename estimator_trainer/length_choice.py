@@ -66,10 +66,9 @@ def planned(config):
   lowest, chosen, means = choices(losses)
   shown = []
   for steps in candidates:
-    gap = np.subtract(losses[steps], losses[lowest])
+    gap, error = _gap(losses, steps, lowest)
     shown.append(f'{steps}: {means[steps]:.4g}' + (
-        f' ({gap.mean():+.2g} over {lowest}\'s, one SE '
-        f'{gap.std(ddof=1) / np.sqrt(len(gap)):.2g})'
+        f' ({gap:+.2g} over {lowest}\'s, one SE {error:.2g})'
         if steps != lowest else ''))
   _logger.info('Length: mean held-out loss %s; chose %d steps (the shortest '
                'within one standard error of the lowest)', ', '.join(shown),
@@ -85,10 +84,17 @@ def choices(losses):
   means = {steps: float(np.mean(by)) for steps, by in losses.items()}
   lowest = min(means, key=means.get)
   for steps in sorted(losses):
-    gap = np.array(losses[steps]) - np.array(losses[lowest])
-    if gap.mean() <= gap.std(ddof=1) / np.sqrt(len(gap)):
+    gap, error = _gap(losses, steps, lowest)
+    if gap <= error:
       return lowest, steps, means
   return lowest, lowest, means
+
+
+def _gap(losses, steps, lowest):
+  """(The mean of `steps`' per-fold losses over `lowest`'s, its standard
+  error)."""
+  gap = np.subtract(losses[steps], losses[lowest])
+  return gap.mean(), gap.std(ddof=1) / np.sqrt(len(gap))
 
 
 def _floor(config):
