@@ -1,7 +1,8 @@
 """What a valid TrainConfig is: the recipe's constants and the choices its
-fields offer, the parsers of fields given as text, and every check of user
-input across fields (a UsageError: exit 2). config.py holds the fields and
-calls `check` on construction."""
+fields offer, the parsers of fields given as text, and the checks of user
+input across fields (a UsageError: exit 2) but for those of the parts held
+out of the training records (config_data.check). config.py holds the
+fields and calls both on construction."""
 
 import dataclasses
 import json
