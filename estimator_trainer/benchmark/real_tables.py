@@ -3,7 +3,7 @@ files, and the baselines a data scientist runs on them first.
 
 `TABLES`: name -> Table (the loader, the label column, the columns a user
 would drop: row names and a second copy of the label). `write_split`
-writes a table's 80/20 split (rows shuffled by a fixed seed) to
+writes a table's 80/20 split (rows shuffled by SEED, or a seed given) to
 train.csv and eval.csv; `baselines` scores scikit-learn's
 LogisticRegression or Ridge (strings one-hot, numbers standardized,
 missing numbers imputed with their mean) and HistGradientBoosting on the
@@ -129,32 +129,32 @@ def frame(name):
   return data[data[table.label].notna()].reset_index(drop=True)
 
 
-def split(name):
-  """(train, eval) DataFrames: rows shuffled by SEED, the last
+def split(name, seed=SEED):
+  """(train, eval) DataFrames: rows shuffled by `seed`, the last
   EVAL_FRACTION for evaluation."""
   data = frame(name)
-  order = np.random.default_rng(SEED).permutation(len(data))
+  order = np.random.default_rng(seed).permutation(len(data))
   data = data.iloc[order].reset_index(drop=True)
   train_rows = int(round(len(data) * (1 - EVAL_FRACTION)))
   return data.iloc[:train_rows], data.iloc[train_rows:]
 
 
-def write_split(name, directory):
+def write_split(name, directory, seed=SEED):
   """(train.csv, eval.csv) of the table's split in `directory`."""
   os.makedirs(directory, exist_ok=True)
   paths = []
-  for part, rows in zip(('train', 'eval'), split(name)):
+  for part, rows in zip(('train', 'eval'), split(name, seed)):
     path = os.path.join(directory, f'{part}.csv')
     rows.to_csv(path, index=False)
     paths.append(path)
   return tuple(paths)
 
 
-def write_inferred(name, directory):
+def write_inferred(name, directory, seed=SEED):
   """The table's split in `directory` with the spec `tabular.infer` makes
   of its training part (spec.json): (train.csv, eval.csv, spec.json's
   path, the spec, infer's reasons per column)."""
-  train, test = write_split(name, directory)
+  train, test = write_split(name, directory, seed)
   spec, lines = infer.infer(train, TABLES[name].label)
   spec_path = os.path.join(directory, 'spec.json')
   with open(spec_path, 'w') as f:
@@ -179,18 +179,18 @@ def score_name(head):
           'regression': 'root_mean_squared_error'}[head]
 
 
-def baselines(name):
+def baselines(name, seed=SEED):
   """{'linear': score, 'boosting': score, 'linear_log_loss': ...,
   'boosting_log_loss': ...}: LogisticRegression (Ridge for a regression)
   and HistGradientBoosting on the split, scored by score_name(head), and
   a classifier's mean log loss on the evaluation rows (None for a
   regression), which metrics.json's average_loss is without label
-  smoothing."""
+  smoothing. `seed`: the split's (split)."""
   # pylint: disable=g-import-not-at-top
   from sklearn import compose, ensemble, impute, linear_model, metrics
   from sklearn import pipeline, preprocessing
   table = TABLES[name]
-  train, test = split(name)
+  train, test = split(name, seed)
   features = [c for c in train.columns if c != table.label]
   numbers = [c for c in features if train[c].dtype.kind in 'iuf']
   strings = [c for c in features if c not in numbers]
