@@ -30,6 +30,7 @@ from estimator_trainer import run_record
 from estimator_trainer import sources
 from estimator_trainer import strategy
 from estimator_trainer.errors import TrainerError
+from estimator_trainer.errors import UsageError
 from estimator_trainer.tabular import table_files
 
 _logger = logging.getLogger(__name__)
@@ -226,6 +227,10 @@ def _wait(directory, steps, fold, process):
   if process.returncode or loss is None:
     with open(model_dir + '.log') as f:
       last = [line for line in f.read().splitlines() if line.strip()][-1:]
+    if process.returncode == UsageError.exit_code and last:
+      # The flags' own (the fold run's are the run's): said as a run says
+      # it, not as a fold's failure.
+      raise UsageError(last[0].removeprefix('error: '))
     raise TrainerError(
         f'choosing the length: the run of fold {fold} at {steps} steps '
         f'failed ({"; ".join(last) or f"exit {process.returncode}"}); its '

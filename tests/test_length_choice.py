@@ -157,6 +157,27 @@ def test_a_small_tables_run_chooses_records_and_resumes(
   assert ' of 4 runs)' not in caplog.text
 
 
+@pytest.mark.slow
+def test_a_usage_error_of_the_fold_runs_is_the_runs_own(tmp_path, capfd,
+                                                        monkeypatch):
+  """wide_deep on numbers alone fails when its model is built, which a fold
+  run does first: the run's usage error, as with --train_steps, not a fold
+  run's failure; the model_dir it made is gone."""
+  monkeypatch.setattr(config_checks, 'min_structured_steps', lambda _: FLOOR)
+  monkeypatch.setattr(length_choice, 'MIN_RECORDS', 60)
+  table = _table(tmp_path / 't.csv', 60)
+  model_dir = tmp_path / 'run'
+  code, err = main_in_process(
+      [f'--model_dir={model_dir}', f'--train_files={table}',
+       '--model=wide_deep', '--engine=ctl', '--batch_size_per_replica=16',
+       '--export=none'], capfd)
+  assert code == UsageError.exit_code, err
+  assert err.strip().splitlines()[-1] == (
+      'error: --model wide_deep: no categorical, hashed or discretized '
+      'column for the wide part (use --model=dnn)')
+  assert not model_dir.exists()
+
+
 def test_fold_runs_of_other_flags_run_again(tmp_path):
   directory = tmp_path / 'length'
   length_choice._start_over_unless_same(str(directory), ['--seed=1'])  # pylint: disable=protected-access
