@@ -50,9 +50,14 @@ def first_line(error):
               lines[0])
 
 
+# What a command's last line starts with when it fails (fail); a parent
+# that runs a command reads its message after it.
+PREFIX = 'error: '
+
+
 def fail(code, message):
   """Ends a command line program: `error: <message>` on stderr, exit `code`."""
-  print(f'error: {message}', file=sys.stderr)
+  print(f'{PREFIX}{message}', file=sys.stderr)
   sys.exit(code)
 
 

@@ -24,6 +24,7 @@ import sys
 import numpy as np
 
 from estimator_trainer import config_checks
+from estimator_trainer import errors
 from estimator_trainer import layout
 from estimator_trainer import outputs
 from estimator_trainer import run_record
@@ -230,7 +231,7 @@ def _wait(directory, steps, fold, process):
     if process.returncode == UsageError.exit_code and last:
       # The flags' own (the fold run's are the run's): said as a run says
       # it, not as a fold's failure.
-      raise UsageError(last[0].removeprefix('error: '))
+      raise UsageError(last[0].removeprefix(errors.PREFIX))
     raise TrainerError(
         f'choosing the length: the run of fold {fold} at {steps} steps '
         f'failed ({"; ".join(last) or f"exit {process.returncode}"}); its '
