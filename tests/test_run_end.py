@@ -122,15 +122,24 @@ def _check_stopped(model_dir, result, messages, signum):
 
 
 _MOMENTS = ['saved', 'evaluation', 'export', 'metrics']
-# Ctrl-C at every moment; SIGTERM, which shares its handler, at the
-# evaluation's in the quick suite, at every moment in the slow one.
-_SIGNALS_AT = [
-    *(pytest.param(signal.SIGINT, moment, id=f'sigint-{moment}')
-      for moment in _MOMENTS),
-    *(pytest.param(signal.SIGTERM, moment, id=f'sigterm-{moment}',
-                   marks=() if moment == 'evaluation' else pytest.mark.slow)
-      for moment in _MOMENTS)]
 
+
+def _signals_at():
+  """(engine, signum, moment): Ctrl-C at every moment in every engine;
+  SIGTERM, which shares its handler and differs only in what
+  stop_signals.stopped does after the save (no Interrupted), at the
+  evaluation's in every engine and, in the slow suite, at every moment in
+  ctl's."""
+  for engine in ENGINES:
+    name, = getattr(engine, 'values', (engine,))
+    marks = tuple(getattr(engine, 'marks', ()))
+    for moment in _MOMENTS:
+      yield pytest.param(name, signal.SIGINT, moment, marks=marks,
+                         id=f'{name}-sigint-{moment}')
+      if moment == 'evaluation' or name == 'ctl':
+        slow = () if moment == 'evaluation' else (pytest.mark.slow,)
+        yield pytest.param(name, signal.SIGTERM, moment, marks=marks + slow,
+                           id=f'{name}-sigterm-{moment}')
 
 def _stopped_at_the_end_then_rerun(model_dir, config, caplog, engine, moment,
                                    signum, signals_ignored):
@@ -151,8 +160,7 @@ def _stopped_at_the_end_then_rerun(model_dir, config, caplog, engine, moment,
   return exported, messages
 
 
-@pytest.mark.parametrize('signum, moment', _SIGNALS_AT)
-@pytest.mark.parametrize('engine', ENGINES)
+@pytest.mark.parametrize('engine, signum, moment', list(_signals_at()))
 def test_a_signal_at_the_end_stops_at_once_and_the_rerun_exports_once(
     tmp_path, mnist_small_dir, engine, moment, signum, caplog,
     signals_ignored):

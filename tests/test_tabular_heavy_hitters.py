@@ -116,7 +116,10 @@ def _zipf_files(directory, rows, universe, files):
       counts[drawn].tolist()))
 
 
+# The package's counting at scale, no TensorFlow: the default stack's
+# (the quick tests above run the same code on both stacks' numpy and Arrow).
 @pytest.mark.slow
+@pytest.mark.default_stack_only
 def test_a_zipf_column_of_10m_values_in_8_files_is_within_the_error(
     tmp_path, monkeypatch, caplog):
   """Production size and cap (issue 71's acceptance): 10,000,000 values of
