@@ -29,6 +29,10 @@ STEPS = 5
 
 ENGINES = [pytest.param('estimator', marks=pytest.mark.estimator), 'ctl',
            'keras']
+# The engines whose own code runs the moments after training: in keras
+# they are Controller.finish's, as in ctl; keras's own moment is the last
+# checkpoint's save, inside fit's loop.
+AFTER_TRAINING = ENGINES[:2]
 
 
 def _config(model_dir, idx_dir, engine):
@@ -125,21 +129,22 @@ _MOMENTS = ['saved', 'evaluation', 'export', 'metrics']
 
 
 def _signals_at():
-  """(engine, signum, moment): Ctrl-C at every moment in every engine;
-  SIGTERM, which shares its handler and differs only in what
-  stop_signals.stopped does after the save (no Interrupted), at the
-  evaluation's in every engine and, in the slow suite, at every moment in
-  ctl's."""
+  """(engine, signum, moment): Ctrl-C at every moment in the estimator
+  and ctl engines and at keras's own (AFTER_TRAINING); SIGTERM, which
+  shares its handler and differs only in what stop_signals.stopped does
+  after the save (no Interrupted), at the evaluation's in those two and,
+  in the slow suite, at every moment in ctl's."""
   for engine in ENGINES:
     name, = getattr(engine, 'values', (engine,))
     marks = tuple(getattr(engine, 'marks', ()))
-    for moment in _MOMENTS:
+    for moment in _MOMENTS if name != 'keras' else ['saved']:
       yield pytest.param(name, signal.SIGINT, moment, marks=marks,
                          id=f'{name}-sigint-{moment}')
-      if moment == 'evaluation' or name == 'ctl':
+      if name != 'keras' and (moment == 'evaluation' or name == 'ctl'):
         slow = () if moment == 'evaluation' else (pytest.mark.slow,)
         yield pytest.param(name, signal.SIGTERM, moment, marks=marks + slow,
                            id=f'{name}-sigterm-{moment}')
+
 
 def _stopped_at_the_end_then_rerun(model_dir, config, caplog, engine, moment,
                                    signum, signals_ignored):
@@ -173,7 +178,7 @@ def test_a_signal_at_the_end_stops_at_once_and_the_rerun_exports_once(
     assert f'Kept {exported[0]}, the export of step {STEPS}' in messages
 
 
-@pytest.mark.parametrize('engine', ENGINES)
+@pytest.mark.parametrize('engine', AFTER_TRAINING)
 def test_ctrl_c_in_the_rerun_s_final_evaluation_stops_it_too(
     tmp_path, mnist_small_dir, engine, caplog, signals_ignored):
   """The rerun of a run stopped at its end (training_progress.finish_ended)
@@ -191,12 +196,14 @@ def test_ctrl_c_in_the_rerun_s_final_evaluation_stops_it_too(
   del signals_ignored
 
 
-@pytest.mark.parametrize('signum, moment', [
-    *((signal.SIGTERM, moment) for moment in _MOMENTS),
+@pytest.mark.parametrize('engine, signum, moment', [
+    # TensorFlow's handler on both stacks.
+    *(pytest.param('ctl', signal.SIGTERM, moment,
+                   marks=pytest.mark.both_stacks) for moment in _MOMENTS),
     # Passed on to TensorFlow's handler as a SIGTERM (preemption.watch).
-    (signal.SIGINT, 'evaluation')])
-@pytest.mark.parametrize('engine', [  # TensorFlow's handler on both stacks.
-    pytest.param('ctl', marks=pytest.mark.both_stacks), 'keras'])
+    pytest.param('ctl', signal.SIGINT, 'evaluation',
+                 marks=pytest.mark.both_stacks),
+    ('keras', signal.SIGTERM, 'saved')])  # Its own moment (AFTER_TRAINING).
 def test_a_signal_at_the_end_of_a_multi_worker_mirrored_run_stops_it(
     tmp_path, mnist_small_dir, engine, moment, signum, caplog,
     signals_ignored):
