@@ -26,8 +26,9 @@ STRUCTURED_MODEL = 'linear'
 DEFAULT_LEARNING_RATE = 2e-3
 # The structured linear model's: with its prior L2 (weight_decay_of) 2,000
 # steps reach LogisticRegression's fit on the 24 real tables of
-# docs/guide/tabular.md, where 2e-3 and 1e-2 fell short (Adam moves a
-# weight about its rate a step); canned's linear rate is 0.2 (DNN 0.05).
+# docs/guide/tabular-measurements.md, where 2e-3 and 1e-2 fell short (Adam
+# moves a weight about its rate a step); canned's linear rate is 0.2 (DNN
+# 0.05).
 LINEAR_LEARNING_RATE = 5e-2
 MIN_STRUCTURED_STEPS = 2000
 # The linear model's floor: 4,000 steps bring its log loss within 1.3 % of

@@ -7,10 +7,10 @@ records. Each candidate trains on four folds and is scored on the fifth
 of the same flags); the shortest candidate whose mean held-out loss is
 within one standard error of the lowest is taken (the one-standard-error
 rule, Hastie et al., The Elements of Statistical Learning, 7.10, on the
-paired folds). Measured on the 24 tables of docs/guide/tabular.md ("The
-length of dnn and wide_deep"). The choice becomes the run's --train_steps,
-which its model_dir records (a resume keeps it); a fold run that finished
-is not run again.
+paired folds). Measured on the 24 tables of
+docs/guide/tabular-measurements.md ("The length of dnn and wide_deep").
+The choice becomes the run's --train_steps, which its model_dir records
+(a resume keeps it); a fold run that finished is not run again.
 """
 
 import dataclasses

@@ -1,8 +1,9 @@
 """The kwargs structured data's recipe gives the built-in deep models (issue
 72): a new `dnn` or `wide_deep` run embeds its numbers periodically
 (`numeric_embedding`, models/numeric_embedding.py), which the real tables
-chose (docs/guide/tabular.md). The builders' own default stays without it:
-canned's DNN, which migrate carries and the Python API's builders make.
+chose (docs/guide/tabular-measurements.md). The builders' own default
+stays without it: canned's DNN, which migrate carries and the Python API's
+builders make.
 
 A model_dir's checkpoints are of the model its record (model.json) names:
 a run there, or warm-started from there, takes the record's setting, and a

@@ -49,8 +49,9 @@ FLAGS = flags.FLAGS
 def _run(train, test, spec_path, model_dir, weight_decay, validating):
   """(evaluation-split metrics, validation average loss or None)."""
   subprocess.run(['rm', '-rf', model_dir], check=True)
-  # The length its figures were measured at (docs/guide/tabular.md), which
-  # a run of a small table now chooses by cross-validation unless given.
+  # The length its figures were measured at
+  # (docs/guide/tabular-measurements.md), which a run of a small table now
+  # chooses by cross-validation unless given.
   command = real_tables.run_command(
       train, test, spec_path, FLAGS.deep_model, FLAGS.deep_engine, model_dir,
       f'--weight_decay={weight_decay}', '--train_steps=2000')

@@ -1,6 +1,6 @@
-"""scripts/l2_on_validation.py's verdict (docs/guide/tabular.md, the dnn and
-wide_deep recipe): the bar of issue 72 and the table it prints from the
-runs it logged."""
+"""scripts/l2_on_validation.py's verdict (docs/guide/tabular-measurements.md,
+the dnn and wide_deep recipe): the bar of issue 72 and the table it prints
+from the runs it logged."""
 
 import json
 

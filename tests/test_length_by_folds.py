@@ -1,6 +1,6 @@
-"""scripts/length_by_folds.py (docs/guide/tabular.md, the length of dnn and
-wide_deep): its folds part the training rows, and over complete folds it
-chooses the candidate of the lowest mean held-out loss and the
+"""scripts/length_by_folds.py (docs/guide/tabular-measurements.md, the length
+of dnn and wide_deep): its folds part the training rows, and over complete
+folds it chooses the candidate of the lowest mean held-out loss and the
 one-standard-error rule's."""
 
 import numpy as np

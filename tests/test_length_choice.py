@@ -100,9 +100,10 @@ def _one_se(losses):
 
 # The choice runs above the engines (engines.Engine.run), the same for
 # each: one engine (the estimator engine's fold runs were compared with
-# ctl's on the benchmark's tables, docs/guide/tabular.md), on the default
-# stack: the choice is this package's logic over runs and files whose
-# TensorFlow calls the 2.21 stack's tests make (45 CPU-seconds there).
+# ctl's on the benchmark's tables, docs/guide/tabular-measurements.md), on
+# the default stack: the choice is this package's logic over runs and
+# files whose TensorFlow calls the 2.21 stack's tests make (45 CPU-seconds
+# there).
 @pytest.mark.slow
 @pytest.mark.default_stack_only
 def test_a_small_tables_run_chooses_records_and_resumes(

@@ -31,12 +31,13 @@ def prior_weight_decay(statistics, label_scale):
 def deep_weight_decay(statistics, label_scale):
   """The L2 factor of `dnn` and `wide_deep`: the linear prior's over
   DEEP_PRIOR_ROWS rows, within DEEP_PRIOR_FACTOR and DEEP_PRIOR_MAX_FACTOR
-  times the prior. Chosen on the real tables (docs/guide/tabular.md, the
-  dnn and wide_deep recipe): at the linear prior the DNN over-fit pima,
-  carseats, diabetes and caravan (AUC 0.668 vs LogisticRegression's 0.774
-  on pima); 10 x it held the small tables, but on caravan (4,658 rows) 10 x
-  was still 0.074 AUC short where the prior of 47 rows was 0.011 ahead;
-  30 x under-fit carseats and wine. The cap was 100 x (a census-like set
+  times the prior. Chosen on the real tables
+  (docs/guide/tabular-measurements.md, the dnn and wide_deep recipe): at
+  the linear prior the DNN over-fit pima, carseats, diabetes and caravan
+  (AUC 0.668 vs LogisticRegression's 0.774 on pima); 10 x it held the
+  small tables, but on caravan (4,658 rows) 10 x was still 0.074 AUC
+  short where the prior of 47 rows was 0.011 ahead; 30 x under-fit
+  carseats and wine. The cap was 100 x (a census-like set
   of 50,000 rows: the floor alone cost wide_deep 0.0024 AUC and 4 % of log
   loss, 100 x none and 0.3 %); with the numeric embedding on (ctl, the 24
   tables, 2026-12-07) 30 x brings default (8,000 rows) within issue 72's
