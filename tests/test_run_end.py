@@ -137,10 +137,11 @@ def _signals_at():
   for engine in ENGINES:
     name, = getattr(engine, 'values', (engine,))
     marks = tuple(getattr(engine, 'marks', ()))
-    for moment in _MOMENTS if name != 'keras' else ['saved']:
+    own = engine in AFTER_TRAINING
+    for moment in _MOMENTS if own else ['saved']:
       yield pytest.param(name, signal.SIGINT, moment, marks=marks,
                          id=f'{name}-sigint-{moment}')
-      if name != 'keras' and (moment == 'evaluation' or name == 'ctl'):
+      if own and (moment == 'evaluation' or name == 'ctl'):
         slow = () if moment == 'evaluation' else (pytest.mark.slow,)
         yield pytest.param(name, signal.SIGTERM, moment, marks=marks + slow,
                            id=f'{name}-sigterm-{moment}')
