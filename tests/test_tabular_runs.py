@@ -334,12 +334,18 @@ def test_served_predictions_score_as_the_evaluation(trained, sets, name,
 
 @pytest.mark.parametrize('engine', engine_params.engines_with(
     both_stacks=('ctl', 'keras')))
-def test_predictions_are_the_served_ones(trained, sets, tmp_path, engine):
+@pytest.mark.parametrize('name, fields', [
+    ('users_names', ('probabilities', 'logits')),
+    # A regression's one prediction (no logits: the TF2 engines counted
+    # rows by them, and failed with KeyError: 'logits').
+    ('regression', ('predictions',))])
+def test_predictions_are_the_served_ones(trained, sets, tmp_path, engine,
+                                         name, fields):
   """--mode=predict of users_names' run (among its columns `weight` and
-  `padding`, features since issue 72, item 5): the first test rows'
-  predictions, as the export serves them."""
-  data = sets['users_names']
-  model_dir = trained('users_names', engine)
+  `padding`, features since issue 72, item 5) and of a regression: the
+  first test rows' predictions, as the export serves them."""
+  data = sets[RUNS[name][0]]
+  model_dir = trained(name, engine)
   count = 6
   path = engines.ENGINES[engine].run(config(
       model_dir, data, engine=engine, mode='predict', num_predictions=count,
@@ -349,13 +355,13 @@ def test_predictions_are_the_served_ones(trained, sets, tmp_path, engine):
       'predict'](examples=tf.constant(examples(
           {k: v[:count] for k, v in data.eval_rows.items()})))
   assert [line['index'] for line in lines] == list(range(count))
-  for name in ('probabilities', 'logits'):
+  for field in fields:
     # Written to 6 decimals; and predict's batches are not the 6 served, so
     # float32 sums may round otherwise: a few ulps (measured 3.4 on a logit
     # of 5.5, the numbers' periodic embeddings on).
     np.testing.assert_allclose(
-        [line[name] for line in lines], served[name].numpy(), atol=1e-6,
-        rtol=1e-6, err_msg=name)
+        [line[field] for line in lines], served[field].numpy(), atol=1e-6,
+        rtol=1e-6, err_msg=field)
 
 
 @pytest.mark.both_stacks

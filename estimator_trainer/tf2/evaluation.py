@@ -146,6 +146,6 @@ def predict(config):
   path = config.resolved_predictions_file
   count = outputs.write_predictions(path, (
       {name: values[i] for name, values in batch.items()}
-      for batch in batches for i in range(len(batch['logits']))))
+      for batch in batches for i in range(len(next(iter(batch.values()))))))
   _logger.info('Wrote %d predictions to %s', count, path)
   return path
