@@ -5,10 +5,13 @@ per table, `tabular.infer`'s spec and what it chose, then `run` for each
 LogisticRegression / Ridge and HistGradientBoosting on the same 80/20
 split. Prints a Markdown table (AUC for binary, accuracy for multiclass,
 RMSE for regression; a classifier's log loss beside it). Every model is
-scored as the baselines are: scikit-learn on its --mode=predict lines of
-the evaluation rows (metrics.json's AUC is canned's streaming one, which
-parts from the exact one by up to 0.0018 on these tables); metrics.json's
-figure is in the note where it differs.
+scored as the baselines are (benchmark/table_scores.py): scikit-learn on
+its --mode=predict lines of the evaluation rows (metrics.json's AUC is
+canned's streaming one, which parts from the exact one by up to 0.004 on
+these tables; the note says it where it differs); beside its difference
+from LogisticRegression/Ridge, that difference's 95 % interval over
+resamples of the evaluation rows (a paired bootstrap: one that holds 0 is
+a difference those rows do not tell from their draw).
 
   python scripts/tabular_baselines.py --work_dir=/tmp/baselines \
       [--tables=wine,pima] [--models=linear,dnn,wide_deep] \
@@ -34,6 +37,7 @@ from absl import app
 from absl import flags
 
 from estimator_trainer.benchmark import real_tables
+from estimator_trainer.benchmark import table_scores
 
 flags.DEFINE_string('work_dir', None, 'Where the splits, specs and model_dirs '
                     'go.', required=True)
@@ -57,7 +61,7 @@ def _failed(done):
 
 
 def _run(name, train, test, spec_path, model, engine, model_dir):
-  """(score, log loss, metrics.json, note) of the run into model_dir."""
+  """(table_scores.Rows, metrics.json, note) of the run into model_dir."""
   start = time.monotonic()
   metrics_path = os.path.join(model_dir, 'metrics.json')
   if FLAGS.reuse_runs and os.path.exists(metrics_path):
@@ -69,21 +73,21 @@ def _run(name, train, test, spec_path, model, engine, model_dir):
         *shlex.split(FLAGS.flags)), capture_output=True, text=True,
                           check=False)
     if done.returncode:
-      return None, None, None, _failed(done)
+      return None, None, _failed(done)
     note = f'{time.monotonic() - start:.0f} s'
   predictions = os.path.join(model_dir, 'eval_predictions.jsonl')
   done = subprocess.run(real_tables.predict_command(model_dir, test,
                                                     predictions),
                         capture_output=True, text=True, check=False)
   if done.returncode:
-    return None, None, None, f'predict {_failed(done)}'
+    return None, None, f'predict {_failed(done)}'
   with open(predictions) as f:
     lines = [json.loads(line) for line in f]
   with open(metrics_path) as f:
     metrics = json.load(f)
   table = real_tables.TABLES[name]
-  return (*real_tables.score_predictions(table.label, table.head, test,
-                                         lines), metrics, note)
+  return (table_scores.of_predictions(table.label, table.head, test, lines),
+          metrics, note)
 
 
 def main(argv):
@@ -103,19 +107,27 @@ def main(argv):
     for model in FLAGS.models:
       for engine in FLAGS.engines:
         model_dir = os.path.join(directory, f'{model}-{engine}')
-        score, log_loss, metrics, note = _run(name, train, test, spec_path,
-                                                model, engine, model_dir)
-        if metrics and round(metrics[metric], 4) != round(score, 4):
-          note += f'; metrics.json {metric} {metrics[metric]:.4f}'
+        predicted, metrics, note = _run(name, train, test, spec_path, model,
+                                        engine, model_dir)
+        score = log_loss = interval = None
+        if predicted:
+          score, log_loss = predicted.score(), predicted.log_loss()
+          low, high = table_scores.paired_interval(predicted,
+                                                   baseline['linear_rows'])
+          interval = (f'{score - baseline["linear"]:+.4f} '
+                      f'[{low:+.4f}, {high:+.4f}]')
+          if round(metrics[metric], 4) != round(score, 4):
+            note += f'; metrics.json {metric} {metrics[metric]:.4f}'
         rows.append((name, spec.head, model, engine, metric, score,
-                     baseline['linear'], baseline['boosting'], log_loss,
-                     baseline['linear_log_loss'], note))
+                     baseline['linear'], interval, baseline['boosting'],
+                     log_loss, baseline['linear_log_loss'], note))
         print(' | '.join(map(str, rows[-1])), flush=True)
   if rows:
     print('\n| table | head | model | engine | metric | score | '
-          'LogisticRegression/Ridge | HistGradientBoosting | log loss | '
+          'LogisticRegression/Ridge | score - LogisticRegression/Ridge '
+          '[95 % interval] | HistGradientBoosting | log loss | '
           'LogisticRegression log loss | note |')
-    print('|---|---|---|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|')
     for row in rows:
       print('| ' + ' | '.join(f'{v:.4f}' if isinstance(v, float) else str(v)
                               for v in row) + ' |')

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from estimator_trainer.benchmark import real_tables
+from estimator_trainer.benchmark import table_scores
 import cli_config
 
 pytestmark = pytest.mark.slow
@@ -44,9 +45,10 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
   cli_config.run_in_process(
       [f'--model_dir={tmp_path}/model', '--mode=predict',
        f'--predict_files={test}', f'--predictions_file={predictions}'])
-  score, log_loss = real_tables.score_predictions(
+  predicted = table_scores.of_predictions(
       table.label, table.head, test,
       [json.loads(line) for line in predictions.read_text().splitlines()])
+  score, log_loss = predicted.score(), predicted.log_loss()
   # The evaluation's own figures: the same (accuracy, RMSE, the mean log
   # loss: no label smoothing) or canned's streaming AUC, 200 thresholds.
   evaluated = metrics[real_tables.score_name(table.head)]

@@ -20,6 +20,7 @@ from typing import Callable, Tuple
 
 import numpy as np
 
+from estimator_trainer.benchmark import table_scores
 from estimator_trainer.tabular import infer
 from estimator_trainer.tabular import spec as spec_lib
 
@@ -175,45 +176,10 @@ def run_command(train, test, spec_path, model, engine, model_dir, *more):
 
 def predict_command(model_dir, test, path):
   """The command that writes `model_dir`'s predictions of the CSV `test`
-  to `path` (JSON lines; score_predictions reads them)."""
+  to `path` (JSON lines: table_scores.of_predictions reads them)."""
   return [sys.executable, '-m', 'estimator_trainer.run', '--mode=predict',
           f'--model_dir={model_dir}', f'--predict_files={test}',
           f'--predictions_file={path}']
-
-
-def score_predictions(label, head, test, lines):
-  """(score, log loss) of a run's predictions `lines` (--mode=predict's,
-  parsed) of the CSV `test` whose column `label` is a `head` (a Table's)
-  label, scored as `baselines` scores its models':
-  scikit-learn's exact AUC (metrics.json's is canned's streaming one, over
-  200 thresholds: on hmda up to 0.0018 from it), accuracy or RMSE, and the
-  mean log loss (None for a regression). A classifier's probabilities come
-  from its logits: the lines' probabilities are rounded to 6 decimals, and
-  a confident miss's rounded 0 would cost log loss's clip, not its loss."""
-  # pylint: disable=g-import-not-at-top
-  import pandas as pd
-  from sklearn import metrics
-  # The label as the run read it: the CSV's text (its class names).
-  labels = pd.read_csv(test, dtype=str, keep_default_na=False)[label]
-  if len(lines) != len(labels):
-    raise ValueError(f'{len(lines)} predictions of {len(labels)} rows')
-  truth = labels.iloc[[line['line'] - 2 for line in lines]].tolist()
-  if head == 'regression':
-    predicted = [line['predictions'][0] for line in lines]
-    return float(np.sqrt(metrics.mean_squared_error(
-        np.array(truth, np.float64), predicted))), None
-  classes = lines[0]['all_classes']
-  ids = np.array([classes.index(name) for name in truth])
-  logits = np.array([line['logits'] for line in lines], np.float64)
-  if head == 'binary':
-    probabilities = 1 / (1 + np.exp(-logits[:, 0]))
-    return (float(metrics.roc_auc_score(ids, probabilities)),
-            float(metrics.log_loss(ids, probabilities, labels=[0, 1])))
-  logits -= logits.max(axis=1, keepdims=True)
-  probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-  return (float(metrics.accuracy_score(ids, probabilities.argmax(axis=1))),
-          float(metrics.log_loss(ids, probabilities,
-                                 labels=list(range(len(classes))))))
 
 
 def score_name(head):
@@ -228,10 +194,11 @@ def baselines(name, seed=SEED):
   and HistGradientBoosting on the split, scored by score_name(head), and
   a classifier's mean log loss on the evaluation rows (None for a
   regression), which metrics.json's average_loss is without label
-  smoothing. `seed`: the split's (split)."""
+  smoothing; and their table_scores.Rows ('linear_rows', 'boosting_rows').
+  `seed`: the split's (split)."""
   # pylint: disable=g-import-not-at-top
-  from sklearn import compose, ensemble, impute, linear_model, metrics
-  from sklearn import pipeline, preprocessing
+  from sklearn import compose, ensemble, impute, linear_model, pipeline
+  from sklearn import preprocessing
   table = TABLES[name]
   train, test = split(name, seed)
   features = [c for c in train.columns if c != table.label]
@@ -255,19 +222,16 @@ def baselines(name, seed=SEED):
   scores = {}
   for kind, model in (('linear', linear), ('boosting', boosting)):
     fitted = pipeline.make_pipeline(prepare, model).fit(x_train, y_train)
-    scores[f'{kind}_log_loss'] = None
     if regression:
-      scores[kind] = float(np.sqrt(metrics.mean_squared_error(
-          y_test, fitted.predict(x_test))))
-      continue
-    probabilities = fitted.predict_proba(x_test)
-    scores[f'{kind}_log_loss'] = float(metrics.log_loss(
-        y_test, probabilities, labels=fitted.classes_))
-    if table.head == 'binary':
-      scores[kind] = float(metrics.roc_auc_score(y_test, probabilities[:, 1]))
+      rows = table_scores.Rows(table.head, y_test.to_numpy(np.float64),
+                               fitted.predict(x_test))
     else:
-      scores[kind] = float(metrics.accuracy_score(y_test,
-                                                  fitted.predict(x_test)))
+      probabilities = fitted.predict_proba(x_test)
+      rows = table_scores.Rows(
+          table.head, np.searchsorted(fitted.classes_, y_test),
+          probabilities[:, 1] if table.head == 'binary' else probabilities)
+    scores[kind], scores[f'{kind}_log_loss'] = rows.score(), rows.log_loss()
+    scores[f'{kind}_rows'] = rows
   return scores
 
 
