@@ -7,7 +7,7 @@ split. Prints a Markdown table (AUC for binary, accuracy for multiclass,
 RMSE for regression; a classifier's log loss beside it). Every model is
 scored as the baselines are (benchmark/table_scores.py): scikit-learn on
 its --mode=predict lines of the evaluation rows (metrics.json's AUC is
-canned's streaming one, which parts from the exact one by up to 0.004 on
+canned's streaming one, which parts from the exact one by up to 0.005 on
 these tables; the note says it where it differs); beside its difference
 from LogisticRegression/Ridge, that difference's 95 % interval over
 resamples of the evaluation rows (a paired bootstrap: one that holds 0 is
