@@ -50,10 +50,11 @@ def test_the_default_flow_reaches_the_linear_baseline(tmp_path, name):
       [json.loads(line) for line in predictions.read_text().splitlines()])
   score, log_loss = predicted.score(), predicted.log_loss()
   # The evaluation's own figures: the same (accuracy, RMSE, the mean log
-  # loss: no label smoothing) or canned's streaming AUC, 200 thresholds.
+  # loss: no label smoothing) or canned's streaming AUC, 200 thresholds
+  # (up to 0.0046 from the exact one on the benchmark's 24 tables).
   evaluated = metrics[real_tables.score_name(table.head)]
   assert score == pytest.approx(evaluated, rel=1e-5, abs=(
-      0.005 if table.head == 'binary' else 0))
+      0.01 if table.head == 'binary' else 0))
   baselines = real_tables.baselines(name)
   baseline = baselines['linear']
   if table.head == 'regression':  # RMSE: at most 5 % above Ridge's.
