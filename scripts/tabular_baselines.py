@@ -110,7 +110,7 @@ def main(argv):
         predicted, metrics, note = _run(name, train, test, spec_path, model,
                                         engine, model_dir)
         score = log_loss = interval = None
-        if predicted:
+        if predicted is not None:
           score, log_loss = predicted.score(), predicted.log_loss()
           low, high = table_scores.paired_interval(predicted,
                                                    baseline['linear_rows'])
