@@ -20,4 +20,3 @@ def test_a_split_seed_draws_another_partition_of_the_same_rows():
   assert not test.equals(default[1])
   rows = lambda frame: sorted(map(tuple, frame.astype(str).values.tolist()))
   assert rows(pd.concat([train, test])) == rows(table)
-
